@@ -1,0 +1,49 @@
+"""Framework adapters, registered lazily by module path so that `import bridge` imports no framework."""
+
+from __future__ import annotations
+
+import importlib
+
+from adapters.base import Adapter, ExportResult
+from bridge.config import Source
+from bridge.errors import UsageError
+
+# framework -> "module:Class". Order matters for detection: the first adapter that claims a source wins.
+_ADAPTERS: dict[str, str] = {
+    "onnx": "adapters.onnx:OnnxFileAdapter",
+    "torch": "adapters.pytorch:PyTorchAdapter",
+    "mxnet": "adapters.mxnet:MXNetAdapter",
+}
+
+
+def register_adapter(framework: str, target: str) -> None:
+    """Register ``module:Class`` for ``framework`` (used by adapters added in later modules and by tests)."""
+    _ADAPTERS[framework] = target
+
+
+def registered_frameworks() -> list[str]:
+    return list(_ADAPTERS)
+
+
+def get_adapter(framework: str) -> Adapter:
+    try:
+        module_name, cls_name = _ADAPTERS[framework].split(":")
+    except KeyError:
+        raise UsageError(f"no adapter for framework '{framework}'; known: {', '.join(_ADAPTERS)}") from None
+    adapter: Adapter = getattr(importlib.import_module(module_name), cls_name)()
+    return adapter
+
+
+def detect_adapter(source: Source) -> Adapter:
+    """The adapter that claims ``source``; UsageError listing the frameworks when none does."""
+    for framework in _ADAPTERS:
+        adapter = get_adapter(framework)
+        if adapter.claims(source):
+            return adapter
+    raise UsageError(
+        f"cannot tell which framework '{source.describe()}' belongs to; pass --framework "
+        f"({', '.join(_ADAPTERS)})"
+    )
+
+
+__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "register_adapter", "registered_frameworks"]

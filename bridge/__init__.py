@@ -1,0 +1,24 @@
+"""bridge: convert PyTorch / MXNet / TensorFlow / ONNX models to validated ONNX (and on to other runtimes).
+
+``import bridge`` imports no deep-learning framework; the library entry points load lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_API = ("convert", "inspect", "validate")
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import bridge` stays cheap and framework-free; bridge.api pulls onnx/numpy only.
+    if name in _API:
+        from bridge import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "convert", "inspect", "validate"]

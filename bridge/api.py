@@ -1,0 +1,364 @@
+"""The library entry points: convert, inspect, validate. The CLI only parses arguments and calls these.
+
+Each accepts plain Python values (paths, "NAME:SHAPE" strings, objects) or the typed config
+objects, returns a result object with ``to_dict()`` for reports, and raises BridgeError subclasses
+for anything the user can fix (``ValidationMismatch`` carries the result that failed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from bridge.config import (
+    DEFAULT_OPSET,
+    ConvertConfig,
+    DynamicAxis,
+    ExportSpec,
+    InputSpec,
+    Source,
+    Tolerance,
+)
+from bridge.diagnose import Problem, find_problems
+from bridge.errors import AdapterUnavailableError, UsageError, ValidationMismatch
+from bridge.io import load_model
+from bridge.model import ModelContainer, PassRecord, bridge_metadata
+from bridge.runtimes import activated, get_runtime
+from bridge.runtimes.base import Runtime, TensorMeta
+from bridge.validate.compare import Comparison, compare_outputs
+from bridge.validate.inputs import make_inputs
+from bridge.validate.results import RunResults
+
+Progress = Callable[[str], None]
+
+
+def _specs(items: Iterable[str | InputSpec]) -> tuple[InputSpec, ...]:
+    return tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in items)
+
+
+def _axes(items: Iterable[str | DynamicAxis]) -> tuple[DynamicAxis, ...]:
+    return tuple(i if isinstance(i, DynamicAxis) else DynamicAxis.parse(i) for i in items)
+
+
+def _source(source: Any, weights: str | Path | None, options: dict[str, str] | None = None) -> Source:
+    if isinstance(source, Source):
+        return source
+    w = Path(weights) if weights else None
+    if isinstance(source, (str, Path)):
+        return Source(location=str(source), weights=w, options=options or {})
+    return Source(obj=source, weights=w, options=options or {})
+
+
+# ---------------------------------------------------------------------------------------------- convert
+
+
+@dataclass
+class ConvertResult:
+    source: str
+    framework: str
+    output: Path
+    exporter: str
+    opset: int
+    inputs: list[TensorMeta]
+    outputs: list[TensorMeta]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    passes: list[PassRecord] = field(default_factory=list)
+    validation: list[Comparison] = field(default_factory=list)
+    validation_skipped: str | None = None
+    validation_inputs: dict[str, list[int]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    written: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.validation)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": "convert", "source": self.source, "framework": self.framework, "output": str(self.output),
+            "written": self.written, "exporter": self.exporter, "opset": self.opset,
+            "inputs": [asdict(m) for m in self.inputs], "outputs": [asdict(m) for m in self.outputs],
+            "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
+            "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
+            "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
+        }
+
+
+def convert(
+    source: Any,
+    output: str | Path,
+    *,
+    framework: str | None = None,
+    inputs: Sequence[str | InputSpec] = (),
+    dynamic: Sequence[str | DynamicAxis] = (),
+    opset: int = DEFAULT_OPSET,
+    validate: Sequence[str] | None = None,
+    tolerance: Tolerance = Tolerance(),
+    report: str | Path | None = None,
+    weights: str | Path | None = None,
+    options: dict[str, str] | None = None,
+    output_names: Sequence[str] = (),
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> ConvertResult:
+    """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
+
+    The model is written only if validation passes (or is skipped); the report is always written.
+    Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance.
+    """
+    cfg = ConvertConfig(
+        source=_source(source, weights, options), output=Path(output), framework=framework,
+        export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names)),
+        validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
+        report=Path(report) if report else None, seed=seed,
+    )
+    return _convert(cfg, progress or (lambda _msg: None))
+
+
+def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
+    from adapters import detect_adapter, get_adapter
+
+    timings: dict[str, float] = {}
+    adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
+    if not adapter.claims(cfg.source):
+        raise UsageError(f"'{cfg.source.describe()}' does not look like a {adapter.framework} source")
+    progress(f"exporting with the {adapter.framework} adapter")
+    start = time.perf_counter()
+    export = adapter.export(cfg.source, cfg.export)
+    timings["export_s"] = time.perf_counter() - start
+
+    container = ModelContainer.from_proto(
+        export.model, source_framework=adapter.framework, exporter=export.exporter,
+        inputs=export.inputs, dynamic=cfg.export.dynamic, warnings=list(export.warnings),
+    )
+    from bridge.passes.pipeline import conversion_pipeline, run_pipeline
+
+    start = time.perf_counter()
+    run_pipeline(container, conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs,
+                                                dynamic=cfg.export.dynamic), progress)
+    timings["passes_s"] = time.perf_counter() - start
+    proto = container.to_proto()
+
+    result = ConvertResult(
+        source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=export.exporter,
+        opset=cfg.export.opset, inputs=_metas(proto.graph.input, proto), outputs=_metas(proto.graph.output, proto),
+        notes=list(export.notes), warnings=container.warnings, passes=container.history, timings=timings,
+    )
+
+    runtimes = cfg.validate if cfg.validate is not None else ("onnxruntime",)
+    if runtimes:
+        start = time.perf_counter()
+        try:
+            reference = adapter.reference_runner(cfg.source, export)
+        except AdapterUnavailableError as exc:
+            result.validation_skipped = f"source reference unavailable: {exc}"
+        else:
+            progress(f"validating in {', '.join(runtimes)} against {reference.name}")
+            feeds, _, comparisons = _validate_against(proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed)
+            result.validation = comparisons
+            result.validation_inputs = {k: list(v.shape) for k, v in feeds.items()}
+        timings["validate_s"] = time.perf_counter() - start
+    else:
+        result.validation_skipped = "validation disabled (--validate none)"
+
+    if result.passed:
+        from bridge.io import save_model
+
+        save_model(proto, cfg.output)
+        result.written = True
+    if cfg.report:
+        from bridge.report import write_report
+
+        write_report(result.to_dict(), cfg.report)
+    if not result.passed:
+        failing = "; ".join(c.summary() for c in result.validation if not c.passed)
+        raise ValidationMismatch(f"converted model does not match the source ({failing}); "
+                                 f"{cfg.output} was not written", result=result)
+    return result
+
+
+def _validate_against(
+    proto: onnx.ModelProto, reference: Runtime, runtimes: Sequence[str], specs: Sequence[InputSpec],
+    tolerance: Tolerance, seed: int, vary_dynamic: bool = True,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[Comparison]]:
+    """Run ``reference`` and each named runtime on the same seeded inputs; (feeds, reference outputs, comparisons)."""
+    comparisons = []
+    feeds: dict[str, np.ndarray] = {}
+    ref_out: dict[str, np.ndarray] | None = None
+    for name in runtimes:
+        candidate = get_runtime(name, proto)
+        with activated(candidate):
+            if ref_out is None:
+                feeds = make_inputs(candidate.input_metadata(), specs, seed=seed, vary_dynamic=vary_dynamic)
+                with activated(reference):
+                    ref_out = reference.infer(feeds)
+            cand_out = candidate.infer(feeds)
+        comparisons.append(compare_outputs(ref_out, cand_out, tolerance, reference_name=reference.name,
+                                           candidate_name=name))
+    return feeds, ref_out or {}, comparisons
+
+
+def _metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -> list[TensorMeta]:
+    inits = {i.name for i in model.graph.initializer}
+    metas = []
+    for vi in values:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "unknown"
+        metas.append(TensorMeta(vi.name, shape, dtype))
+    return metas
+
+
+# ---------------------------------------------------------------------------------------------- inspect
+
+
+@dataclass
+class InspectReport:
+    path: str
+    ir_version: int
+    opset_imports: dict[str, int]
+    producer: str
+    inputs: list[TensorMeta]
+    outputs: list[TensorMeta]
+    op_histogram: dict[str, int]
+    parameter_count: int
+    parameter_bytes: int
+    problems: list[Problem]
+    bridge: dict[str, str]
+
+    @property
+    def symbolic(self) -> list[str]:
+        return [f"{m.name}[{i}]={d}" for m in (*self.inputs, *self.outputs) for i, d in m.symbolic_dims]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["symbolic_dims"] = self.symbolic
+        return d
+
+
+def inspect(model: str | Path, *, load_in_runtime: bool = True) -> InspectReport:
+    """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems."""
+    proto = load_model(model)
+    hist = Counter((f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
+                   for n in _all_nodes(proto.graph))
+    count = 0
+    nbytes = 0
+    for init in proto.graph.initializer:
+        n = int(np.prod(init.dims)) if init.dims else 1
+        count += n
+        nbytes += n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize
+    return InspectReport(
+        path=str(model), ir_version=proto.ir_version,
+        opset_imports={o.domain or "ai.onnx": o.version for o in proto.opset_import},
+        producer=f"{proto.producer_name} {proto.producer_version}".strip(),
+        inputs=_metas(proto.graph.input, proto), outputs=_metas(proto.graph.output, proto),
+        op_histogram=dict(hist.most_common()), parameter_count=count, parameter_bytes=nbytes,
+        problems=find_problems(proto, load_in_runtime=load_in_runtime), bridge=bridge_metadata(proto),
+    )
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            for g in attr.graphs:
+                yield from _all_nodes(g)
+
+
+# ---------------------------------------------------------------------------------------------- validate
+
+
+@dataclass
+class ValidateResult:
+    model: str
+    reference: str
+    comparisons: list[Comparison]
+    inputs: dict[str, list[int]]
+    saved_reference: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.comparisons)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": "validate", "model": self.model, "reference": self.reference, "passed": self.passed,
+                "inputs": self.inputs, "comparisons": [c.to_dict() for c in self.comparisons],
+                "saved_reference": self.saved_reference}
+
+
+def validate(
+    model: str | Path,
+    *,
+    source: Any = None,
+    reference: str | Path | None = None,
+    runtime: str | Sequence[str] = "onnxruntime",
+    framework: str | None = None,
+    inputs: Sequence[str | InputSpec] = (),
+    weights: str | Path | None = None,
+    options: dict[str, str] | None = None,
+    tolerance: Tolerance = Tolerance(),
+    seed: int = 0,
+    save_reference: str | Path | None = None,
+    report: str | Path | None = None,
+) -> ValidateResult:
+    """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
+
+    ``save_reference`` stores the reference run (inputs + outputs) so another environment can
+    validate against it later with ``reference=``. Raises ValidationMismatch (with ``.result``).
+    """
+    if (source is None) == (reference is None):
+        raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
+    runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
+    proto = load_model(model)
+    specs = _specs(inputs)
+    comparisons: list[Comparison] = []
+    if reference is not None:
+        saved = RunResults.load(Path(reference))
+        feeds = saved.inputs
+        for name in runtimes:
+            with activated(get_runtime(name, proto)) as candidate:
+                out = candidate.infer(feeds)
+            comparisons.append(compare_outputs(saved.outputs, out, tolerance,
+                                               reference_name=f"{saved.runtime} ({reference})", candidate_name=name))
+        ref_name = str(reference)
+    else:
+        from adapters import detect_adapter, get_adapter
+        from adapters.base import ExportResult
+        from adapters.onnx import graph_input_specs
+
+        src = _source(source, weights, options)
+        adapter = get_adapter(framework) if framework else detect_adapter(src)
+        given = {s.name: s for s in specs}
+        model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
+        export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
+                              output_names=tuple(o.name for o in proto.graph.output))
+        runner = adapter.reference_runner(src, export)
+        feeds, ref_out, comparisons = _validate_against(proto, runner, runtimes, model_specs, tolerance, seed,
+                                                        vary_dynamic=False)
+        ref_name = f"{runner.name} ({src.describe()})"
+        if save_reference is not None:
+            RunResults(dict(feeds), ref_out, runner.name,
+                       {"source": src.describe(), "seed": seed}).save(Path(save_reference))
+    result = ValidateResult(str(model), ref_name, comparisons, {k: list(v.shape) for k, v in feeds.items()},
+                            str(save_reference) if save_reference and source is not None else None)
+    if report:
+        from bridge.report import write_report
+
+        write_report(result.to_dict(), Path(report))
+    if not result.passed:
+        raise ValidationMismatch("; ".join(c.summary() for c in comparisons if not c.passed), result=result)
+    return result

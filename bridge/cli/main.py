@@ -1,0 +1,237 @@
+"""The `bridge` command line: parses arguments into bridge.api calls and renders their results.
+
+No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch, 2 usage error,
+3 conversion error, 70 internal error (a bug: please report it with the traceback shown).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from typer.exceptions import TyperException
+from rich.console import Console
+from rich.table import Table
+
+from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, ValidationMismatch
+
+app = typer.Typer(
+    name="bridge", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="Convert PyTorch / MXNet / TensorFlow / ONNX models to ONNX and prove them in each target runtime.",
+)
+out = Console()
+err = Console(stderr=True)
+
+InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
+SeedOpt = Annotated[int, typer.Option(help="seed for generated validation inputs")]
+
+
+@app.callback()
+def _root(verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug")] = 0) -> None:
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+@contextlib.contextmanager
+def _progress(what: str) -> Iterator[Callable[[str], None]]:
+    """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise."""
+    log = logging.getLogger("bridge.cli")
+    if err.is_terminal:
+        with err.status(what) as status:
+            yield lambda msg: status.update(f"{what}: {msg}")
+    else:
+        yield lambda msg: log.info("%s: %s", what, msg)
+
+
+def _tolerance(atol: float, rtol: float, per_output: list[str]) -> Any:
+    from bridge.config import Tolerance
+
+    return Tolerance.parse_override(Tolerance(atol, rtol), per_output)
+
+
+def _runtimes(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    if text.strip().lower() == "none":
+        return []
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _print_comparisons(comparisons: list[Any]) -> None:
+    for comp in comparisons:
+        table = Table(title=f"{comp.candidate} vs {comp.reference}: {'PASS' if comp.passed else 'FAIL'}",
+                      title_justify="left")
+        for col in ("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"):
+            table.add_column(col)
+        for o in comp.outputs:
+            table.add_row(o.name, "yes" if o.passed else "[red]NO[/red]", str(o.cand_shape),
+                          f"{o.max_abs:.3g}" if o.max_abs is not None else "-",
+                          f"{o.max_rel:.3g}" if o.max_rel is not None else "-",
+                          f"{o.mismatch_fraction:.3g}" if o.mismatch_fraction is not None else "-", o.note)
+        out.print(table)
+
+
+@app.command()
+def convert(
+    source: Annotated[str, typer.Argument(help="model file, folder, or module.path:factory")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")],
+    framework: Annotated[str | None, typer.Option(help="torch|tensorflow|mxnet|onnx (default: detect)")] = None,
+    input: InputOpt = [],  # noqa: B006 - typer needs a literal default
+    dynamic: Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")] = [],  # noqa: B006
+    opset: Annotated[int, typer.Option(help="target default-domain opset")] = 17,
+    validate: Annotated[str | None, typer.Option(help="runtimes to validate in: onnxruntime[,tensorflow] or none")] = None,
+    report: Annotated[Path | None, typer.Option(help="write a report (.json or .md)")] = None,
+    weights: Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")] = None,
+    outputs: Annotated[str | None, typer.Option(help="comma-separated internal output names to cut the graph at")] = None,
+    output_names: Annotated[str | None, typer.Option(help="comma-separated names for the model's outputs, in order")] = None,
+    atol: Annotated[float, typer.Option(help="absolute tolerance")] = 1e-4,
+    rtol: Annotated[float, typer.Option(help="relative tolerance")] = 1e-3,
+    tolerance: Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL")] = [],  # noqa: B006
+    seed: SeedOpt = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
+    from bridge import api
+
+    options = {"outputs": outputs} if outputs else {}
+    try:
+        with _progress(f"converting {source}") as progress:
+            result = api.convert(source, output, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
+                                 validate=_runtimes(validate), tolerance=_tolerance(atol, rtol, tolerance),
+                                 report=report, weights=weights, options=options, seed=seed, progress=progress,
+                                 output_names=[n.strip() for n in output_names.split(',')] if output_names else ())
+    except ValidationMismatch as exc:
+        if exc.result is not None:
+            _render_convert(exc.result, as_json)
+        raise
+    _render_convert(result, as_json)
+
+
+def _render_convert(result: Any, as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps(result.to_dict(), default=str))
+        return
+    out.print(f"[bold]{result.source}[/bold] ({result.framework}) -> {result.output} "
+              f"{'[green]written[/green]' if result.written else '[red]not written[/red]'}")
+    out.print(f"exporter: {result.exporter}; opset {result.opset}; "
+              + ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items()))
+    for n in result.notes:
+        out.print(f"[yellow]note:[/yellow] {n}")
+    for w in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {w}")
+    sig = ", ".join(f"{m.name}{list(m.shape) if m.shape is not None else '?'}" for m in result.inputs)
+    outs = ", ".join(f"{m.name}{list(m.shape) if m.shape is not None else '?'}" for m in result.outputs)
+    out.print(f"inputs: {sig}\noutputs: {outs}")
+    if result.validation_skipped:
+        out.print(f"[yellow]validation skipped:[/yellow] {result.validation_skipped}")
+    if result.validation_inputs:
+        out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.validation_inputs.items()))
+    _print_comparisons(result.validation)
+
+
+@app.command()
+def inspect(
+    model: Annotated[Path, typer.Argument(help="an .onnx file")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Opsets, IR version, signature (symbolic dims flagged), op histogram, size, problems."""
+    from bridge import api
+
+    rep = api.inspect(model)
+    if as_json:
+        out.print_json(json.dumps(rep.to_dict(), default=str))
+        return
+    out.print(f"[bold]{rep.path}[/bold]  IR {rep.ir_version}  opsets "
+              + ", ".join(f"{d}={v}" for d, v in rep.opset_imports.items()) + f"  producer: {rep.producer or '-'}")
+    table = Table("tensor", "kind", "shape", "dtype", title="signature", title_justify="left")
+    for kind, metas in (("input", rep.inputs), ("output", rep.outputs)):
+        for m in metas:
+            shape = "unknown" if m.shape is None else "[" + ", ".join(
+                str(d) if isinstance(d, int) else f"[yellow]{d or '?'}[/yellow]" for d in m.shape) + "]"
+            table.add_row(m.name, kind, shape, m.dtype)
+    out.print(table)
+    if rep.symbolic:
+        out.print("[yellow]symbolic dims:[/yellow] " + ", ".join(rep.symbolic))
+    else:
+        out.print("all input/output dims are concrete")
+    out.print(f"parameters: {rep.parameter_count:,} ({rep.parameter_bytes / 2**20:.2f} MiB)")
+    out.print("ops: " + ", ".join(f"{op} x{n}" for op, n in rep.op_histogram.items()))
+    if rep.bridge:
+        out.print("bridge: " + ", ".join(f"{k}={v}" for k, v in rep.bridge.items()))
+    if rep.problems:
+        for p in rep.problems:
+            where = f" [{p.op} at {p.node}]" if p.node else ""
+            out.print(f"[red]problem ({p.kind}){where}:[/red] {p.message}")
+    else:
+        out.print("[green]no problems found[/green] (checker, known traps, onnxruntime load)")
+
+
+@app.command()
+def validate(
+    model: Annotated[Path, typer.Argument(help="the .onnx file to check")],
+    source: Annotated[str | None, typer.Option(help="the source model to run as reference")] = None,
+    reference: Annotated[Path | None, typer.Option(help="saved RunResults .npz to compare against")] = None,
+    runtime: Annotated[str, typer.Option(help="runtime(s) to run MODEL in, comma-separated")] = "onnxruntime",
+    framework: Annotated[str | None, typer.Option(help="framework of --source (default: detect)")] = None,
+    input: InputOpt = [],  # noqa: B006
+    weights: Annotated[Path | None, typer.Option("--weights", "--params", help="weights of --source")] = None,
+    atol: Annotated[float, typer.Option(help="absolute tolerance")] = 1e-4,
+    rtol: Annotated[float, typer.Option(help="relative tolerance")] = 1e-3,
+    tolerance: Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL")] = [],  # noqa: B006
+    save_reference: Annotated[Path | None, typer.Option(help="save the source run as RunResults (.npz + .json)")] = None,
+    report: Annotated[Path | None, typer.Option(help="write a report (.json or .md)")] = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
+    from bridge import api
+
+    try:
+        result = api.validate(model, source=source, reference=reference, runtime=_runtimes(runtime) or [],
+                              framework=framework, inputs=input, weights=weights,
+                              tolerance=_tolerance(atol, rtol, tolerance), seed=seed,
+                              save_reference=save_reference, report=report)
+    except ValidationMismatch as exc:
+        if exc.result is not None:
+            _print_comparisons(exc.result.comparisons)
+        raise
+    out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
+    _print_comparisons(result.comparisons)
+    if result.saved_reference:
+        out.print(f"reference saved to {result.saved_reference}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app and map every outcome to the documented exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        return EXIT_USAGE
+    except TyperException as exc:  # usage errors from argument parsing (click's, vendored by typer)
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            err.print(f"error: {exc}")
+        return int(getattr(exc, "exit_code", EXIT_USAGE))
+    except BridgeError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        return exc.exit_code
+    except Exception:
+        err.print("[red]internal error[/red] (a bug in bridge; please report it with this traceback):")
+        err.print(traceback.format_exc(), highlight=False, markup=False)
+        return EXIT_INTERNAL
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

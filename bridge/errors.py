@@ -1,0 +1,103 @@
+"""Error hierarchy: what a user can cause (BridgeError) versus a bug in bridge (BridgeInternalError).
+
+Every user-facing failure carries the CLI exit code it maps to, so the CLI never has to guess:
+0 ok, 1 validation mismatch, 2 usage error, 3 conversion error, 70 internal error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+EXIT_USAGE = 2
+EXIT_CONVERSION = 3
+EXIT_INTERNAL = 70
+
+
+class BridgeError(Exception):
+    """A failure the user can act on (bad input, unsupported model, mismatch). Exit code 3 unless overridden."""
+
+    exit_code: int = EXIT_CONVERSION
+
+
+class UsageError(BridgeError):
+    """Arguments that cannot work together or do not parse (exit code 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class SourceNotFoundError(UsageError):
+    """The source path, module or factory named by the user does not exist."""
+
+
+class BadInputFileError(BridgeError):
+    """A file exists but cannot be read as what it claims to be (corrupt, truncated, wrong format)."""
+
+
+class AdapterUnavailableError(BridgeError):
+    """The framework an adapter or runtime needs is not installed in this environment."""
+
+    def __init__(self, framework: str, purpose: str, install_hint: str) -> None:
+        super().__init__(f"{framework} is not installed, so {purpose} is unavailable. Install it with: {install_hint}")
+        self.framework = framework
+
+
+class ExportError(BridgeError):
+    """The framework exporter failed, or produced a model that breaks a promise (e.g. static means static)."""
+
+
+class UnsupportedOpError(BridgeError):
+    """One or more ops have no translator; lists *every* unsupported op with its node names and count."""
+
+    def __init__(self, unsupported: Mapping[str, Iterable[str]], framework: str = "") -> None:
+        self.unsupported = {op: list(nodes) for op, nodes in sorted(unsupported.items())}
+        lines = []
+        for op, nodes in self.unsupported.items():
+            shown = ", ".join(nodes[:5]) + (f", ... ({len(nodes) - 5} more)" if len(nodes) > 5 else "")
+            lines.append(f"  {op} x{len(nodes)}: {shown}")
+        where = f" in this {framework} model" if framework else ""
+        super().__init__(f"{len(self.unsupported)} unsupported op type(s){where}:\n" + "\n".join(lines))
+
+
+class PassFailedError(BridgeError):
+    """A pass of the ONNX stage rejected the model; names the pass and, when known, the node and op."""
+
+    def __init__(self, pass_name: str, message: str, node: str | None = None, op: str | None = None) -> None:
+        where = f" at node '{node}' ({op})" if node else ""
+        super().__init__(f"pass {pass_name} failed{where}: {message}")
+        self.pass_name = pass_name
+        self.node = node
+        self.op = op
+
+
+class NodeError(BridgeError):
+    """Raised inside a pass for a specific node; the pipeline turns it into PassFailedError with the pass name."""
+
+    def __init__(self, node: str, op: str, message: str) -> None:
+        super().__init__(message)
+        self.node = node
+        self.op = op
+
+
+class RuntimeLoadError(BridgeError):
+    """A target runtime refused to load the model; the message explains the runtime's error in plain words."""
+
+
+class ValidationMismatch(BridgeError):
+    """The converted model's outputs differ from the reference beyond tolerance (exit code 1).
+
+    ``result`` is the ConvertResult / ValidateResult that failed, for scripts that want the figures.
+    """
+
+    exit_code = EXIT_MISMATCH
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class BridgeInternalError(Exception):
+    """A bug in bridge itself (exit code 70). Deliberately *not* a BridgeError."""
+
+    exit_code = EXIT_INTERNAL

@@ -1,0 +1,130 @@
+"""The ONNX stage's pass order, each entry with the reason it sits where it does, and the runner.
+
+``conversion_pipeline`` is the single place the order is decided. ``run_pipeline`` runs the
+passes one by one (onnx_ir's contract: requires -> call -> ensures), records which changed the
+model, and turns failures into errors that name the pass and, when known, the node and op.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import CheckerPass, RemoveUnusedOpsetsPass, ShapeInferencePass, TopologicalSortPass
+
+from bridge.config import DynamicAxis, InputSpec
+from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
+from bridge.model import ModelContainer, PassRecord
+from bridge.passes.cleanup import FoldConstantsPass
+from bridge.passes.opset import ConvertOpsetPass
+from bridge.passes.shapes import (
+    ClearStaleValueInfoPass,
+    FixInputShapesPass,
+    NameDynamicAxesPass,
+    RequireStaticShapesPass,
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A pass and the reason it is in the pipeline at this position."""
+
+    pass_: ir.passes.PassBase
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return type(self.pass_).__name__
+
+
+def has_custom_domain(model: ir.Model) -> bool:
+    return any(node.domain not in ("", "ai.onnx") for node in model.graph.all_nodes())
+
+
+def conversion_pipeline(
+    *,
+    opset: int,
+    inputs: Sequence[InputSpec] = (),
+    dynamic: Sequence[DynamicAxis] = (),
+    full_check: bool = True,
+) -> list[Step]:
+    """The passes ``bridge convert`` runs, in order."""
+    steps = [
+        Step(CheckerPass(full_check=False),
+             "reject a malformed export before anything rewrites it (errors then point at the exporter, not bridge)"),
+        Step(TopologicalSortPass(),
+             "some exporters emit nodes out of order; every later pass assumes producers come first"),
+        Step(ConvertOpsetPass(opset),
+             "one opset for the rest of the stage: later rewrites are keyed by the target opset"),
+        Step(FixInputShapesPass(inputs, dynamic),
+             "pin the inputs to the user's concrete shapes (dynamic axes excepted) before folding, so "
+             "shape-computing subgraphs fold to constants"),
+        Step(FoldConstantsPass(),
+             "fold constant subgraphs and drop dead nodes after the opset is final (folding must see final op semantics)"),
+        Step(RemoveUnusedOpsetsPass(), "drop opset imports that folding left unused"),
+    ]
+    if dynamic:
+        steps.append(Step(NameDynamicAxesPass(dynamic),
+                          "give each dynamic axis the user's label on every input and output that carries it; "
+                          "before clearing value_info, while the exporter's symbols still link outputs to inputs"))
+    steps += [
+        Step(ClearStaleValueInfoPass(),
+             "value_info from the exporter or earlier passes can be stale (onnxruntime warns on mismatches)"),
+        Step(ShapeInferencePass(strict_mode=False, data_prop=True),
+             "re-derive every intermediate shape from the final inputs"),
+    ]
+    if not dynamic:
+        steps.append(Step(RequireStaticShapesPass(),
+                          "static means static: fail loudly if any input/output dim is still symbolic"))
+    steps.append(Step(CheckerPass(full_check=full_check),
+                      "the result must pass the full checker (incl. strict shape inference) before it is written"))
+    return steps
+
+
+_NODE_IN_MESSAGE = re.compile(r"(?:node|Node)[^A-Za-z0-9]*(?:Name:\s*)?\(?'?(?P<node>[\w./:\-]+)'?\)?.*?OpType:\s*(?P<op>\w+)", re.S)
+
+
+def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Progress | None = None) -> None:
+    """Run ``steps`` in order on ``container.model``, appending a PassRecord per pass to its history."""
+    for step in steps:
+        if progress:
+            progress(f"pass {step.name}")
+        if isinstance(step.pass_, CheckerPass) and has_custom_domain(container.model):
+            # custom-domain ops (bridge.contrib) have no schema: check structure only, skip strict inference
+            step = Step(CheckerPass(full_check=False), step.reason + " (structure only: custom-domain ops present)")
+        start = time.perf_counter()
+        try:
+            result = step.pass_(container.model)
+        except Exception as exc:
+            raise _as_pass_error(step.name, exc) from exc
+        container.model = result.model
+        container.history.append(PassRecord(step.name, step.reason, bool(result.modified), time.perf_counter() - start))
+        extra = getattr(step.pass_, "warnings", None)
+        if extra:
+            container.warnings.extend(extra)
+
+
+def _as_pass_error(pass_name: str, exc: BaseException) -> Exception:
+    """User-caused failures become PassFailedError (exit 3 or the error's own code); bugs become internal."""
+    root: BaseException = exc
+    while root.__cause__ is not None and isinstance(root, (ir.passes.PassError, ir.passes.InvariantError)):
+        root = root.__cause__
+    if isinstance(root, NodeError):
+        return PassFailedError(pass_name, str(root), node=root.node, op=root.op)
+    if isinstance(root, BridgeError):
+        if isinstance(root, PassFailedError):
+            return root
+        error = PassFailedError(pass_name, str(root))
+        error.exit_code = root.exit_code
+        return error
+    if isinstance(root, (onnx.checker.ValidationError, onnx.shape_inference.InferenceError)):
+        m = _NODE_IN_MESSAGE.search(str(root))
+        return PassFailedError(pass_name, str(root).strip(), node=m.group("node") if m else None,
+                               op=m.group("op") if m else None)
+    return BridgeInternalError(f"pass {pass_name} crashed: {type(root).__name__}: {root}")

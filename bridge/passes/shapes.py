@@ -1,0 +1,206 @@
+"""Shape passes: drop stale value_info, name dynamic axes consistently, and hold static models to it.
+
+Exporters name dynamic dims after internal symbols (``s77``, ``(((s14 - 1)//2)) + 1``) and leave
+value_info that later rewrites make stale (onnxruntime then warns "Expected shape from model ...
+does not match actual shape"). The order in the pipeline is: name axes -> clear value_info ->
+shape inference -> require static, so inference re-derives every intermediate shape from the
+(renamed or concrete) graph inputs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from bridge.config import DynamicAxis, InputSpec
+from bridge.errors import ExportError, UsageError
+from bridge.passes.base import all_values
+
+# ops whose output sizes depend on data, so a "static" model may legitimately keep unknown dims there
+DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If"})
+
+
+def _dims(value: ir.Value) -> list[int | str | None]:
+    if value.shape is None:
+        return []
+    return [d if isinstance(d, int) else d.value for d in value.shape]
+
+
+class ClearStaleValueInfoPass(ir.passes.InPlacePass):
+    """Forget the shapes of intermediate values (not graph inputs/outputs) so inference recomputes them."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        keep = {id(v) for v in (*graph.inputs, *graph.outputs, *graph.initializers.values())}
+        modified = False
+        for node in graph:
+            for v in node.outputs:
+                if id(v) not in keep and v.shape is not None:
+                    v.shape = None
+                    modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+class NameDynamicAxesPass(ir.passes.InPlacePass):
+    """Rename the exporter's symbol for each requested axis to the user's label, everywhere it appears.
+
+    A dim that is exactly the old symbol becomes the label; a dim expression that mentions it
+    (``(((s14 - 1)//2)) + 1``) has the symbol replaced inside it, so outputs that carry a derived size
+    still say which input axis they follow.
+    """
+
+    def __init__(self, axes: Sequence[DynamicAxis]) -> None:
+        super().__init__()
+        self.axes = tuple(axes)
+
+    def requires(self, model: ir.Model) -> None:
+        inputs = {v.name: v for v in model.graph.inputs}
+        for axis in self.axes:
+            value = inputs.get(axis.input)
+            if value is None:
+                raise UsageError(f"--dynamic {axis.input}:{axis.axis}: the model has no input '{axis.input}' "
+                                 f"(inputs: {', '.join(inputs)})")
+            rank = len(value.shape) if value.shape is not None else None
+            if rank is not None and not -rank <= axis.axis < rank:
+                raise UsageError(f"--dynamic {axis.input}:{axis.axis}: input '{axis.input}' has rank {rank}")
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        inputs = {v.name: v for v in model.graph.inputs}
+        renames: dict[str, str] = {}
+        for axis in self.axes:
+            value = inputs[axis.input]
+            assert value.shape is not None
+            dim = value.shape[axis.axis]
+            if isinstance(dim, int):
+                raise ExportError(
+                    f"axis {axis.axis} of input '{axis.input}' was asked to be dynamic ('{axis.label}') but the "
+                    f"exporter fixed it to {dim}: the model specialises on that size (e.g. a reshape with a "
+                    "hard-coded batch); make the model shape-generic or drop --dynamic for this axis"
+                )
+            old = dim.value
+            if old is None:  # unnamed dynamic dim: name it in place
+                shape = list(value.shape)
+                shape[axis.axis] = ir.SymbolicDim(axis.label)
+                value.shape = ir.Shape(shape)
+                continue
+            if old in renames and renames[old] != axis.label:
+                raise UsageError(f"axes labelled '{renames[old]}' and '{axis.label}' are the same dimension "
+                                 f"in the exported model (symbol {old}); give them one label")
+            renames[old] = axis.label
+        modified = bool(renames)
+        if renames:
+            pattern = re.compile(r"\b(" + "|".join(re.escape(s) for s in sorted(renames, key=len, reverse=True)) + r")\b")
+            for v in all_values(model):
+                if v.shape is None:
+                    continue
+                new_dims: list[int | ir.SymbolicDim] = []
+                changed = False
+                for d in v.shape:
+                    if isinstance(d, int) or d.value is None:
+                        new_dims.append(d if isinstance(d, int) else ir.SymbolicDim(None))
+                        continue
+                    new = pattern.sub(lambda m: renames[m.group(1)], d.value)
+                    changed |= new != d.value
+                    new_dims.append(ir.SymbolicDim(new))
+                if changed:
+                    v.shape = ir.Shape(new_dims)
+        return ir.passes.PassResult(model, modified)
+
+
+class FixInputShapesPass(ir.passes.InPlacePass):
+    """Set graph input shapes to the concrete ones the user gave (``--input NAME:SHAPE``)."""
+
+    def __init__(self, inputs: Sequence[InputSpec], keep_dynamic: Sequence[DynamicAxis] = ()) -> None:
+        super().__init__()
+        self.inputs = {s.name: s for s in inputs if s.shape is not None}
+        self.keep_axes = tuple(keep_dynamic)
+
+    def requires(self, model: ir.Model) -> None:
+        names = {v.name for v in model.graph.inputs}
+        unknown = sorted(set(self.inputs) - names)
+        if unknown:
+            raise UsageError(f"--input names {unknown} are not inputs of the model (inputs: {', '.join(sorted(names))})")
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for value in model.graph.inputs:
+            spec = self.inputs.get(value.name)
+            if spec is None or spec.shape is None:
+                continue
+            if value.shape is not None and len(value.shape) != len(spec.shape):
+                raise UsageError(f"--input {value.name}: rank {len(spec.shape)} given, the model's input has rank "
+                                 f"{len(value.shape)} ({_dims(value)})")
+            rank = len(spec.shape)
+            dynamic = {d.axis % rank for d in self.keep_axes if d.input == value.name}
+            old = value.shape
+            new = [old[i] if (i in dynamic and old is not None) else spec.shape[i] for i in range(rank)]
+            for i, d in enumerate(old or ()):
+                if isinstance(d, int) and i not in dynamic and d != spec.shape[i]:
+                    raise UsageError(f"--input {value.name}: axis {i} is fixed to {d} in the model, {spec.shape[i]} given")
+            if old is None or list(old) != new:
+                value.shape = ir.Shape(new)
+                modified = True
+        return ir.passes.PassResult(model, modified)
+
+
+class RequireStaticShapesPass(ir.passes.InPlacePass):
+    """Static means static: every input, output and value_info dim must be a number after inference.
+
+    Intermediate values whose shape inference could not make concrete lose their (stale) shape;
+    a symbolic graph input or output fails loudly, naming each tensor and axis. Outputs of
+    data-dependent ops (NonZero, NonMaxSuppression, ...) may keep an unknown dim; that is reported
+    as a warning, since no export can make them static.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        graph = model.graph
+        problems: list[str] = []
+        modified = False
+        boundary = {id(v) for v in (*graph.inputs, *graph.outputs)}
+        data_dependent = {id(v) for node in graph if node.op_type in DATA_DEPENDENT_OPS for v in node.outputs}
+        for v in graph.inputs:
+            bad = [(i, d) for i, d in enumerate(_dims(v)) if not isinstance(d, int)]
+            if bad or v.shape is None:
+                problems.append(f"input '{v.name}' shape {_dims(v) if v.shape is not None else 'unknown'}")
+        for v in graph.outputs:
+            bad = [(i, d) for i, d in enumerate(_dims(v)) if not isinstance(d, int)]
+            if bad and _depends_on_data(v, data_dependent):
+                self.warnings.append(f"output '{v.name}' has data-dependent dims {_dims(v)}; they cannot be static")
+            elif bad or v.shape is None:
+                problems.append(f"output '{v.name}' shape {_dims(v) if v.shape is not None else 'unknown'}")
+        for node in graph:
+            for v in node.outputs:
+                if id(v) in boundary or v.shape is None:
+                    continue
+                if any(not isinstance(d, int) for d in _dims(v)):
+                    v.shape = None  # stale or unknowable: better no value_info than a wrong one
+                    modified = True
+        if problems:
+            raise ExportError(
+                "static shapes were requested but these tensors still have symbolic dims:\n  "
+                + "\n  ".join(problems)
+                + "\nGive every input a concrete --input NAME:SHAPE, or name the axis with --dynamic."
+            )
+        return ir.passes.PassResult(model, modified)
+
+
+def _depends_on_data(value: ir.Value, data_dependent: set[int]) -> bool:
+    """True when ``value`` is produced downstream of a data-dependent op (walks producers)."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if id(v) in data_dependent:
+            return True
+        producer = v.producer()
+        if producer is not None:
+            stack.extend(i for i in producer.inputs if i is not None)
+    return False

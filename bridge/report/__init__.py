@@ -1,0 +1,71 @@
+"""Reports of a command's result: JSON (machine-readable, complete) or Markdown (for people), by suffix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bridge.errors import UsageError
+from bridge.io import atomic_write_text
+
+
+def write_report(data: dict[str, Any], path: Path) -> None:
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        text = json.dumps(data, indent=2, default=str)
+    elif suffix in (".md", ".markdown"):
+        text = to_markdown(data)
+    else:
+        raise UsageError(f"--report {path}: use a .json or .md file")
+    atomic_write_text(path, text)
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    if x is None:
+        return "-"
+    return str(x)
+
+
+def _shape(meta: dict[str, Any]) -> str:
+    shape = meta.get("shape")
+    return "unknown" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def to_markdown(data: dict[str, Any]) -> str:
+    out: list[str] = []
+    cmd = data.get("command", "bridge")
+    verdict = "PASS" if data.get("passed") else "FAIL"
+    if cmd == "convert":
+        out.append(f"# bridge convert: {data['source']}\n")
+        out.append(f"- framework: {data['framework']}; exporter: {data['exporter']}; opset: {data['opset']}")
+        out.append(f"- output: `{data['output']}` ({'written' if data['written'] else 'NOT written'})")
+        out.append(f"- validation: {verdict if data['validation'] else 'skipped: ' + str(data['validation_skipped'])}")
+        t = data.get("timings", {})
+        out.append("- timings: " + ", ".join(f"{k} {v:.2f}" for k, v in t.items()) + "\n")
+        out.append("## Signature\n\n| tensor | kind | shape | dtype |\n|---|---|---|---|")
+        for kind in ("inputs", "outputs"):
+            for m in data[kind]:
+                out.append(f"| {m['name']} | {kind[:-1]} | {_shape(m)} | {m['dtype']} |")
+        if data.get("notes"):
+            out.append("\n## Notes\n" + "\n".join(f"- {n}" for n in data["notes"]))
+        out.append("\n## Warnings\n" + ("\n".join(f"- {w}" for w in data["warnings"]) or "none"))
+        out.append("\n## Passes\n\n| pass | modified | seconds | why |\n|---|---|---|---|")
+        for p in data["passes"]:
+            out.append(f"| {p['name']} | {'yes' if p['modified'] else 'no'} | {p['seconds']:.3f} | {p['reason']} |")
+        comparisons = data["validation"]
+        if data.get("validation_inputs"):
+            out.append("\nValidation inputs: " + ", ".join(f"{k} {v}" for k, v in data["validation_inputs"].items()))
+    else:
+        out.append(f"# bridge validate: {data['model']}\n\n- reference: {data['reference']}\n- verdict: {verdict}")
+        comparisons = data["comparisons"]
+    for comp in comparisons:
+        out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")
+        out.append("| output | pass | shape | max abs | max rel | mismatch | atol/rtol | note |\n|---|---|---|---|---|---|---|---|")
+        for o in comp["outputs"]:
+            out.append(f"| {o['name']} | {'yes' if o['passed'] else 'NO'} | {o['cand_shape']} | {_fmt(o['max_abs'])} | "
+                       f"{_fmt(o['max_rel'])} | {_fmt(o['mismatch_fraction'])} | {o['atol']:g}/{o['rtol']:g} | {o['note']} |")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,116 @@
+"""onnxruntime as a target runtime, plus plain-words explanations of its load errors.
+
+onnxruntime's load errors are precise but terse ("Could not find an implementation for Clip(11)
+node with name ''"); ``explain_load_error`` turns the common ones into an actionable sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from bridge.errors import RuntimeLoadError
+from bridge.runtimes.base import TensorMeta
+
+_ORT_TYPES = {
+    "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16", "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8", "tensor(bool)": "bool", "tensor(string)": "object",
+}
+
+# (pattern on the onnxruntime message, explanation template using the named groups)
+_EXPLANATIONS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"Could not find an implementation for Clip\((?P<v>\d+)\) node with name '(?P<node>[^']*)'"),
+     "Clip node '{node}' runs on a type onnxruntime has no Clip-{v} kernel for. Clip on int64/int32 is only "
+     "valid from opset 12; convert the model to opset >= 12 (e.g. `bridge convert MODEL.onnx --opset 13`)."),
+    (re.compile(r"Could not find an implementation for (?P<op>\w+)\((?P<v>\d+)\) node with name '(?P<node>[^']*)'"),
+     "onnxruntime has no kernel for {op} (opset {v}) with the input types node '{node}' uses; the op exists "
+     "but not for these types at this opset. Converting to a newer opset or casting the inputs usually helps."),
+    (re.compile(r"No Op registered for (?P<op>\w+) with domain_version of (?P<v>\d+)"),
+     "op {op} does not exist in its domain at opset {v}. If it is a bridge.contrib op it still needs "
+     "lowering; otherwise the model uses an op newer or older than its opset import."),
+    (re.compile(r"Unsupported model IR version: (?P<ir>\d+), max supported IR version: (?P<max>\d+)"),
+     "the model's IR version {ir} is newer than this onnxruntime supports ({max}); re-save it with an older "
+     "IR version or upgrade onnxruntime."),
+    (re.compile(r"Opset (?P<v>\d+) is under development|opset (?P<v2>\d+) is (not supported|higher)", re.I),
+     "the model's opset is newer than this onnxruntime supports; convert it down with --opset."),
+    (re.compile(r"Type \((?P<t>[^)]*)\) of (input|output) (parameter|arg) \((?P<name>[^)]*)\) of operator "
+                r"\((?P<op>\w+)\) in node \((?P<node>[^)]*)\) is invalid"),
+     "node '{node}' ({op}) gets {t} for '{name}', a type that op does not accept at this opset."),
+]
+
+
+def explain_load_error(message: str) -> str | None:
+    """A plain-words explanation of an onnxruntime load error, or None when it is not a known kind."""
+    for pattern, template in _EXPLANATIONS:
+        m = pattern.search(message)
+        if m:
+            groups = {k: (v or "") for k, v in m.groupdict().items()}
+            return template.format(**groups)
+    return None
+
+
+def _as_model_bytes(model: Any) -> bytes | str:
+    if isinstance(model, onnx.ModelProto):
+        return model.SerializeToString()
+    if isinstance(model, (str, Path)):
+        return str(model)
+    if isinstance(model, bytes):
+        return model
+    raise TypeError(f"OnnxRuntime needs a path, bytes or ModelProto, not {type(model).__name__}")
+
+
+class OnnxRuntime:
+    """Runs an ONNX model in an onnxruntime CPU InferenceSession."""
+
+    name = "onnxruntime"
+
+    def __init__(self, model: Any, *, log_severity: int = 2, intra_op_threads: int | None = None) -> None:
+        self._model = _as_model_bytes(model)
+        self._log_severity = log_severity
+        self._threads = intra_op_threads
+        self._session: Any = None
+
+    def activate(self) -> None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = self._log_severity
+        if self._threads:
+            opts.intra_op_num_threads = self._threads
+        try:
+            self._session = ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
+            text = str(exc)
+            hint = explain_load_error(text)
+            raise RuntimeLoadError(f"onnxruntime could not load the model: {hint or text}") from exc
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            self.activate()
+        return self._session
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        return [_meta(i) for i in self.session.get_inputs()]
+
+    def output_metadata(self) -> Sequence[TensorMeta]:
+        return [_meta(o) for o in self.session.get_outputs()]
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self.session.get_outputs()]
+        values = self.session.run(names, dict(feeds))
+        return dict(zip(names, values, strict=True))
+
+    def deactivate(self) -> None:
+        self._session = None
+
+
+def _meta(arg: Any) -> TensorMeta:
+    shape = None if arg.shape is None else tuple(d if isinstance(d, int) else (d or None) for d in arg.shape)
+    return TensorMeta(arg.name, shape, _ORT_TYPES.get(arg.type, arg.type))

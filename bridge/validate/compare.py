@@ -1,0 +1,116 @@
+"""Per-output comparison of a candidate run against a reference run, against a Tolerance.
+
+For every output name: shape and dtype match, max absolute and relative error, the fraction of
+elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics, NaNs equal only to NaNs), and a
+pass/fail verdict. Outputs present on one side only fail with a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bridge.config import Tolerance
+
+
+@dataclass
+class OutputComparison:
+    name: str
+    passed: bool
+    shape_match: bool
+    dtype_match: bool
+    ref_shape: list[int] | None = None
+    cand_shape: list[int] | None = None
+    ref_dtype: str | None = None
+    cand_dtype: str | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    mismatch_fraction: float | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    note: str = ""
+
+
+@dataclass
+class Comparison:
+    """All outputs of one candidate runtime against one reference."""
+
+    reference: str
+    candidate: str
+    outputs: list[OutputComparison] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outputs) and all(o.passed for o in self.outputs)
+
+    @property
+    def failures(self) -> list[OutputComparison]:
+        return [o for o in self.outputs if not o.passed]
+
+    def summary(self) -> str:
+        worst = max((o.max_abs or 0.0 for o in self.outputs), default=0.0)
+        verdict = "PASS" if self.passed else f"FAIL ({', '.join(o.name for o in self.failures)})"
+        return f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, max abs err {worst:.3g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
+                "outputs": [asdict(o) for o in self.outputs]}
+
+
+_INT_DTYPE_KINDS = "iub"
+
+
+def compare_outputs(
+    reference: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    tolerance: Tolerance = Tolerance(),
+    *,
+    reference_name: str = "reference",
+    candidate_name: str = "candidate",
+) -> Comparison:
+    result = Comparison(reference_name, candidate_name)
+    for name in list(reference) + [n for n in candidate if n not in reference]:
+        atol, rtol = tolerance.for_output(name)
+        if name not in candidate or name not in reference:
+            side = candidate_name if name not in candidate else reference_name
+            result.outputs.append(OutputComparison(name, False, False, False, atol=atol, rtol=rtol,
+                                                   note=f"output missing from {side}"))
+            continue
+        ref = np.asarray(reference[name])
+        cand = np.asarray(candidate[name])
+        item = OutputComparison(
+            name, passed=False, shape_match=ref.shape == cand.shape, dtype_match=_same_kind(ref.dtype, cand.dtype),
+            ref_shape=list(ref.shape), cand_shape=list(cand.shape), ref_dtype=ref.dtype.name,
+            cand_dtype=cand.dtype.name, atol=atol, rtol=rtol,
+        )
+        if not item.shape_match:
+            item.note = f"shape {list(cand.shape)} != reference {list(ref.shape)}"
+        elif ref.size == 0:
+            item.max_abs = item.max_rel = item.mismatch_fraction = 0.0
+            item.passed = item.dtype_match
+        else:
+            r = ref.astype(np.float64)
+            c = cand.astype(np.float64)
+            both_nan = np.isnan(r) & np.isnan(c)
+            diff = np.where(both_nan, 0.0, np.abs(c - r))
+            diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is a full mismatch
+            rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
+            bad = diff > atol + rtol * np.abs(r)
+            item.max_abs = float(diff.max())
+            item.max_rel = float(np.where(diff == 0, 0.0, rel).max())
+            item.mismatch_fraction = float(bad.mean())
+            item.passed = item.dtype_match and not bad.any()
+            if not item.dtype_match:
+                item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
+        result.outputs.append(item)
+    return result
+
+
+def _same_kind(a: np.dtype, b: np.dtype) -> bool:
+    """Float widths may differ between frameworks only if both are floats; ints must stay ints."""
+    if a == b:
+        return True
+    return a.kind == b.kind == "f" or (a.kind in _INT_DTYPE_KINDS and b.kind in _INT_DTYPE_KINDS and a.kind != "b" and b.kind != "b")
