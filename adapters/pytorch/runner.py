@@ -44,7 +44,10 @@ class TorchReferenceRunner:
         self.output_names = tuple(output_names)
 
     def activate(self) -> None:
-        self.module.eval()
+        try:
+            self.module.eval()
+        except NotImplementedError:  # ExportedProgram.module() is already an inference graph without eval()
+            pass
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]

@@ -87,7 +87,8 @@ def conversion_pipeline(
     return steps
 
 
-_NODE_IN_MESSAGE = re.compile(r"(?:node|Node)[^A-Za-z0-9]*(?:Name:\s*)?\(?'?(?P<node>[\w./:\-]+)'?\)?.*?OpType:\s*(?P<op>\w+)", re.S)
+# onnx's checker says "Bad node spec for node. Name: node_mean OpType: ReduceMean"
+_NODE_IN_MESSAGE = re.compile(r"Name:\s*(?P<node>\S*)\s+OpType:\s*(?P<op>\w+)")
 
 
 def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Progress | None = None) -> None:
@@ -102,7 +103,7 @@ def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Pro
         try:
             result = step.pass_(container.model)
         except Exception as exc:
-            raise _as_pass_error(step.name, exc) from exc
+            raise _as_pass_error(step.name, exc) from _root_cause(exc)
         container.model = result.model
         container.history.append(PassRecord(step.name, step.reason, bool(result.modified), time.perf_counter() - start))
         extra = getattr(step.pass_, "warnings", None)
@@ -110,11 +111,16 @@ def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Pro
             container.warnings.extend(extra)
 
 
+def _root_cause(exc: BaseException) -> BaseException:
+    """Unwrap onnx_ir's PassError / Pre-/PostconditionError wrappers to what the pass really raised."""
+    while exc.__cause__ is not None and isinstance(exc, (ir.passes.PassError, ir.passes.InvariantError)):
+        exc = exc.__cause__
+    return exc
+
+
 def _as_pass_error(pass_name: str, exc: BaseException) -> Exception:
     """User-caused failures become PassFailedError (exit 3 or the error's own code); bugs become internal."""
-    root: BaseException = exc
-    while root.__cause__ is not None and isinstance(root, (ir.passes.PassError, ir.passes.InvariantError)):
-        root = root.__cause__
+    root = _root_cause(exc)
     if isinstance(root, NodeError):
         return PassFailedError(pass_name, str(root), node=root.node, op=root.op)
     if isinstance(root, BridgeError):

@@ -24,7 +24,12 @@ _ORT_TYPES = {
 }
 
 # (pattern on the onnxruntime message, explanation template using the named groups)
+_TYPE_ERROR = (r"Type '?\(?(?P<t>tensor\(\w+\))'?\)? of (?:input|output) (?:parameter|arg) \((?P<name>[^)]*)\) "
+               r"of operator \((?P<op>{op})\) in node \((?P<node>[^)]*)\) is invalid")
 _EXPLANATIONS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(_TYPE_ERROR.format(op="Clip")),
+     "Clip node '{node}' gets {t}: integer Clip is only valid from opset 12, so onnxruntime refuses the model; "
+     "convert it to opset >= 12 (e.g. `bridge convert MODEL.onnx --opset 13`)."),
     (re.compile(r"Could not find an implementation for Clip\((?P<v>\d+)\) node with name '(?P<node>[^']*)'"),
      "Clip node '{node}' runs on a type onnxruntime has no Clip-{v} kernel for. Clip on int64/int32 is only "
      "valid from opset 12; convert the model to opset >= 12 (e.g. `bridge convert MODEL.onnx --opset 13`)."),
@@ -39,8 +44,7 @@ _EXPLANATIONS: list[tuple[re.Pattern[str], str]] = [
      "IR version or upgrade onnxruntime."),
     (re.compile(r"Opset (?P<v>\d+) is under development|opset (?P<v2>\d+) is (not supported|higher)", re.I),
      "the model's opset is newer than this onnxruntime supports; convert it down with --opset."),
-    (re.compile(r"Type \((?P<t>[^)]*)\) of (input|output) (parameter|arg) \((?P<name>[^)]*)\) of operator "
-                r"\((?P<op>\w+)\) in node \((?P<node>[^)]*)\) is invalid"),
+    (re.compile(_TYPE_ERROR.format(op=r"\w+")),
      "node '{node}' ({op}) gets {t} for '{name}', a type that op does not accept at this opset."),
 ]
 

@@ -97,8 +97,9 @@ def compare_outputs(
             both_nan = np.isnan(r) & np.isnan(c)
             diff = np.where(both_nan, 0.0, np.abs(c - r))
             diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is a full mismatch
-            rel = diff / np.maximum(np.abs(r), np.finfo(np.float64).tiny)
-            bad = diff > atol + rtol * np.abs(r)
+            abs_ref = np.abs(np.nan_to_num(r, nan=0.0))  # a NaN reference must not make the threshold NaN
+            rel = diff / np.maximum(abs_ref, np.finfo(np.float64).tiny)
+            bad = diff > atol + rtol * abs_ref
             item.max_abs = float(diff.max())
             item.max_rel = float(np.where(diff == 0, 0.0, rel).max())
             item.mismatch_fraction = float(bad.mean())
