@@ -32,9 +32,9 @@ from bridge.io import load_model
 from bridge.model import ModelContainer, PassRecord, bridge_metadata
 from bridge.runtimes import activated, get_runtime
 from bridge.runtimes.base import Runtime, TensorMeta
-from bridge.validate.compare import Comparison, compare_outputs
-from bridge.validate.inputs import make_inputs
-from bridge.validate.results import RunResults
+from bridge.validation.compare import Comparison, compare_outputs
+from bridge.validation.inputs import make_inputs
+from bridge.validation.results import RunResults
 
 Progress = Callable[[str], None]
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from typer.exceptions import TyperException
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, ValidationMismatch
@@ -123,14 +124,14 @@ def _render_convert(result: Any, as_json: bool) -> None:
     out.print(f"exporter: {result.exporter}; opset {result.opset}; "
               + ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items()))
     for n in result.notes:
-        out.print(f"[yellow]note:[/yellow] {n}")
+        out.print(f"[yellow]note:[/yellow] {escape(n)}")
     for w in result.warnings:
-        out.print(f"[yellow]warning:[/yellow] {w}")
+        out.print(f"[yellow]warning:[/yellow] {escape(w)}")
     sig = ", ".join(f"{m.name}{list(m.shape) if m.shape is not None else '?'}" for m in result.inputs)
     outs = ", ".join(f"{m.name}{list(m.shape) if m.shape is not None else '?'}" for m in result.outputs)
     out.print(f"inputs: {sig}\noutputs: {outs}")
     if result.validation_skipped:
-        out.print(f"[yellow]validation skipped:[/yellow] {result.validation_skipped}")
+        out.print(f"[yellow]validation skipped:[/yellow] {escape(result.validation_skipped)}")
     if result.validation_inputs:
         out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.validation_inputs.items()))
     _print_comparisons(result.validation)
@@ -168,7 +169,7 @@ def inspect(
     if rep.problems:
         for p in rep.problems:
             where = f" [{p.op} at {p.node}]" if p.node else ""
-            out.print(f"[red]problem ({p.kind}){where}:[/red] {p.message}")
+            out.print(f"[red]problem ({p.kind}){escape(where)}:[/red] {escape(p.message)}")
     else:
         out.print("[green]no problems found[/green] (checker, known traps, onnxruntime load)")
 
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: {exc}")
         return int(getattr(exc, "exit_code", EXIT_USAGE))
     except BridgeError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return exc.exit_code
     except Exception:
         err.print("[red]internal error[/red] (a bug in bridge; please report it with this traceback):")

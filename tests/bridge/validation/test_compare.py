@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bridge.config import Tolerance
-from bridge.validate.compare import compare_outputs
+from bridge.validation.compare import compare_outputs
 
 
 def test_identical_outputs_pass_with_zero_error() -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bridge.errors import BadInputFileError, SourceNotFoundError
-from bridge.validate.results import RunResults
+from bridge.validation.results import RunResults
 
 
 def test_round_trip_keeps_arrays_order_and_provenance(tmp_path: Path) -> None:

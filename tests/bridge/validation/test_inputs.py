@@ -6,7 +6,7 @@ import pytest
 from bridge.config import InputSpec
 from bridge.errors import UsageError
 from bridge.runtimes.base import TensorMeta
-from bridge.validate.inputs import make_inputs, other_size
+from bridge.validation.inputs import make_inputs, other_size
 
 
 @pytest.mark.parametrize(("axis", "sample", "expected"), [(0, 4, 5), (0, 1, 2), (2, 64, 128), (2, 96, 128), (3, 100, 104)])

@@ -1,0 +1,48 @@
+"""An ONNX file as a source: upgraded through the same pipeline and validated against the original."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from bridge import api
+from bridge.errors import BadInputFileError, SourceNotFoundError
+from support import dims_of, make_model
+
+
+@pytest.mark.parametrize("target", [13, 17])
+def test_upgrades_opset_and_validates_against_the_original(tmp_path: Path, target: int) -> None:
+    # opset 11: Softmax on the last axis (same meaning before and after Softmax-13) after a Gemm
+    w = onnx.numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32), "w")
+    model = make_model(
+        [helper.make_node("Gemm", ["x", "w"], ["h"], name="fc"),
+         helper.make_node("Softmax", ["h"], ["y"], axis=1, name="softmax")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], opset=11, initializers=[w],
+    )
+    onnx.save(model, tmp_path / "old.onnx")
+    result = api.convert(tmp_path / "old.onnx", tmp_path / "new.onnx", opset=target,
+                         inputs=["x:3,4"], dynamic=["x:0=batch"])
+    new = onnx.load(tmp_path / "new.onnx")
+    assert new.opset_import[0].version == target
+    assert dims_of(new.graph.input[0]) == ["batch", 4] and dims_of(new.graph.output[0]) == ["batch", 5]
+    assert result.framework == "onnx" and result.passed
+    assert result.validation[0].reference == "onnxruntime" and result.validation_inputs == {"x": [4, 4]}
+
+
+def test_static_shapes_pinned_from_input(tmp_path: Path, relu_model: onnx.ModelProto) -> None:
+    onnx.save(relu_model, tmp_path / "m.onnx")
+    api.convert(tmp_path / "m.onnx", tmp_path / "fixed.onnx", inputs=["x:6,4"])
+    fixed = onnx.load(tmp_path / "fixed.onnx")
+    assert dims_of(fixed.graph.input[0]) == [6, 4] and dims_of(fixed.graph.output[0]) == [6, 4]
+
+
+def test_missing_and_corrupt_files(tmp_path: Path) -> None:
+    with pytest.raises(SourceNotFoundError):
+        api.convert(tmp_path / "nope.onnx", tmp_path / "o.onnx")
+    (tmp_path / "bad.onnx").write_bytes(b"\x08\x07garbage that is not protobuf \xff\xff")
+    with pytest.raises(BadInputFileError, match="bad.onnx"):
+        api.convert(tmp_path / "bad.onnx", tmp_path / "o.onnx")
+    assert not (tmp_path / "o.onnx").exists()

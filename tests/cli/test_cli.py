@@ -1,0 +1,103 @@
+"""The CLI as a user runs it (subprocess): commands work and exit codes follow DESIGN.md:
+0 ok, 1 validation mismatch, 2 usage error, 3 conversion error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from bridge.validation.results import RunResults
+from support import run_cli
+
+
+@pytest.fixture
+def relu_file(tmp_path: Path, relu_model: onnx.ModelProto) -> Path:
+    onnx.save(relu_model, tmp_path / "relu.onnx")
+    return tmp_path / "relu.onnx"
+
+
+def test_convert_ok_writes_model_and_reports(tmp_path: Path, relu_file: Path) -> None:
+    proc = run_cli("convert", str(relu_file), "-o", str(tmp_path / "out.onnx"), "--input", "x:2,4",
+                   "--report", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out.onnx").is_file() and "PASS" in proc.stdout
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["passed"] and rep["written"] and rep["validation"][0]["candidate"] == "onnxruntime"
+
+
+def test_convert_markdown_report(tmp_path: Path, relu_file: Path) -> None:
+    proc = run_cli("convert", str(relu_file), "-o", str(tmp_path / "out.onnx"), "--input", "x:2,4",
+                   "--report", str(tmp_path / "r.md"))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "## Passes" in text and "ConvertOpsetPass" in text and "onnxruntime vs onnxruntime: PASS" in text
+
+
+def test_inspect_json(relu_file: Path) -> None:
+    proc = run_cli("inspect", str(relu_file), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["symbolic_dims"] == ["x[0]=N", "y[0]=N"] and data["op_histogram"] == {"Mul": 1, "Relu": 1}
+
+
+def test_validate_saves_reference_then_passes_and_fails_against_it(tmp_path: Path, relu_file: Path) -> None:
+    ref = tmp_path / "ref.npz"
+    proc = run_cli("validate", str(relu_file), "--source", str(relu_file), "--input", "x:3,4",
+                   "--save-reference", str(ref))
+    assert proc.returncode == 0, proc.stderr
+    assert ref.is_file() and (tmp_path / "ref.json").is_file()
+    assert run_cli("validate", str(relu_file), "--reference", str(ref)).returncode == 0
+    # a deliberately wrong reference: exit code 1 (mismatch)
+    saved = RunResults.load(ref)
+    saved.outputs["y"] = saved.outputs["y"] + 1.0
+    saved.save(tmp_path / "wrong.npz")
+    proc = run_cli("validate", str(relu_file), "--reference", str(tmp_path / "wrong.npz"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["convert"],                                            # missing SOURCE
+    ["convert", "m.onnx", "-o", "x.onnx", "--bogus"],       # unknown option
+    ["convert", "m.onnx", "-o", "x.onnx", "--input", "x:4,a"],  # bad shape
+    ["convert", "m.onnx", "-o", "x.onnx", "--framework", "caffe"],
+    ["convert", "missing.onnx", "-o", "x.onnx"],            # source not found
+    ["validate", "m.onnx"],                                 # neither --source nor --reference
+])
+def test_usage_errors_exit_2(tmp_path: Path, relu_model: onnx.ModelProto, args: list[str]) -> None:
+    onnx.save(relu_model, tmp_path / "m.onnx")
+    proc = run_cli(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_conversion_errors_exit_3_and_write_nothing(tmp_path: Path) -> None:
+    (tmp_path / "bad.onnx").write_bytes(b"\x08\x07not a model \xff\xff")
+    proc = run_cli("convert", "bad.onnx", "-o", "out.onnx", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "bad.onnx" in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]
+
+
+def test_conversion_error_names_pass_node_and_op(tmp_path: Path, relu_model: onnx.ModelProto) -> None:
+    relu_model.graph.node[1].input[0] = "dangling"
+    onnx.save(relu_model, tmp_path / "broken.onnx")
+    proc = run_cli("convert", "broken.onnx", "-o", "out.onnx", "--input", "x:1,4", cwd=tmp_path)
+    assert proc.returncode == 3
+    assert "CheckerPass" in proc.stderr and "relu" in proc.stderr
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_mismatch_in_convert_exits_1(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="PyTorch not installed (pip install 'bridge[torch]')")
+    del torch
+    (tmp_path / "noisy.py").write_text(
+        "import torch\n\nclass Noisy(torch.nn.Module):\n    def forward(self, x):\n        return x + torch.rand_like(x)\n\n"
+        "def build():\n    return Noisy()\n")
+    proc = run_cli("convert", "noisy.py:build", "-o", "out.onnx", "--input", "x:4,4", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert not (tmp_path / "out.onnx").exists()
