@@ -19,6 +19,7 @@ import onnx
 
 from bridge.config import (
     DEFAULT_OPSET,
+    DEFAULT_TOLERANCE,
     ConvertConfig,
     DynamicAxis,
     ExportSpec,
@@ -101,7 +102,7 @@ def convert(
     dynamic: Sequence[str | DynamicAxis] = (),
     opset: int = DEFAULT_OPSET,
     validate: Sequence[str] | None = None,
-    tolerance: Tolerance = Tolerance(),
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
     report: str | Path | None = None,
     weights: str | Path | None = None,
     options: dict[str, str] | None = None,
@@ -310,7 +311,7 @@ def validate(
     inputs: Sequence[str | InputSpec] = (),
     weights: str | Path | None = None,
     options: dict[str, str] | None = None,
-    tolerance: Tolerance = Tolerance(),
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
     seed: int = 0,
     save_reference: str | Path | None = None,
     report: str | Path | None = None,

@@ -105,6 +105,9 @@ class Tolerance:
         return cls(base.atol, base.rtol, per)
 
 
+DEFAULT_TOLERANCE = Tolerance()
+
+
 @dataclass(frozen=True)
 class ExportSpec:
     """What an adapter is asked to produce: input shapes/dtypes, named dynamic axes, target opset,
@@ -155,7 +158,7 @@ class ConvertConfig:
     framework: str | None = None
     export: ExportSpec = ExportSpec()
     validate: tuple[str, ...] | None = None  # None = default (onnxruntime when the source is runnable)
-    tolerance: Tolerance = Tolerance()
+    tolerance: Tolerance = DEFAULT_TOLERANCE
     report: Path | None = None
     seed: int = 0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
@@ -36,13 +36,9 @@ def atomic_path(target: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write(target: Path, write: Callable[[Path], None]) -> None:
-    with atomic_path(target) as tmp:
-        write(tmp)
-
-
 def atomic_write_text(target: Path, text: str) -> None:
-    atomic_write(target, lambda p: p.write_text(text, encoding="utf-8"))
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def save_model(model: onnx.ModelProto, target: Path) -> None:
@@ -53,7 +49,9 @@ def save_model(model: onnx.ModelProto, target: Path) -> None:
             f"the model is {size / 2**30:.1f} GiB, over protobuf's 2 GiB limit for one file; "
             "external-data output is not supported yet"
         )
-    atomic_write(Path(target), lambda p: p.write_bytes(model.SerializeToString()))
+    data = model.SerializeToString()
+    with atomic_path(Path(target)) as tmp:
+        tmp.write_bytes(data)
 
 
 def load_model(path: Path | str) -> onnx.ModelProto:

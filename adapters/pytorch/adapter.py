@@ -165,7 +165,8 @@ def _dynamo_dynamic_shapes(inputs: Sequence[InputSpec], spec: ExportSpec) -> dic
 
     shapes: dict[str, Any] = {s.name: None for s in inputs}
     for axis in spec.dynamic:
-        rank = len(spec.input(axis.input).shape or ()) if spec.input(axis.input) else 0
+        given = spec.input(axis.input)
+        rank = len(given.shape or ()) if given is not None else 0
         entry = shapes.get(axis.input) or {}
         entry[axis.axis % rank if rank else axis.axis] = Dim.DYNAMIC
         shapes[axis.input] = entry
@@ -198,7 +199,8 @@ def _export_torchscript(loaded: LoadedTorch, example: tuple[Any, ...], inputs: S
         dynamic_axes.setdefault(axis.input, {})[axis.axis] = axis.label
     with _quiet_torch_onnx():
         torch.onnx.export(
-            loaded.module, example, buffer, dynamo=False, input_names=[s.name for s in inputs],
+            loaded.module, example, buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes file objects
+            dynamo=False, input_names=[s.name for s in inputs],
             output_names=list(output_names), opset_version=min(max(spec.opset, 7), 20),
             dynamic_axes=dynamic_axes or None, do_constant_folding=True,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,10 +45,9 @@ class TorchReferenceRunner:
         self.output_names = tuple(output_names)
 
     def activate(self) -> None:
-        try:
+        # ExportedProgram.module() is already an inference graph and refuses eval()
+        with contextlib.suppress(NotImplementedError):
             self.module.eval()
-        except NotImplementedError:  # ExportedProgram.module() is already an inference graph without eval()
-            pass
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]

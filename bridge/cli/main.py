@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.exceptions import TyperException
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, ValidationMismatch
 
@@ -199,7 +199,7 @@ def validate(
                               tolerance=_tolerance(atol, rtol, tolerance), seed=seed,
                               save_reference=save_reference, report=report)
     except ValidationMismatch as exc:
-        if exc.result is not None:
+        if isinstance(exc.result, api.ValidateResult):
             _print_comparisons(exc.result.comparisons)
         raise
     out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))

@@ -56,7 +56,7 @@ class NameDynamicAxesPass(ir.passes.InPlacePass):
         self.axes = tuple(axes)
 
     def requires(self, model: ir.Model) -> None:
-        inputs = {v.name: v for v in model.graph.inputs}
+        inputs = {str(v.name): v for v in model.graph.inputs}
         for axis in self.axes:
             value = inputs.get(axis.input)
             if value is None:
@@ -67,7 +67,7 @@ class NameDynamicAxesPass(ir.passes.InPlacePass):
                 raise UsageError(f"--dynamic {axis.input}:{axis.axis}: input '{axis.input}' has rank {rank}")
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        inputs = {v.name: v for v in model.graph.inputs}
+        inputs = {str(v.name): v for v in model.graph.inputs}
         renames: dict[str, str] = {}
         for axis in self.axes:
             value = inputs[axis.input]
@@ -118,7 +118,7 @@ class FixInputShapesPass(ir.passes.InPlacePass):
         self.keep_axes = tuple(keep_dynamic)
 
     def requires(self, model: ir.Model) -> None:
-        names = {v.name for v in model.graph.inputs}
+        names = {str(v.name) for v in model.graph.inputs}
         unknown = sorted(set(self.inputs) - names)
         if unknown:
             raise UsageError(f"--input names {unknown} are not inputs of the model (inputs: {', '.join(sorted(names))})")
@@ -126,7 +126,7 @@ class FixInputShapesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for value in model.graph.inputs:
-            spec = self.inputs.get(value.name)
+            spec = self.inputs.get(str(value.name))
             if spec is None or spec.shape is None:
                 continue
             if value.shape is not None and len(value.shape) != len(spec.shape):

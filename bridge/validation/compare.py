@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.config import Tolerance
+from bridge.config import DEFAULT_TOLERANCE, Tolerance
 
 
 @dataclass
@@ -66,7 +66,7 @@ _INT_DTYPE_KINDS = "iub"
 def compare_outputs(
     reference: Mapping[str, np.ndarray],
     candidate: Mapping[str, np.ndarray],
-    tolerance: Tolerance = Tolerance(),
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
     *,
     reference_name: str = "reference",
     candidate_name: str = "candidate",

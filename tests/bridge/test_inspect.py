@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+from support import make_model
 
 from bridge import api
-from support import make_model
 
 
 def test_reports_signature_ops_and_parameters(tmp_path: Path, relu_model: onnx.ModelProto) -> None:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
+from support import run_cli
 
 from bridge.validation.results import RunResults
-from support import run_cli
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from support import REPO, all_value_infos, dims_of
 
 from bridge import api
 from bridge.errors import BadInputFileError, UsageError, ValidationMismatch
 from bridge.runtimes.onnxruntime import OnnxRuntime
-from support import REPO, all_value_infos, dims_of
 
 torch = pytest.importorskip("torch", reason="PyTorch not installed (pip install 'bridge[torch]')")
 
@@ -175,7 +175,7 @@ def test_pickled_module_is_refused(tmp_path: Path) -> None:
 
 def test_state_dict_that_does_not_fit_lists_keys(tmp_path: Path) -> None:
     torch.save({"nope.weight": torch.zeros(1)}, tmp_path / "w.pt")
-    with pytest.raises(BadInputFileError, match="nope.weight"):
+    with pytest.raises(BadInputFileError, match=r"nope\.weight"):
         api.convert(f"{EXAMPLE}:build", tmp_path / "o.onnx", inputs=["images:1,3,32,32"], weights=tmp_path / "w.pt")
 
 

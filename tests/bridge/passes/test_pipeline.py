@@ -8,14 +8,21 @@ import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
+from support import dims_of, make_model
 
 from bridge.config import DynamicAxis, InputSpec
-from bridge.errors import BridgeError, BridgeInternalError, ExportError, NodeError, PassFailedError, UsageError
+from bridge.errors import (
+    BridgeError,
+    BridgeInternalError,
+    ExportError,
+    NodeError,
+    PassFailedError,
+    UsageError,
+)
 from bridge.model import ModelContainer
 from bridge.passes.pipeline import Step, conversion_pipeline, run_pipeline
 from bridge.passes.shapes import NameDynamicAxesPass, RequireStaticShapesPass
 from bridge.runtimes import activated, get_runtime
-from support import dims_of, make_model
 
 
 def _container(proto: onnx.ModelProto) -> ModelContainer:

@@ -33,7 +33,7 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_corrupt_file(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "bad.npz"
     path.write_bytes(content)
-    with pytest.raises(BadInputFileError, match="bad.npz"):
+    with pytest.raises(BadInputFileError, match=r"bad\.npz"):
         RunResults.load(path)
 
 
