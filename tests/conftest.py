@@ -6,7 +6,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
-
 from support import make_model
 
 

@@ -6,9 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
 REPO = Path(__file__).resolve().parents[1]
 

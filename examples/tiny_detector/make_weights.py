@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-
 from model import build  # type: ignore[import-not-found]  # run from this folder's script path
 
 
