@@ -1,32 +1,50 @@
-"""Default-domain opset conversion of a whole model.
+"""Default-domain opset conversion of a whole model, one opset hop at a time.
 
-Up-conversion goes through onnxscript's version converter (which hands hops it has no adapter for
-to onnx's C++ converter); down-conversion and anything onnxscript leaves short of the target go
-through onnx's C++ converter directly, so its error names the op and version it has no adapter
-for. Issue C adds bridge's own adapters that run first where the stock converters lack one or
-change results (Upsample -> Resize, Clip on int64, Relu 14 -> 13, ...).
+For each hop ``v -> v±1`` the driver finds the default-domain nodes whose schema changes on
+that hop. Those with a bridge version adapter (``opsets.registry``; e.g. Resize 10 -> 11 with
+Upsample's asymmetric coordinates, Clip on int64, Relu 14 -> 13, ReduceMean 18 -> 13) are
+rewritten first, in onnx_ir. The rest of the hop is delegated: up-hops inside onnxscript's
+range go through onnxscript's converter, anything else through onnx's C++ converter. While the
+stock converter runs, the nodes our adapters produced are parked in a private domain so it
+neither re-adapts nor rejects them (e.g. a Resize that is already in opset-11 form).
+
+Hops no node changes on only bump the opset import. After the last hop, ``opsets.legalize``
+fixes forms the target opset rejects that no hop creates (e.g. Clip on int64 below opset 12).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from functools import cache
 
 import onnx
 import onnx.version_converter
 import onnx_ir as ir
-from onnxscript import version_converter
+import onnx_ir.passes.common as common_passes
+from onnxscript.version_converter import _version_converter as onnxscript_vc
 
-from bridge.errors import BridgeError, UsageError
+from bridge.errors import UsageError
+from bridge.passes.base import node_label
+from opsets import legalize, registry
+from opsets.errors import OpsetConversionError
+
+__all__ = [
+    "MIN_OPSET",
+    "OpsetConversionError",
+    "check_target",
+    "convert_opset",
+    "convert_opset_with_report",
+    "model_opset",
+    "newest_opset",
+    "newest_runtime_opset",
+]
 
 logger = logging.getLogger(__name__)
 
 MIN_OPSET = 7
+_HOLD_DOMAIN = "bridge.opset_hold"  # parking domain for nodes our adapters already converted
 _NO_ADAPTER = re.compile(r"No Adapter (?:From|To) Version \$?(?P<v>\d+) for (?P<op>\w+)")
-
-
-class OpsetConversionError(BridgeError):
-    """The model cannot be converted to the requested opset; names the op (and its nodes) that blocks it."""
 
 
 def newest_opset() -> int:
@@ -34,9 +52,42 @@ def newest_opset() -> int:
     return int(onnx.defs.onnx_opset_version())
 
 
+@cache
+def newest_runtime_opset() -> int:
+    """The newest default-domain opset the installed onnxruntime loads (probed once per process).
+
+    onnxruntime refuses a model whose opset import is newer than its own ONNX schemas
+    (``ValidateOpsetForDomain``), so loading a one-node Identity model per opset, newest first,
+    finds the boundary without depending on a version table that goes stale.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError:  # onnxruntime is a core dependency; without it, onnx's own limit applies
+        return newest_opset()
+    from onnx import TensorProto, helper
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for opset in range(newest_opset(), MIN_OPSET - 1, -1):
+        graph = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])], "probe",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        )
+        probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+        try:
+            ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception:
+            continue
+        return opset
+    return MIN_OPSET
+
+
 def check_target(target: int) -> None:
-    if not MIN_OPSET <= target <= newest_opset():
-        raise UsageError(f"--opset {target}: bridge converts between opsets {MIN_OPSET} and {newest_opset()}")
+    newest = newest_runtime_opset()
+    if not MIN_OPSET <= target <= newest:
+        raise UsageError(f"--opset {target}: bridge converts between opsets {MIN_OPSET} and {newest} "
+                         f"(the newest the installed onnxruntime runs)")
 
 
 def model_opset(model: ir.Model) -> int:
@@ -45,39 +96,118 @@ def model_opset(model: ir.Model) -> int:
 
 def convert_opset(model: ir.Model, target: int) -> ir.Model:
     """``model`` converted to default-domain opset ``target`` (a new model; the input is left alone)."""
+    return convert_opset_with_report(model, target)[0]
+
+
+def convert_opset_with_report(model: ir.Model, target: int) -> tuple[ir.Model, list[str]]:
+    """Like ``convert_opset``, also naming bridge's adapters that ran (``<op>_<from>_<to>``, once each)."""
     check_target(target)
     current = model_opset(model)
-    if current == target:
-        return model
+    applied: list[str] = []
+    if current == target and not legalize.needed(model, target):
+        return model, applied
     if current < MIN_OPSET:
         raise UsageError(f"the model is at opset {current}; bridge reads opset {MIN_OPSET} and newer")
     logger.info("converting opset %d -> %d", current, target)
-    proto = ir.serde.serialize_model(model)
-    if target > current:
-        converted = ir.serde.deserialize_model(proto)
-        # onnxscript warns each time it hands a hop to onnx's C++ converter; that is the expected path here
-        vc_logger = logging.getLogger("onnxscript.version_converter")
-        level = vc_logger.level
-        vc_logger.setLevel(logging.ERROR)
+    work = _copy(model)
+    if work.functions:
+        # adapters and both stock converters work on the main graph; torch exports may carry functions
+        common_passes.InlinePass()(work)
+    _infer_shapes(work)  # adapters need dtypes (Clip, Relu) and static shapes (Split)
+    step = 1 if target > current else -1
+    for opset in range(current, target, step):
+        work = _hop(work, opset, step, applied)
+    if legalize.apply(work, target):
+        applied.append("legalize_clip_integer")
+    return work, applied
+
+
+def _hop(model: ir.Model, opset: int, step: int, applied: list[str]) -> ir.Model:
+    """One hop ``opset -> opset + step``: our adapters first, then the stock converter for the rest."""
+    to = opset + step
+    ours: list[tuple[ir.Node, registry.VersionAdapter]] = []
+    stock: dict[str, list[ir.Node]] = {}
+    for node in model.graph.all_nodes():
+        if node.domain not in registry.DEFAULT_DOMAINS:
+            continue
+        change = registry.hop_change(node.op_type, opset, step)
+        if change is None:
+            continue
+        adapter = registry.lookup("", node.op_type, *change)
+        if adapter is not None:
+            ours.append((node, adapter))
+        else:
+            stock.setdefault(node.op_type, []).append(node)
+    converted: list[ir.Node] = []
+    for node, adapter in ours:
+        logger.debug("%s on %s", adapter.name, node_label(node))
+        converted.extend(adapter(node))
+        if adapter.name not in applied:
+            applied.append(adapter.name)
+    if ours:
+        common_passes.NameFixPass()(model)  # values made by adapters' tapes need unique names
+    if stock:
+        logger.debug("opset %d -> %d: stock converter for %s", opset, to, sorted(stock))
+        model = _stock_hop(model, opset, to, converted, stock)
+    else:
+        _set_opset(model, to)
+    for node in model.graph.all_nodes():
+        node.version = None  # nodes follow the graph's opset import (onnxscript pins versions)
+    return model
+
+
+def _stock_hop(model: ir.Model, opset: int, to: int, parked: list[ir.Node], stock: dict[str, list[ir.Node]]) -> ir.Model:
+    for node in parked:
+        node.domain = _HOLD_DOMAIN
+    if parked:
+        model.opset_imports[_HOLD_DOMAIN] = 1
+    if to > opset and opset >= onnxscript_vc.SUPPORTED_MIN_ONNX_OPSET and to <= onnxscript_vc.SUPPORTED_MAX_ONNX_OPSET:
+        # onnxscript's converter works in onnx_ir (no protobuf round trip) in its opset range
+        onnxscript_vc.convert_version(model, target_version=to)
+    else:
+        proto = ir.serde.serialize_model(model)
         try:
-            version_converter.convert_version(converted, target_version=target, fallback=True)
-        finally:
-            vc_logger.setLevel(level)
-        if model_opset(converted) == target:
-            return converted
-    return ir.serde.deserialize_model(_convert_with_onnx(proto, current, target))
+            proto = onnx.version_converter.convert_version(proto, to)
+        except Exception as exc:
+            raise _stock_error(exc, opset, to, stock) from exc
+        model = ir.serde.deserialize_model(proto)
+        _infer_shapes(model)
+    for node in model.graph.all_nodes():
+        if node.domain == _HOLD_DOMAIN:
+            node.domain = ""
+    model.opset_imports.pop(_HOLD_DOMAIN, None)
+    _set_opset(model, to)
+    return model
 
 
-def _convert_with_onnx(proto: onnx.ModelProto, current: int, target: int) -> onnx.ModelProto:
+def _stock_error(exc: Exception, opset: int, to: int, stock: dict[str, list[ir.Node]]) -> OpsetConversionError:
+    m = _NO_ADAPTER.search(str(exc))
+    op = m.group("op") if m else None
+    candidates = {op: stock[op]} if op in stock else stock
+    where = "; ".join(
+        f"{name} ({', '.join(node_label(n) for n in nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
+        for name, nodes in sorted(candidates.items())
+    )
+    if m:
+        return OpsetConversionError(
+            f"cannot convert opset {opset} -> {to}: neither bridge nor onnx's version converter has an adapter "
+            f"for {op} at version {m.group('v')}: {where}")
+    return OpsetConversionError(f"cannot convert opset {opset} -> {to} (ops changing on this hop: {where}): {exc}")
+
+
+def _set_opset(model: ir.Model, opset: int) -> None:
+    model.opset_imports.pop("ai.onnx", None)
+    model.opset_imports[""] = opset
+    model.graph.opset_imports.pop("ai.onnx", None)
+    model.graph.opset_imports[""] = opset
+
+
+def _copy(model: ir.Model) -> ir.Model:
+    return ir.serde.deserialize_model(ir.serde.serialize_model(model))
+
+
+def _infer_shapes(model: ir.Model) -> None:
     try:
-        return onnx.version_converter.convert_version(proto, target)
-    except Exception as exc:
-        m = _NO_ADAPTER.search(str(exc))
-        if m:
-            op = m.group("op")
-            nodes = [n.name or f"<unnamed #{i}>" for i, n in enumerate(proto.graph.node) if n.op_type == op]
-            raise OpsetConversionError(
-                f"cannot convert opset {current} -> {target}: onnx's version converter has no adapter for "
-                f"{op} at version {m.group('v')} (nodes: {', '.join(nodes[:5]) or '-'})"
-            ) from exc
-        raise OpsetConversionError(f"cannot convert opset {current} -> {target}: {exc}") from exc
+        common_passes.ShapeInferencePass(strict_mode=False)(model)
+    except Exception as exc:  # best effort: adapters that need a type or shape say so when it is missing
+        logger.debug("shape inference failed before an opset hop: %s", exc)

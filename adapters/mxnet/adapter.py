@@ -1,0 +1,133 @@
+"""The MXNet adapter: ``prefix-symbol.json`` + ``prefix-EPOCH.params`` -> ONNX, with MXNet optional.
+
+Conversion reads both files with numpy only (symbol.py, params.py) and never imports MXNet; MXNet
+is needed only for the reference runner used in validation.
+
+Source options: ``outputs`` = comma-separated node or output names to cut the graph at (e.g. the
+mxnet-ssd cut points ``multibox_loc_pred,multibox_cls_pred,multibox_anchors``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from pathlib import Path
+
+from adapters.base import ExportResult
+from adapters.mxnet.convert import convert_graph
+from adapters.mxnet.params import load_params
+from adapters.mxnet.reference import MXNetReferenceRuntime, import_mxnet
+from adapters.mxnet.symbol import SymbolGraph, looks_like_symbol_json, read_symbol_json
+from bridge.config import ExportSpec, Source
+from bridge.errors import SourceNotFoundError, UsageError
+from bridge.runtimes.base import Runtime
+
+log = logging.getLogger(__name__)
+OUTPUT_MAP_KEY = "bridge.mxnet.outputs"  # metadata_props: ONNX output name -> MXNet internal output name
+_EPOCH = re.compile(r"^(?P<prefix>.+)-(?P<epoch>\d+)\.params$")
+
+
+def find_params(symbol_json: Path) -> Path | None:
+    """``prefix-EPOCH.params`` beside ``prefix-symbol.json`` (highest epoch). For other JSON names,
+    the only prefix in the folder with EPOCH params. None when there is none; UsageError if ambiguous."""
+    folder = symbol_json.parent
+    found: dict[str, list[tuple[int, Path]]] = {}
+    for p in folder.glob("*.params"):
+        m = _EPOCH.match(p.name)
+        if m:
+            found.setdefault(m.group("prefix"), []).append((int(m.group("epoch")), p))
+    if symbol_json.name.endswith("-symbol.json"):
+        candidates = found.get(symbol_json.name[: -len("-symbol.json")], [])
+    elif len(found) > 1:
+        raise UsageError(f"several .params prefixes beside {symbol_json} ({', '.join(sorted(found))}); "
+                         "pass --weights PREFIX-EPOCH.params")
+    else:
+        candidates = next(iter(found.values()), [])
+    if not candidates:
+        return None
+    return max(candidates)[1]
+
+
+def _symbol_path(source: Source) -> Path:
+    if source.location is None:
+        raise UsageError("the MXNet adapter converts files: give the path of PREFIX-symbol.json")
+    p = Path(source.location)
+    if not p.is_file():
+        raise SourceNotFoundError(f"{p}: no such file")
+    return p
+
+
+class MXNetAdapter:
+    """Converts MXNet symbol + params files without importing MXNet."""
+
+    framework = "mxnet"
+
+    def claims(self, source: Source) -> bool:
+        if source.location is None or source.obj is not None:
+            return False
+        loc = source.location
+        if loc.endswith("-symbol.json"):
+            return True
+        if not loc.endswith(".json"):
+            return False
+        p = Path(loc)
+        try:
+            if p.stat().st_size > 512 * 1024 * 1024:
+                return False
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        return '"nodes"' in text and '"heads"' in text and looks_like_symbol_json(text)
+
+    def resolve_params(self, source: Source, graph: SymbolGraph | None = None) -> Path | None:
+        path = _symbol_path(source)
+        if source.weights is not None:
+            if not Path(source.weights).is_file():
+                raise SourceNotFoundError(f"--weights {source.weights}: no such file")
+            return Path(source.weights)
+        return find_params(path)
+
+    def export(self, source: Source, spec: ExportSpec) -> ExportResult:
+        t0 = time.perf_counter()
+        path = _symbol_path(source)
+        graph = read_symbol_json(path)
+        params_path = self.resolve_params(source, graph)
+        notes = []
+        if params_path is None:
+            prefix = path.name[: -len("-symbol.json")] if path.name.endswith("-symbol.json") else "PREFIX"
+            params_desc = f"no .params file found (expected {path.parent / (prefix + '-EPOCH.params')})"
+            params = {}
+            notes.append("no .params file beside the symbol: converted without parameters")
+        else:
+            params_desc = str(params_path)
+            params = load_params(params_path)
+            notes.append(f"parameters read from {params_path}")
+        converted = convert_graph(graph, params, spec, source.options.get("outputs"), params_desc)
+        model = converted.model
+        mapping = {name: name for name in converted.output_names}
+        for node in model.graph.node:  # aliases added for outputs that are inputs/initializers/duplicates
+            if node.op_type == "Identity" and node.output[0] in mapping and node.input[0] != node.output[0]:
+                mapping[node.output[0]] = node.input[0] if node.name == node.output[0] else node.output[0]
+        entry = model.metadata_props.add()
+        entry.key, entry.value = OUTPUT_MAP_KEY, json.dumps(mapping)
+        if converted.contrib_nodes:
+            notes.append(f"{converted.contrib_nodes} bridge.contrib node(s) need the lowering pass before they run")
+        return ExportResult(
+            model=model,
+            exporter="bridge mxnet symbol reader",
+            inputs=converted.inputs,
+            output_names=converted.output_names,
+            warnings=list(converted.warnings),
+            notes=notes,
+            seconds=time.perf_counter() - t0,
+        )
+
+    def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
+        import_mxnet()  # fail early with AdapterUnavailableError when MXNet is absent
+        mapping = {name: name for name in export.output_names}
+        for prop in export.model.metadata_props:
+            if prop.key == OUTPUT_MAP_KEY:
+                mapping.update(json.loads(prop.value))
+        return MXNetReferenceRuntime(_symbol_path(source), self.resolve_params(source), export.inputs, mapping)

@@ -1,0 +1,200 @@
+"""Translate a parsed MXNet symbol graph plus its parameters into an ONNX model.
+
+Steps: pick the heads (the symbol's own, or named internal outputs to cut at), keep only the nodes
+they need, refuse with one UnsupportedOpError listing *every* op without a translator, turn
+variables into graph inputs (from the ExportSpec) or initializers (``arg:``/``aux:`` params), run the
+translators in file order (MXNet writes nodes topologically), then run ONNX shape inference and the
+checker. Output names are MXNet's internal output names (``<node>_output``; see registry.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper
+
+# importing the translator modules registers them
+from adapters.mxnet import contrib, ops_math, ops_nn, ops_tensor  # noqa: F401
+from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx
+from adapters.mxnet.params import split_arg_aux
+from adapters.mxnet.registry import TRANSLATORS
+from adapters.mxnet.symbol import SymbolGraph
+from bridge.config import ExportSpec, InputSpec
+from bridge.errors import BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
+
+log = logging.getLogger(__name__)
+
+MIN_OPSET = 13
+
+
+@dataclass
+class Converted:
+    model: onnx.ModelProto
+    inputs: tuple[InputSpec, ...]
+    output_names: tuple[str, ...]
+    warnings: list[str] = field(default_factory=list)
+    contrib_nodes: int = 0
+
+
+def resolve_heads(graph: SymbolGraph, outputs: str | None) -> list[tuple[int, int]]:
+    """The symbol's heads, or the named outputs (``node``, ``node_output``, ``node_output<i>``)."""
+    if not outputs:
+        return list(graph.heads)
+    heads = []
+    by_name = {n.name: n for n in graph.nodes}
+    for raw in outputs.split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name in by_name:
+            heads.append((by_name[name].index, 0))
+            continue
+        m = re.fullmatch(r"(.+)_output(\d*)", name)
+        if m and m.group(1) in by_name:
+            heads.append((by_name[m.group(1)].index, int(m.group(2) or 0)))
+            continue
+        known = [n.name for n in graph.nodes if not n.is_variable]
+        near = [k for k in known if name.lower() in k.lower()][:8] or known[-8:]
+        raise UsageError(f"output '{name}' is not a node of {graph.source}; nodes with similar names: {near}")
+    return heads
+
+
+def needed_nodes(graph: SymbolGraph, heads: list[tuple[int, int]]) -> set[int]:
+    seen: set[int] = set()
+    stack = [h for h, _ in heads]
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        stack.extend(src for src, _ in graph.nodes[i].inputs)
+    return seen
+
+
+def convert_graph(
+    graph: SymbolGraph,
+    params: Mapping[str, np.ndarray],
+    spec: ExportSpec,
+    outputs: str | None = None,
+    params_desc: str = "the .params file",
+) -> Converted:
+    if spec.opset < MIN_OPSET:
+        raise UsageError(f"--opset {spec.opset}: the MXNet adapter emits opset >= {MIN_OPSET}; convert down afterwards")
+    heads = resolve_heads(graph, outputs)
+    needed = needed_nodes(graph, heads)
+
+    unsupported: dict[str, list[str]] = {}
+    for i in sorted(needed):
+        node = graph.nodes[i]
+        if not node.is_variable and node.op not in TRANSLATORS:
+            unsupported.setdefault(node.op, []).append(node.name)
+    if unsupported:
+        raise UnsupportedOpError(unsupported, framework="mxnet")
+
+    args, aux = split_arg_aux(dict(params))
+    values = {**args, **aux}
+    ctx = ConversionContext(spec.opset)
+    dynamic = {(d.input, d.axis): d.label for d in spec.dynamic}
+    graph_vars = {graph.nodes[i].name for i in needed if graph.nodes[i].is_variable}
+    stray = [s.name for s in spec.inputs if s.name not in graph_vars]
+    if stray:
+        candidates = sorted(v for v in graph_vars if v not in values)
+        raise UsageError(f"--input {', '.join(stray)}: no such input in {graph.source}; its inputs are {candidates}")
+
+    entries: dict[tuple[int, int], str] = {}
+    used_inputs: list[InputSpec] = []
+    missing: dict[str, str] = {}
+    for i in sorted(needed):
+        node = graph.nodes[i]
+        if not node.is_variable:
+            continue
+        s = spec.input(node.name)
+        if s is not None:
+            if s.shape is None:
+                raise UsageError(f"input '{node.name}' needs a shape: pass --input {node.name}:{_shape_hint(node.name)}")
+            dims = [dynamic.get((node.name, ax), d) for ax, d in enumerate(s.shape)]
+            ctx.add_input(node.name, np_to_onnx(s.dtype), tuple(dims))
+            used_inputs.append(s)
+        elif node.name in values:
+            ctx.add_initializer(node.name, values[node.name])
+        else:
+            missing[node.name] = node.name
+        entries[(i, 0)] = node.name
+
+    for i in sorted(needed):
+        node = graph.nodes[i]
+        if node.is_variable:
+            continue
+        inputs = [entries[(src, k)] for src, k in node.inputs]
+        try:
+            produced = TRANSLATORS[node.op](ctx, node, inputs)
+        except BridgeError as e:
+            lacking = [i for i in inputs if i in missing]
+            if lacking:  # the translator needed the type of an input nobody gave a shape for
+                raise UsageError(f"input '{lacking[0]}' needs a shape: pass --input "
+                                 f"{lacking[0]}:{_shape_hint(lacking[0])}") from e
+            raise
+        except Exception as e:
+            raise BridgeInternalError(f"MXNet translator for {node.op} failed on node '{node.name}': {e!r}") from e
+        for k, name in enumerate(produced):
+            entries[(i, k)] = name
+
+    consumed = {x for n in ctx.nodes for x in n.input}
+    heads_names = [entries.get(h) for h in heads]
+    if None in heads_names:
+        bad = [graph.nodes[h[0]].name for h, nm in zip(heads, heads_names, strict=True) if nm is None]
+        raise UsageError(f"outputs {bad}: the node has fewer visible outputs than requested")
+    really_missing = [m for m in missing if m in consumed or m in heads_names]
+    if really_missing:
+        params_like = [m for m in really_missing if re.search(r"_(weight|bias|gamma|beta|moving_mean|moving_var)$", m)]
+        if params_like:
+            raise UsageError(f"parameters {params_like} are missing: {params_desc} does not hold them "
+                             "(wrong prefix or epoch? pass --weights PREFIX-EPOCH.params)")
+        first = really_missing[0]
+        raise UsageError(
+            f"input '{first}' needs a shape: pass --input {first}:{_shape_hint(first)}"
+            + (f" (other inputs without a shape: {really_missing[1:]})" if len(really_missing) > 1 else "")
+        )
+
+    out_infos = []
+    out_names: list[str] = []
+    for h, head_name in zip(heads, heads_names, strict=True):
+        assert head_name is not None
+        name = head_name
+        if name in ctx.initializers or any(v.name == name for v in ctx.inputs) or name in out_names:
+            alias = ctx.fresh(f"{graph.nodes[h[0]].name}_output")
+            ctx.emit("Identity", [name], [alias], name=alias)
+            name = alias
+        out_names.append(name)
+        out_infos.append(onnx.helper.make_value_info(name, ctx.type(name).to_proto()))
+
+    value_info = [helper.make_value_info(n, t.to_proto()) for n, t in ctx.declared.items() if n not in out_names]
+    g = helper.make_graph(ctx.nodes, _graph_name(graph), ctx.inputs, out_infos,
+                          initializer=list(ctx.initializers.values()), value_info=value_info)
+    opsets = [helper.make_opsetid("", spec.opset)]
+    if ctx.uses_contrib:
+        opsets.append(helper.make_opsetid(CONTRIB_DOMAIN, contrib.CONTRIB_VERSION))
+    model = helper.make_model(g, opset_imports=opsets, producer_name="bridge",
+                              doc_string=f"converted from MXNet symbol {graph.source}")
+    model.ir_version = helper.find_min_ir_version_for(opsets[:1], ignore_unknown=True)
+    model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+    try:
+        onnx.checker.check_model(model, full_check=not ctx.uses_contrib)
+    except onnx.checker.ValidationError as e:
+        raise BridgeInternalError(f"the ONNX model converted from {graph.source} fails onnx.checker: {e}") from e
+    n_contrib = sum(1 for n in model.graph.node if n.domain == CONTRIB_DOMAIN)
+    return Converted(model, tuple(used_inputs), tuple(out_names), ctx.warnings, n_contrib)
+
+
+def _shape_hint(name: str) -> str:
+    return "1,3,H,W" if name == "data" else "D0,D1,..."
+
+
+def _graph_name(graph: SymbolGraph) -> str:
+    stem = re.sub(r"-symbol\.json$|\.json$", "", graph.source.rsplit("/", 1)[-1])
+    return f"mxnet_{stem}" if stem else "mxnet_symbol"

@@ -1,0 +1,370 @@
+"""Translators for MXNet's neural-network layers (convolution, normalisation, pooling, activations).
+
+Each function turns one MXNet node into standard ONNX (default domain). Formulas follow the MXNet
+1.9 operator sources cited at each translator; inference semantics only (is_train=False).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from adapters.mxnet.context import ConversionContext
+from adapters.mxnet.registry import out, translator
+from adapters.mxnet.symbol import MXNode
+from bridge.errors import ExportError
+
+_SPATIAL_LAYOUTS = {None, "NCW", "NCHW", "NCDHW"}
+
+
+def _check_layout(node: MXNode) -> None:
+    layout = node.attrs.str("layout")
+    if layout not in _SPATIAL_LAYOUTS:
+        raise ExportError(f"node '{node.name}' ({node.op}): layout {layout} is not supported, only channels-first")
+
+
+def _spatial(node: MXNode, key: str, n: int, default: int) -> list[int]:
+    v = list(node.attrs.ints(key))
+    return v if v else [default] * n
+
+
+@translator("Convolution")
+def Convolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/convolution-inl.h: weight (F, C/group, *kernel), optional bias
+    _check_layout(node)
+    a = node.attrs
+    kernel = list(a.ints("kernel"))
+    n = len(kernel)
+    pad = _spatial(node, "pad", n, 0)
+    args = inputs[:2] if a.bool("no_bias", False) else inputs[:3]
+    return ctx.emit(
+        "Conv", args, [out(ctx, node)], name=node.name,
+        kernel_shape=kernel, strides=_spatial(node, "stride", n, 1), dilations=_spatial(node, "dilate", n, 1),
+        pads=pad + pad, group=a.int("num_group", 1),
+    )
+
+
+@translator("Deconvolution")
+def Deconvolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/deconvolution-inl.h (InferPad): no_bias defaults to True; with
+    # target_shape, total = stride*(in-1) + dilated_kernel - target, pad = ceil(total/2), adj = total % 2
+    _check_layout(node)
+    a = node.attrs
+    kernel = list(a.ints("kernel"))
+    n = len(kernel)
+    stride = _spatial(node, "stride", n, 1)
+    dilate = _spatial(node, "dilate", n, 1)
+    pad = _spatial(node, "pad", n, 0)
+    adj = _spatial(node, "adj", n, 0)
+    target = [t for t in a.ints("target_shape") if t > 0]
+    if target:
+        in_shape = ctx.static_shape(inputs[0], node.name)[2:]
+        pad, adj = [], []
+        for i in range(n):
+            total = stride[i] * (in_shape[i] - 1) + dilate[i] * (kernel[i] - 1) + 1 - target[i]
+            adj.append(total % 2)
+            pad.append((total + 1) // 2)
+    args = inputs[:2] if a.bool("no_bias", True) else inputs[:3]
+    return ctx.emit(
+        "ConvTranspose", args, [out(ctx, node)], name=node.name,
+        kernel_shape=kernel, strides=stride, dilations=dilate, pads=pad + pad, output_padding=adj,
+        group=a.int("num_group", 1),
+    )
+
+
+@translator("BatchNorm")
+def BatchNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/batch_norm.cc (inference): y = (x - mean) / sqrt(var + eps) * gamma + beta,
+    # gamma treated as 1 when fix_gamma (default True); eps defaults to 1e-3; axis defaults to 1.
+    a = node.attrs
+    x, gamma, beta, mean, var = inputs[:5]
+    eps = float(a.float("eps", 1e-3) or 0.0)
+    if a.bool("fix_gamma", True):
+        g = ctx.value(gamma)
+        c = g.shape if g is not None else ctx.static_shape(gamma, node.name)
+        gamma = ctx.const(np.ones(c, dtype=ctx.np_dtype(x)), f"{node.name}__fixed_gamma")
+    axis = a.int("axis", 1) or 1
+    rank = ctx.rank(x, node.name)
+    if axis < 0:
+        axis += rank
+    if axis == 1:
+        return ctx.emit("BatchNormalization", [x, gamma, beta, mean, var], [out(ctx, node)], name=node.name,
+                        epsilon=eps)
+    # channels elsewhere: explicit arithmetic with parameters broadcast along ``axis``
+    bshape = ctx.i64([-1] + [1] * (rank - 1 - axis), f"{node.name}__bshape")
+    def b(t: str) -> str:
+        return ctx.emit("Reshape", [t, bshape], 1, name=f"{node.name}__reshape")[0]
+    std = ctx.emit("Sqrt", [ctx.emit("Add", [b(var), ctx.scalar(eps, x, f"{node.name}__eps")], 1,
+                                     name=f"{node.name}__add")[0]], 1, name=f"{node.name}__sqrt")[0]
+    cen = ctx.emit("Sub", [x, b(mean)], 1, name=f"{node.name}__sub")[0]
+    nrm = ctx.emit("Div", [cen, std], 1, name=f"{node.name}__div")[0]
+    scaled = ctx.emit("Mul", [nrm, b(gamma)], 1, name=f"{node.name}__mul")[0]
+    return ctx.emit("Add", [scaled, b(beta)], [out(ctx, node)], name=node.name)
+
+
+_ACTIVATIONS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softrelu": "Softplus", "softsign": "Softsign"}
+
+
+@translator("Activation")
+def Activation(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    act = node.attrs.str("act_type", "relu") or "relu"
+    if act not in _ACTIVATIONS:
+        raise ExportError(f"node '{node.name}': Activation act_type={act} is not supported")
+    return ctx.emit(_ACTIVATIONS[act], inputs[:1], [out(ctx, node)], name=node.name)
+
+
+@translator("LeakyReLU")
+def LeakyReLU(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/leaky_relu-inl.h: slope default 0.25; rrelu at inference uses the
+    # mean of lower_bound/upper_bound; selu uses the fixed SELU constants (same as ONNX Selu's defaults)
+    a = node.attrs
+    act = a.str("act_type", "leaky") or "leaky"
+    x = inputs[0]
+    slope = float(a.float("slope", 0.25) or 0.0)
+    if act == "leaky":
+        return ctx.emit("LeakyRelu", [x], [out(ctx, node)], name=node.name, alpha=slope)
+    if act == "rrelu":
+        lo = float(a.float("lower_bound", 0.125) or 0.0)
+        hi = float(a.float("upper_bound", 0.334) or 0.0)
+        return ctx.emit("LeakyRelu", [x], [out(ctx, node)], name=node.name, alpha=(lo + hi) / 2)
+    if act == "elu":
+        return ctx.emit("Elu", [x], [out(ctx, node)], name=node.name, alpha=slope)
+    if act == "selu":
+        return ctx.emit("Selu", [x], [out(ctx, node)], name=node.name)
+    if act == "prelu":
+        # gamma (C,) broadcasts along axis 1: reshape to (C, 1, ..., 1) for ONNX's trailing broadcast
+        rank = ctx.rank(x, node.name)
+        gamma = inputs[1]
+        if rank > 2:
+            gamma = ctx.emit("Reshape", [gamma, ctx.i64([-1] + [1] * (rank - 2), f"{node.name}__gshape")], 1,
+                             name=f"{node.name}__gamma")[0]
+        return ctx.emit("PRelu", [x, gamma], [out(ctx, node)], name=node.name)
+    if act == "gelu":
+        # erf form, as in MXNet mshadow_op.h gelu: 0.5 * x * (1 + erf(x / sqrt(2)))
+        t = ctx.emit("Div", [x, ctx.scalar(math.sqrt(2.0), x, f"{node.name}__sqrt2")], 1, name=f"{node.name}__div")[0]
+        e = ctx.emit("Erf", [t], 1, name=f"{node.name}__erf")[0]
+        e1 = ctx.emit("Add", [e, ctx.scalar(1.0, x, f"{node.name}__one")], 1, name=f"{node.name}__add")[0]
+        h = ctx.emit("Mul", [x, ctx.scalar(0.5, x, f"{node.name}__half")], 1, name=f"{node.name}__half")[0]
+        return ctx.emit("Mul", [h, e1], [out(ctx, node)], name=node.name)
+    raise ExportError(f"node '{node.name}': LeakyReLU act_type={act} is not supported")
+
+
+def _pool_out(size: int, k: int, s: int, p: int, convention: str) -> int:
+    # as in MXNet src/operator/nn/pooling-inl.h (InferShape)
+    if convention == "full":
+        return 1 + math.ceil((size + 2 * p - k) / s)
+    return 1 + (size + 2 * p - k) // s
+
+
+@translator("Pooling")
+def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/pooling-inl.h and pool.h. 'full' convention: out = 1 + ceil((in+2p-k)/s)
+    # with no "window must start inside" rule, so it is expressed with explicit extra end padding.
+    # MXNet's averaging divisor with count_include_pad counts the window clipped to [-p, in+p).
+    _check_layout(node)
+    a = node.attrs
+    x = inputs[0]
+    pool_type = a.str("pool_type", "max") or "max"
+    if pool_type not in ("max", "avg", "sum"):
+        raise ExportError(f"node '{node.name}': Pooling pool_type={pool_type} is not supported")
+    if a.bool("global_pool", False):
+        op = "GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool"
+        if pool_type == "sum":
+            avg = ctx.emit(op, [x], 1, name=f"{node.name}__avg")[0]
+            hw = ctx.static_shape(x, node.name)[2:]
+            return ctx.emit("Mul", [avg, ctx.scalar(int(np.prod(hw)), x, f"{node.name}__n")], [out(ctx, node)],
+                            name=node.name)
+        return ctx.emit(op, [x], [out(ctx, node)], name=node.name)
+    kernel = list(a.ints("kernel"))
+    n = len(kernel)
+    stride = _spatial(node, "stride", n, 1)
+    pad = _spatial(node, "pad", n, 0)
+    convention = a.str("pooling_convention", "valid") or "valid"
+    if convention not in ("valid", "full"):
+        raise ExportError(f"node '{node.name}': Pooling pooling_convention={convention} is not supported")
+    include_pad = a.bool("count_include_pad", True)
+    extra = [0] * n
+    in_sp: tuple[int, ...] = ()
+    if convention == "full":
+        in_sp = ctx.static_shape(x, node.name)[2:]
+        for i in range(n):
+            o = _pool_out(in_sp[i], kernel[i], stride[i], pad[i], "full")
+            extra[i] = max(0, (o - 1) * stride[i] + kernel[i] - (in_sp[i] + 2 * pad[i]))
+    pads = pad + [p + e for p, e in zip(pad, extra, strict=True)]
+    # onnxruntime needs every pad < kernel. MXNet yields the lowest float for a max window holding no
+    # input element (pad explicitly with it) and 0 for an average one (window sums by a ones-kernel Conv,
+    # which has no such limit; onnxruntime would fuse a zero Pad back into AveragePool)
+    explicit = any(p >= k for p, k in zip(pads, kernel + kernel, strict=True))
+    if pool_type == "max":
+        if explicit:
+            fill = ctx.scalar(np.finfo(ctx.np_dtype(x)).min, x, f"{node.name}__fill")
+            x = ctx.emit("Pad", [x, ctx.i64([0, 0, *pads[:n], 0, 0, *pads[n:]], f"{node.name}__pads"), fill], 1,
+                         name=f"{node.name}__pad")[0]
+            pads = [0] * (2 * n)
+        return ctx.emit("MaxPool", [x], [out(ctx, node)], name=node.name, kernel_shape=kernel, strides=stride,
+                        pads=pads)
+    if pool_type == "avg" and not any(extra):
+        return ctx.emit("AveragePool", [x], [out(ctx, node)], name=node.name, kernel_shape=kernel, strides=stride,
+                        pads=pads, count_include_pad=int(include_pad))
+    # window sums, then MXNet's divisor (pool.h): include_pad -> window clipped to [-p, in+p), else to [0, in)
+    ksize = float(np.prod(kernel))
+    if explicit:
+        channels = ctx.static_shape(x, node.name)[1]
+        ones = ctx.const(np.ones((channels, 1, *kernel), ctx.np_dtype(x)), f"{node.name}__ones")
+        sums = ctx.emit("Conv", [x, ones], 1, name=f"{node.name}__sum", kernel_shape=kernel, strides=stride,
+                        pads=pads, group=channels)[0]
+        scale = 1.0
+    else:  # every window lies inside the padded input, so AveragePool divides by the window size
+        sums = ctx.emit("AveragePool", [x], 1, name=f"{node.name}__avg", kernel_shape=kernel, strides=stride,
+                        pads=pads, count_include_pad=1)[0]
+        scale = ksize
+    if pool_type == "sum":
+        if scale == 1.0:
+            return ctx.emit("Identity", [sums], [out(ctx, node)], name=node.name)
+        factor: np.ndarray = np.asarray(scale)
+    else:
+        in_sp = in_sp or ctx.static_shape(x, node.name)[2:]
+        div = np.ones([1], dtype=np.float64)
+        for i in range(n):
+            o = _pool_out(in_sp[i], kernel[i], stride[i], pad[i], convention)
+            start = np.arange(o) * stride[i] - pad[i]
+            if include_pad:
+                size = np.minimum(start + kernel[i], in_sp[i] + pad[i]) - start
+            else:
+                size = np.minimum(start + kernel[i], in_sp[i]) - np.maximum(start, 0)
+            div = np.multiply.outer(div, size.astype(np.float64))
+        div = div.reshape((1, 1, *div.shape[1:]))
+        factor = np.where(div > 0, scale / np.where(div > 0, div, 1), 0.0)
+    f = ctx.const(factor.astype(ctx.np_dtype(x)), f"{node.name}__factor")
+    return ctx.emit("Mul", [sums, f], [out(ctx, node)], name=node.name)
+
+
+@translator("FullyConnected")
+def FullyConnected(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/fully_connected-inl.h: y = x W^T + b; flatten (default True)
+    # collapses all but the first axis, flatten=False applies W to the last axis only
+    a = node.attrs
+    x, w = inputs[0], inputs[1]
+    bias = None if a.bool("no_bias", False) else inputs[2]
+    if a.bool("flatten", True):
+        if ctx.rank(x, node.name) != 2:
+            x = ctx.emit("Flatten", [x], 1, name=f"{node.name}__flatten", axis=1)[0]
+        return ctx.emit("Gemm", [x, w] + ([bias] if bias else []), [out(ctx, node)], name=node.name, transB=1)
+    wt = ctx.emit("Transpose", [w], 1, name=f"{node.name}__wT", perm=[1, 0])[0]
+    if bias is None:
+        return ctx.emit("MatMul", [x, wt], [out(ctx, node)], name=node.name)
+    y = ctx.emit("MatMul", [x, wt], 1, name=f"{node.name}__matmul")[0]
+    return ctx.emit("Add", [y, bias], [out(ctx, node)], name=node.name)
+
+
+@translator("Flatten")
+def Flatten(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    return ctx.emit("Flatten", inputs[:1], [out(ctx, node)], name=node.name, axis=1)
+
+
+@translator("Dropout")
+def Dropout(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    if node.attrs.str("mode", "training") == "always":
+        ctx.warn(f"node '{node.name}': Dropout(mode='always') drops at inference in MXNet; exported as identity")
+    return ctx.emit("Identity", inputs[:1], [out(ctx, node)], name=node.name)
+
+
+@translator("L2Normalization")
+def L2Normalization(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/l2_normalization-inl.h: y = x / sqrt(sum(x^2) + eps), eps default 1e-10;
+    # instance: over all axes but 0; channel: over axis 1; spatial: over axes 2..
+    a = node.attrs
+    x = inputs[0]
+    mode = a.str("mode", "instance") or "instance"
+    rank = ctx.rank(x, node.name)
+    axes = {"instance": list(range(1, rank)), "channel": [1], "spatial": list(range(2, rank))}.get(mode)
+    if axes is None:
+        raise ExportError(f"node '{node.name}': L2Normalization mode={mode} is not supported")
+    eps = a.float("eps", 1e-10)
+    ss = ctx.reduce("ReduceSumSquare", x, axes, True, name=f"{node.name}__sumsq")
+    ss = ctx.emit("Add", [ss, ctx.scalar(eps, x, f"{node.name}__eps")], 1, name=f"{node.name}__add")[0]
+    norm = ctx.emit("Sqrt", [ss], 1, name=f"{node.name}__sqrt")[0]
+    return ctx.emit("Div", [x, norm], [out(ctx, node)], name=node.name)
+
+
+def _softmax_input(ctx: ConversionContext, node: MXNode, x: str) -> str:
+    t = node.attrs.float("temperature", None)
+    if t is not None and float(t) != 1.0:
+        return ctx.emit("Div", [x, ctx.scalar(t, x, f"{node.name}__t")], 1, name=f"{node.name}__temperature")[0]
+    return x
+
+
+@translator("softmax")
+def softmax(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/softmax-inl.h: softmax(x / temperature) along axis (default -1)
+    if node.attrs.bool("use_length", False):
+        raise ExportError(f"node '{node.name}': softmax(use_length=True) is not supported")
+    x = _softmax_input(ctx, node, inputs[0])
+    return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=node.attrs.int("axis", -1))
+
+
+@translator("log_softmax")
+def log_softmax(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    x = _softmax_input(ctx, node, inputs[0])
+    return ctx.emit("LogSoftmax", [x], [out(ctx, node)], name=node.name, axis=node.attrs.int("axis", -1))
+
+
+@translator("SoftmaxActivation")
+def SoftmaxActivation(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/softmax_activation-inl.h: 'instance' applies softmax to the input
+    # viewed FlatTo2D, i.e. along the last axis; 'channel' = along axis 1 at every spatial position
+    x = inputs[0]
+    mode = node.attrs.str("mode", "instance") or "instance"
+    return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=1 if mode == "channel" else -1)
+
+
+@translator("SoftmaxOutput")
+def SoftmaxOutput(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # inference of MXNet src/operator/softmax_output-inl.h: the label input is ignored;
+    # multi_output -> softmax along axis 1; preserve_shape -> along the last axis; else over (N, -1)
+    a = node.attrs
+    x = inputs[0]
+    if a.bool("multi_output", False):
+        return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=1)
+    if a.bool("preserve_shape", False) or ctx.rank(x, node.name) == 2:
+        return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=-1)
+    flat = ctx.emit("Flatten", [x], 1, name=f"{node.name}__flatten", axis=1)[0]
+    sm = ctx.emit("Softmax", [flat], 1, name=f"{node.name}__softmax", axis=1)[0]
+    shp = ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0]
+    return ctx.emit("Reshape", [sm, shp], [out(ctx, node)], name=node.name)
+
+
+@translator("UpSampling")
+def UpSampling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/nn/upsampling-inl.h. nearest == Resize(nearest, asymmetric, floor),
+    # bit-exact; with several inputs each is scaled to (H0*scale, W0*scale) then concatenated or summed.
+    # bilinear is a grouped Deconvolution with the given weight: kernel 2s - s%2, stride s, pad ceil((s-1)/2).
+    a = node.attrs
+    scale = a.require_int("scale")
+    kind = a.str("sample_type", "nearest")
+    if kind == "bilinear":
+        c = a.int("num_filter", 0) or ctx.static_shape(inputs[0], node.name)[1]
+        k = 2 * scale - scale % 2
+        p = math.ceil((scale - 1) / 2)
+        return ctx.emit("ConvTranspose", inputs[:2], [out(ctx, node)], name=node.name, kernel_shape=[k, k],
+                        strides=[scale, scale], pads=[p, p, p, p], group=c)
+    if kind != "nearest":
+        raise ExportError(f"node '{node.name}': UpSampling sample_type={kind} is not supported")
+    num = a.int("num_args", 1) or 1
+    data = inputs[:num]
+    if num == 1:
+        scales = ctx.const(np.asarray([1, 1, scale, scale], np.float32), f"{node.name}__scales")
+        return ctx.emit("Resize", [data[0], "", scales], [out(ctx, node)], name=node.name, mode="nearest",
+                        coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    h0 = ctx.static_shape(data[0], node.name)[2] * scale
+    parts = []
+    for i, d in enumerate(data):
+        s = h0 // ctx.static_shape(d, node.name)[2]
+        sc = ctx.const(np.asarray([1, 1, s, s], np.float32), f"{node.name}__scales{i}")
+        parts.append(ctx.emit("Resize", [d, "", sc], 1, name=f"{node.name}__resize{i}", mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0])
+    if (a.str("multi_input_mode", "concat") or "concat") == "sum":
+        return ctx.emit("Sum", parts, [out(ctx, node)], name=node.name)
+    return ctx.emit("Concat", parts, [out(ctx, node)], name=node.name, axis=1)
+

@@ -1,0 +1,354 @@
+"""Translators for MXNet's shape and indexing ops (Reshape, transpose, slicing, tiling, reductions...).
+
+MXNet's Reshape special codes (0, -1, -2, -3, -4, reverse) are resolved here against the tracked
+input shape, as in MXNet src/operator/tensor/matrix_op-inl.h (InferReshapeShape); dims that depend on
+a dynamic axis are read at run time with Shape/Gather.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from adapters.mxnet.context import ConversionContext, Dim, ShapeExpr
+from adapters.mxnet.registry import out, translator
+from adapters.mxnet.symbol import MXNode
+from bridge.errors import ExportError
+
+INT64_MAX = np.iinfo(np.int64).max
+
+# MXNet dtype names -> ONNX element types
+DTYPES = {
+    "float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16,
+    "uint8": TensorProto.UINT8, "int8": TensorProto.INT8, "int32": TensorProto.INT32,
+    "int64": TensorProto.INT64, "bool": TensorProto.BOOL,
+}
+
+
+def resolve_reshape(src: list[Dim], spec: list[int], reverse: bool, node: str) -> list[ShapeExpr]:
+    """MXNet's reshape codes as ShapeExprs over ``src`` dims; an inferred dim is ShapeExpr(const=-1)."""
+    n = len(src)
+    idx = list(range(n))
+    if reverse:
+        idx, spec = idx[::-1], spec[::-1]
+    res: list[ShapeExpr] = []
+    si = 0
+    i = 0
+    inferred = False
+    while i < len(spec):
+        p = spec[i]
+        if p == 0:
+            if si >= n:
+                raise ExportError(f"node '{node}': Reshape code 0 at position {i} has no input dim to copy")
+            res.append(ShapeExpr(dims=[idx[si]]))
+            si += 1
+        elif p == -1:
+            if inferred:
+                raise ExportError(f"node '{node}': Reshape infers more than one dim")
+            inferred = True
+            res.append(ShapeExpr(const=-1))
+            si += 1
+        elif p == -2:
+            while si < n:
+                res.append(ShapeExpr(dims=[idx[si]]))
+                si += 1
+        elif p == -3:
+            if si + 1 >= n:
+                raise ExportError(f"node '{node}': Reshape code -3 needs two input dims")
+            res.append(ShapeExpr(dims=[idx[si], idx[si + 1]]))
+            si += 2
+        elif p == -4:
+            if i + 2 >= len(spec) or si >= n:
+                raise ExportError(f"node '{node}': Reshape code -4 needs two following values and an input dim")
+            d0 = src[idx[si]]
+            d1, d2 = spec[i + 1], spec[i + 2]
+            if d1 == -1 and d2 == -1:
+                raise ExportError(f"node '{node}': Reshape -4 split dims cannot both be -1")
+            if -1 in (d1, d2):
+                if not isinstance(d0, int):
+                    raise ExportError(f"node '{node}': Reshape -4 on a dynamic dim needs both split sizes")
+                d1, d2 = (d0 // d2, d2) if d1 == -1 else (d1, d0 // d1)
+            res += [ShapeExpr(const=d1), ShapeExpr(const=d2)]
+            si += 1
+            i += 2
+        elif p > 0:
+            res.append(ShapeExpr(const=p))
+            si += 1
+        else:
+            raise ExportError(f"node '{node}': unknown Reshape code {p}")
+        i += 1
+    return res[::-1] if reverse else res
+
+
+@translator("Reshape")
+def Reshape(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    a = node.attrs
+    x = inputs[0]
+    src = list(ctx.shape(x) or [])
+    if "shape" in a and a.ints("shape"):
+        exprs = resolve_reshape(src, list(a.ints("shape")), a.bool("reverse", False), node.name)
+    elif "target_shape" in a:
+        # deprecated form: 0 in target_shape means "infer"; keep_highest keeps the first input dim
+        tgt = [-1 if d == 0 else d for d in a.ints("target_shape")]
+        exprs = [ShapeExpr(const=d) for d in tgt]
+        if a.bool("keep_highest", False):
+            exprs = [ShapeExpr(dims=[0]), *exprs]
+    else:
+        raise ExportError(f"node '{node.name}': Reshape without a shape")
+    shape = ctx.shape_of(exprs, x, name=node.name)
+    return ctx.emit("Reshape", [x, shape], [out(ctx, node)], name=node.name)
+
+
+@translator("transpose")
+def transpose(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    axes = list(node.attrs.ints("axes"))
+    return ctx.emit("Transpose", inputs[:1], [out(ctx, node)], name=node.name, perm=axes or None)
+
+
+@translator("Concat", "concat")
+def Concat(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    return ctx.emit("Concat", inputs, [out(ctx, node)], name=node.name, axis=node.attrs.int("dim", 1))
+
+
+@translator("SliceChannel", "split")
+def SliceChannel(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/slice_channel-inl.h: equal parts along axis (default 1); outputs are
+    # named output0..output{n-1}; squeeze_axis drops the (size-1) axis
+    a = node.attrs
+    x = inputs[0]
+    n = a.require_int("num_outputs")
+    axis = a.int("axis", 1) or 0
+    rank = ctx.rank(x, node.name)
+    axis = axis + rank if axis < 0 else axis
+    names = [ctx.reserve(f"{node.name}_output{i}") for i in range(n)]
+    squeeze = a.bool("squeeze_axis", False)
+    parts = names if not squeeze else n
+    dim = (ctx.shape(x) or [None] * rank)[axis]
+    if isinstance(dim, int):
+        split = ctx.i64([dim // n] * n, f"{node.name}__split")
+        outs = ctx.emit("Split", [x, split], parts, name=node.name if not squeeze else f"{node.name}__split",
+                        axis=axis)
+    elif ctx.opset >= 18:
+        outs = ctx.emit("Split", [x], parts, name=node.name, axis=axis, num_outputs=n)
+    else:
+        raise ExportError(f"node '{node.name}': SliceChannel over a dynamic axis needs opset >= 18")
+    if not squeeze:
+        return outs
+    return [ctx.squeeze(o, [axis], name=node.name, output=nm) for o, nm in zip(outs, names, strict=True)]
+
+
+@translator("slice_axis")
+def slice_axis(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    a = node.attrs
+    axis = a.require_int("axis")
+    begin = a.int("begin", 0) or 0
+    end = a.int("end", None)
+    args = [inputs[0], ctx.i64([begin], f"{node.name}__starts"),
+            ctx.i64([INT64_MAX if end is None else end], f"{node.name}__ends"), ctx.i64([axis], f"{node.name}__axes")]
+    return ctx.emit("Slice", args, [out(ctx, node)], name=node.name)
+
+
+@translator("slice")
+def slice_(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # begin/end/step tuples may hold None (whole axis, direction given by step)
+    from adapters.mxnet.attrs import parse_int, split_tuple
+
+    a = node.attrs
+
+    def items(key: str) -> list[int | None]:
+        text = a.str(key)
+        return [None if p == "None" else parse_int(p, node=node.name, key=key) for p in split_tuple(text or "()")]
+
+    begin, end, step = items("begin"), items("end"), items("step")
+    step += [None] * (len(begin) - len(step))
+    starts, ends, steps = [], [], []
+    for b, e, s in zip(begin, end, step, strict=True):
+        st = 1 if s is None else s
+        starts.append((0 if st > 0 else INT64_MAX) if b is None else b)
+        ends.append((INT64_MAX if st > 0 else -INT64_MAX) if e is None else e)
+        steps.append(st)
+    args = [inputs[0], ctx.i64(starts, f"{node.name}__starts"), ctx.i64(ends, f"{node.name}__ends"),
+            ctx.i64(range(len(starts)), f"{node.name}__axes"), ctx.i64(steps, f"{node.name}__steps")]
+    return ctx.emit("Slice", args, [out(ctx, node)], name=node.name)
+
+
+@translator("slice_like")
+def slice_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/tensor/matrix_op-inl.h (SliceLike): crop data to shape_like's size on
+    # ``axes`` (all axes when empty), starting at 0
+    x, like = inputs[0], inputs[1]
+    axes = list(node.attrs.ints("axes"))
+    rank = ctx.rank(x, node.name)
+    axes = [d + rank if d < 0 else d for d in axes] or list(range(rank))
+    like_shape = ctx.shape(like)
+    if like_shape is not None and all(isinstance(like_shape[d], int) for d in axes):
+        ends = ctx.i64([int(like_shape[d]) for d in axes], f"{node.name}__ends")  # type: ignore[arg-type]
+    else:
+        shp = ctx.emit("Shape", [like], 1, name=f"{node.name}__shape")[0]
+        ends = ctx.emit("Gather", [shp, ctx.i64(axes, f"{node.name}__axes_idx")], 1, name=f"{node.name}__ends",
+                        axis=0)[0]
+    args = [x, ctx.i64([0] * len(axes), f"{node.name}__starts"), ends, ctx.i64(axes, f"{node.name}__axes")]
+    return ctx.emit("Slice", args, [out(ctx, node)], name=node.name)
+
+
+@translator("expand_dims")
+def expand_dims(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    return [ctx.unsqueeze(inputs[0], [node.attrs.require_int("axis")], name=node.name, output=out(ctx, node))]
+
+
+@translator("squeeze")
+def squeeze(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    axes = list(node.attrs.ints("axis"))
+    if not axes:
+        return ctx.emit("Squeeze", inputs[:1], [out(ctx, node)], name=node.name)
+    return [ctx.squeeze(inputs[0], axes, name=node.name, output=out(ctx, node))]
+
+
+@translator("tile")
+def tile(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/tensor/matrix_op-inl.h (TileOpShape): short reps are left-padded with 1,
+    # a short input is promoted by prepending size-1 axes
+    x = inputs[0]
+    reps = list(node.attrs.ints("reps"))
+    rank = ctx.rank(x, node.name)
+    if len(reps) > rank:
+        x = ctx.unsqueeze(x, list(range(len(reps) - rank)), name=f"{node.name}__promote")
+    reps = [1] * (max(rank, len(reps)) - len(reps)) + reps
+    return ctx.emit("Tile", [x, ctx.i64(reps, f"{node.name}__reps")], [out(ctx, node)], name=node.name)
+
+
+@translator("repeat")
+def repeat(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # np.repeat semantics (MXNet src/operator/tensor/matrix_op-inl.h): each element repeated along axis;
+    # no axis = repeat the flattened input. Built as Unsqueeze -> Tile -> Reshape.
+    a = node.attrs
+    x = inputs[0]
+    r = a.require_int("repeats")
+    axis = a.int("axis", None)
+    if axis is None:
+        x = ctx.emit("Reshape", [x, ctx.i64([-1], f"{node.name}__flat")], 1, name=f"{node.name}__flatten")[0]
+        axis = 0
+    rank = ctx.rank(x, node.name)
+    axis = axis + rank if axis < 0 else axis
+    u = ctx.unsqueeze(x, [axis + 1], name=f"{node.name}__unsqueeze")
+    reps = [1] * (rank + 1)
+    reps[axis + 1] = r
+    t = ctx.emit("Tile", [u, ctx.i64(reps, f"{node.name}__reps")], 1, name=f"{node.name}__tile")[0]
+    exprs = [ShapeExpr(dims=[d]) for d in range(axis)] + [ShapeExpr(const=-1)]
+    exprs += [ShapeExpr(dims=[d]) for d in range(axis + 1, rank)]
+    shape = ctx.shape_of(exprs, x, name=f"{node.name}__target")
+    return ctx.emit("Reshape", [t, shape], [out(ctx, node)], name=node.name)
+
+
+@translator("where")
+def where(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # MXNet where: nonzero condition picks x; a 1-D condition selects whole rows along axis 0
+    cond, x, y = inputs[:3]
+    c = ctx.emit("Cast", [cond], 1, name=f"{node.name}__cond", to=TensorProto.BOOL)[0]
+    cr, xr = ctx.rank(cond, node.name), ctx.rank(x, node.name)
+    if cr == 1 and xr > 1:
+        c = ctx.unsqueeze(c, list(range(1, xr)), name=f"{node.name}__rows")
+    return ctx.emit("Where", [c, x, y], [out(ctx, node)], name=node.name)
+
+
+def _filled_like(ctx: ConversionContext, node: MXNode, x: str, fill: int) -> list[str]:
+    from onnx import numpy_helper
+
+    shp = ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0]
+    value = numpy_helper.from_array(np.asarray([fill], dtype=ctx.np_dtype(x)))
+    return ctx.emit("ConstantOfShape", [shp], [out(ctx, node)], name=node.name, value=value)
+
+
+@translator("zeros_like")
+def zeros_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    return _filled_like(ctx, node, inputs[0], 0)
+
+
+@translator("ones_like")
+def ones_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    return _filled_like(ctx, node, inputs[0], 1)
+
+
+@translator("_arange")
+def _arange(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/tensor/init_op.h (RangeParam / range_fwd): length ceil((stop-start)/step),
+    # value start + (i // repeat) * step computed in double then cast; a constant, folded here
+    a = node.attrs
+    if a.bool("infer_range", False):
+        raise ExportError(f"node '{node.name}': _arange(infer_range=True) is not supported")
+    start = float(a.str("start", "0") or 0)
+    stop_s = a.str("stop")
+    step = float(a.str("step", "1") or 1)
+    rep = a.int("repeat", 1) or 1
+    stop = float(stop_s) if stop_s is not None else start
+    if stop_s is None:
+        start = 0.0
+    n = int(np.ceil((stop - start) / step))
+    vals = start + (np.arange(max(n, 0) * rep) // rep) * step
+    dtype = a.str("dtype", "float32") or "float32"
+    c = ctx.const(vals.astype(dtype), f"{node.name}__values")
+    return ctx.emit("Identity", [c], [out(ctx, node)], name=node.name)
+
+
+@translator("Crop")
+def Crop(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/crop-inl.h: crop H, W to h_w or to the second input's H, W, at offset
+    # (or centred: (H - h) / 2, integer division)
+    a = node.attrs
+    x = inputs[0]
+    h_in, w_in = ctx.static_shape(x, node.name)[2:4]
+    if (a.int("num_args", 1) or 1) > 1:
+        h, w = ctx.static_shape(inputs[1], node.name)[2:4]
+    else:
+        h, w = a.ints("h_w", (0, 0))
+    oy, ox = a.ints("offset", (0, 0))
+    if a.bool("center_crop", False):
+        oy, ox = (h_in - h) // 2, (w_in - w) // 2
+    args = [x, ctx.i64([oy, ox], f"{node.name}__starts"), ctx.i64([oy + h, ox + w], f"{node.name}__ends"),
+            ctx.i64([2, 3], f"{node.name}__axes")]
+    return ctx.emit("Slice", args, [out(ctx, node)], name=node.name)
+
+
+@translator("Cast", "amp_cast")
+def Cast(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    dtype = node.attrs.str("dtype", "float32") or "float32"
+    if dtype not in DTYPES:
+        raise ExportError(f"node '{node.name}': Cast to {dtype} is not supported")
+    return ctx.emit("Cast", inputs[:1], [out(ctx, node)], name=node.name, to=DTYPES[dtype])
+
+
+@translator("_copy", "identity", "BlockGrad", "stop_gradient")
+def _copy(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    return ctx.emit("Identity", inputs[:1], [out(ctx, node)], name=node.name)
+
+
+_REDUCE = {"sum": "ReduceSum", "sum_axis": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax",
+           "max_axis": "ReduceMax", "min": "ReduceMin", "min_axis": "ReduceMin", "prod": "ReduceProd"}
+
+
+@translator(*_REDUCE)
+def sum(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/tensor/broadcast_reduce_op.h (ReduceAxesParam): axis None/() = all axes,
+    # exclude=True reduces over the axes *not* listed
+    a = node.attrs
+    x = inputs[0]
+    axes: list[int] | None = list(a.ints("axis")) or None
+    if a.bool("exclude", False) and axes is not None:
+        rank = ctx.rank(x, node.name)
+        keep = {d + rank if d < 0 else d for d in axes}
+        axes = [d for d in range(rank) if d not in keep]
+    keepdims = a.bool("keepdims", False)
+    rank = ctx.rank(x, node.name)
+    if not keepdims and (axes is None or len({d % rank for d in axes}) == rank):
+        # legacy MXNet ops never return 0-d arrays: a full reduction has shape (1,)
+        r = ctx.reduce(_REDUCE[node.op], x, axes, False, name=f"{node.name}__reduce")
+        return ctx.emit("Reshape", [r, ctx.i64([1], f"{node.name}__one")], [out(ctx, node)], name=node.name)
+    return [ctx.reduce(_REDUCE[node.op], x, axes, keepdims, name=node.name, output=out(ctx, node))]
+
+
+@translator("clip")
+def clip(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    x = inputs[0]
+    lo = ctx.scalar(node.attrs.float("a_min", None), x, f"{node.name}__min")
+    hi = ctx.scalar(node.attrs.float("a_max", None), x, f"{node.name}__max")
+    return ctx.emit("Clip", [x, lo, hi], [out(ctx, node)], name=node.name)

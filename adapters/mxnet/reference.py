@@ -1,0 +1,159 @@
+"""MXNet itself as the reference runtime: runs the original symbol and params on CPU for validation.
+
+MXNet 1.9.1 reads ``numpy.bool`` while it is imported (``mxnet/numpy/utils.py``: ``bool = onp.bool``),
+an alias numpy removed in 1.24. ``import_mxnet`` adds the alias only for the duration of the import and
+removes it again if it added it, so the user's numpy is unchanged afterwards. After import, MXNet's
+classic API used here (``mx.sym``, ``mx.nd``, executors) never touches ``numpy.bool``; only parts of
+the ``mx.np`` interface do (boolean-mask indexing in ``mxnet/numpy/multiarray.py`` and ``dtype=None``
+defaults in ``mxnet/ndarray/numpy/_op.py``), which this runner does not use - those would raise
+AttributeError in user code on numpy >= 1.24, as they would without bridge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bridge.config import InputSpec
+from bridge.errors import AdapterUnavailableError, UsageError
+from bridge.runtimes.base import TensorMeta
+
+log = logging.getLogger(__name__)
+_IMPORT_LOCK = threading.Lock()
+INSTALL_HINT = "pip install 'bridge[mxnet]'"
+
+
+def import_mxnet(purpose: str = "running the MXNet reference") -> ModuleType:
+    """Import MXNet with a temporary ``numpy.bool`` alias; AdapterUnavailableError when it is missing."""
+    mod = sys.modules.get("mxnet")
+    if mod is not None:
+        return mod
+    with _IMPORT_LOCK:
+        with warnings.catch_warnings():  # numpy 1.2x warns on the np.bool lookup itself
+            warnings.simplefilter("ignore", FutureWarning)
+            added = not hasattr(np, "bool")
+        if added:
+            np.bool = bool  # type: ignore[attr-defined]
+        try:
+            import mxnet
+        except (ImportError, OSError) as e:
+            log.debug("importing mxnet failed: %r", e)
+            raise AdapterUnavailableError("mxnet", purpose, INSTALL_HINT) from e
+        finally:
+            if added and "bool" in vars(np):
+                del np.bool  # type: ignore[attr-defined]
+    return mxnet
+
+
+@contextmanager
+def _subgraph_backend(value: str | None) -> Iterator[None]:
+    """Set MXNET_SUBGRAPH_BACKEND for the duration of a bind, restoring the user's setting."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get("MXNET_SUBGRAPH_BACKEND")
+    os.environ["MXNET_SUBGRAPH_BACKEND"] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MXNET_SUBGRAPH_BACKEND"]
+        else:
+            os.environ["MXNET_SUBGRAPH_BACKEND"] = old
+
+
+class MXNetReferenceRuntime:
+    """Runs ``symbol`` + ``params`` in MXNet (CPU). Outputs are keyed by ONNX output name.
+
+    ``outputs`` maps the ONNX output names to MXNet internal output names (``get_internals()``),
+    usually identical (``conv0_output``); ``extra_outputs`` adds more internal outputs (e.g. every
+    layer, for per-layer comparison) keyed by their MXNet names.
+    """
+
+    name = "mxnet"
+
+    def __init__(
+        self,
+        symbol_path: str | Path,
+        params_path: str | Path | None,
+        inputs: Sequence[InputSpec],
+        outputs: Mapping[str, str] | Sequence[str],
+        extra_outputs: Sequence[str] = (),
+    ) -> None:
+        self.symbol_path = Path(symbol_path)
+        self.params_path = Path(params_path) if params_path else None
+        self.inputs = tuple(inputs)
+        self.outputs = dict(outputs) if isinstance(outputs, Mapping) else {o: o for o in outputs}
+        for o in extra_outputs:
+            self.outputs.setdefault(o, o)
+        self._mx: Any = None
+        self._group: Any = None
+        self._args: dict[str, Any] = {}
+        self._aux: dict[str, Any] = {}
+        self._executors: dict[tuple[Any, ...], Any] = {}
+
+    def activate(self) -> None:
+        mx = self._mx = import_mxnet()
+        sym = mx.sym.load(str(self.symbol_path))
+        internals = sym.get_internals()
+        available = internals.list_outputs()
+        wanted = list(self.outputs.values())
+        unknown = [w for w in wanted if w not in available]
+        if unknown:
+            raise UsageError(f"MXNet symbol {self.symbol_path} has no internal outputs {unknown}")
+        self._group = mx.sym.Group([internals[available.index(w)] for w in wanted])
+        loaded = mx.nd.load(str(self.params_path)) if self.params_path else {}
+        self._args = {k[4:] if k.startswith("arg:") else k: v for k, v in loaded.items() if not k.startswith("aux:")}
+        self._aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
+
+    def internal_output_names(self) -> list[str]:
+        """Every internal output MXNet can return for this symbol (for per-layer comparison)."""
+        mx = self._mx or import_mxnet()
+        return list(mx.sym.load(str(self.symbol_path)).get_internals().list_outputs())
+
+    def _executor(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        key = tuple(sorted((k, v.shape, v.dtype.str) for k, v in feeds.items()))
+        exe = self._executors.get(key)
+        if exe is None:
+            mx = self._mx
+            shapes = {k: v.shape for k, v in feeds.items()}
+            types = {k: v.dtype for k, v in feeds.items()}
+            arg_names = set(self._group.list_arguments())
+            for k, v in self._args.items():
+                if k in arg_names:
+                    types[k] = v.dtype
+            # MXNet's MKLDNN subgraph backend fuses e.g. Convolution+BatchNorm and then cannot return the
+            # intermediate tensor; when several outputs are fetched, bind without it (env var read at bind)
+            with _subgraph_backend("NONE" if len(self.outputs) > 1 else None):
+                exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)
+            exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
+            self._executors[key] = exe
+        return exe
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._group is None:
+            self.activate()
+        arrays = {k: np.asarray(v) for k, v in feeds.items()}
+        exe = self._executor(arrays)
+        for k, v in arrays.items():
+            exe.arg_dict[k][:] = v
+        exe.forward(is_train=False)
+        return {name: o.asnumpy() for name, o in zip(self.outputs, exe.outputs, strict=True)}
+
+    def deactivate(self) -> None:
+        self._executors.clear()
+        self._group = None
+        self._args, self._aux = {}, {}
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]

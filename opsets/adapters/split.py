@@ -1,0 +1,54 @@
+"""Split down-adapters: Split-18's num_outputs and Split-13's split input.
+
+Split-18 ``num_outputs=n`` makes chunks of ceil(d/n) with a smaller last one (onnx/defs/tensor/
+defs.cc); before 18 the sizes must be spelled out, so the split axis must be static. Split-13
+takes sizes as an input; Split-11 as an attribute (constant only).
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from opsets.adapters._util import attr_int, const, const_array, fail, input_or_none, replace, static_shape
+from opsets.registry import register
+
+
+def _rebuild(node: ir.Node, inputs: list[ir.Value | None], attrs: dict[str, object]) -> list[ir.Node]:
+    tape = ir.tape.Tape()
+    outs = tape.op_multi_out("Split", inputs, attributes=attrs, num_outputs=len(node.outputs))  # type: ignore[arg-type]
+    return replace(node, tape, list(outs))
+
+
+@register("Split", 18, 13)
+def split_18_13(node: ir.Node) -> list[ir.Node]:
+    axis = attr_int(node, "axis", 0)
+    if input_or_none(node, 1) is not None:
+        return _rebuild(node, list(node.inputs), {"axis": axis})
+    n = attr_int(node, "num_outputs", len(node.outputs))
+    shape = static_shape(node.inputs[0])
+    if shape is None:
+        raise fail(node, "split_18_13", "num_outputs on a non-static axis has no Split-13 form")
+    dim = shape[axis]
+    chunk = math.ceil(dim / n)
+    sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    if dim % n == 0:
+        return _rebuild(node, [node.inputs[0]], {"axis": axis})  # equal parts: Split-13's default
+    tape = ir.tape.Tape()
+    split = const(tape, sizes, "int64")
+    outs = tape.op_multi_out("Split", [node.inputs[0], split], attributes={"axis": axis}, num_outputs=n)
+    return replace(node, tape, list(outs))
+
+
+@register("Split", 13, 11)
+def split_13_11(node: ir.Node) -> list[ir.Node]:
+    axis = attr_int(node, "axis", 0)
+    split_value = input_or_none(node, 1)
+    attrs: dict[str, object] = {"axis": axis}
+    if split_value is not None:
+        sizes = const_array(split_value)
+        if sizes is None:
+            raise fail(node, "split_13_11", "the split input is computed; Split-11 needs constant sizes")
+        attrs["split"] = [int(s) for s in sizes]
+    return _rebuild(node, [node.inputs[0]], attrs)
