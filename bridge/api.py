@@ -27,7 +27,7 @@ from bridge.config import (
     Source,
     Tolerance,
 )
-from bridge.diagnose import Problem, find_problems
+from bridge.diagnose import CONTRIB_DOMAIN, Problem, find_problems
 from bridge.errors import AdapterUnavailableError, UsageError, ValidationMismatch
 from bridge.io import load_model
 from bridge.model import ModelContainer, PassRecord, bridge_metadata
@@ -155,7 +155,13 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
     )
 
     runtimes = cfg.validate if cfg.validate is not None else ("onnxruntime",)
-    if runtimes:
+    leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
+    if runtimes and leftover:
+        ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
+        result.validation_skipped = (f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime "
+                                     "runs; they need lowering before validation")
+        result.warnings.append(result.validation_skipped)
+    elif runtimes:
         start = time.perf_counter()
         try:
             reference = adapter.reference_runner(cfg.source, export)

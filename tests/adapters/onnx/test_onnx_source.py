@@ -46,3 +46,19 @@ def test_missing_and_corrupt_files(tmp_path: Path) -> None:
     with pytest.raises(BadInputFileError, match=r"bad\.onnx"):
         api.convert(tmp_path / "bad.onnx", tmp_path / "o.onnx")
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_custom_domain_ops_are_written_but_not_validated(tmp_path: Path) -> None:
+    """A model that still holds bridge.contrib ops converts; validation is skipped with the reason, not crashed."""
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("FutureOp", ["r"], ["y"], domain="bridge.contrib", name="future1")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model.opset_import.append(helper.make_opsetid("bridge.contrib", 1))
+    onnx.save(model, tmp_path / "c.onnx")
+    result = api.convert(tmp_path / "c.onnx", tmp_path / "out.onnx")
+    assert result.written and (tmp_path / "out.onnx").is_file()
+    assert result.validation == [] and "FutureOp x1" in (result.validation_skipped or "")
+    assert any("need lowering" in w or "needs lowering" in w for w in result.warnings)
