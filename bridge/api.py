@@ -28,7 +28,7 @@ from bridge.config import (
     Tolerance,
 )
 from bridge.diagnose import CONTRIB_DOMAIN, Problem, find_problems
-from bridge.errors import AdapterUnavailableError, UsageError, ValidationMismatch
+from bridge.errors import AdapterUnavailableError, RuntimeLoadError, UsageError, ValidationMismatch
 from bridge.io import load_model
 from bridge.model import ModelContainer, PassRecord, bridge_metadata
 from bridge.runtimes import activated, get_runtime
@@ -165,8 +165,11 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         start = time.perf_counter()
         try:
             reference = adapter.reference_runner(cfg.source, export)
-        except AdapterUnavailableError as exc:
+            with activated(reference):  # e.g. an old ONNX file that onnxruntime itself refuses
+                pass
+        except (AdapterUnavailableError, RuntimeLoadError) as exc:
             result.validation_skipped = f"source reference unavailable: {exc}"
+            result.warnings.append(result.validation_skipped)
         else:
             progress(f"validating in {', '.join(runtimes)} against {reference.name}")
             feeds, _, comparisons = _validate_against(proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed)

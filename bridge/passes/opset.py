@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from bridge.passes.base import default_opset
-from opsets.conversion import check_target, convert_opset, model_opset
+from opsets.conversion import check_target, convert_opset
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
@@ -22,10 +22,17 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         default_opset(model)  # a model without a default-domain import cannot be converted
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if model_opset(model) == self.target:
-            # FunctionalPass must not hand back its input: an unchanged copy keeps the contract honest
-            return ir.passes.PassResult(ir.serde.deserialize_model(ir.serde.serialize_model(model)), modified=False)
-        return ir.passes.PassResult(convert_opset(model, self.target), modified=True)
+        # convert_opset also legalises forms the target rejects (integer Clip below 12) at the same opset
+        converted = convert_opset(model, self.target)
+        if converted is model:
+            # unchanged: a FunctionalPass must still hand back a distinct Model; sharing the graph is safe
+            # because nothing was modified
+            shell = ir.Model(model.graph, ir_version=model.ir_version, producer_name=model.producer_name,
+                             producer_version=model.producer_version, domain=model.domain,
+                             model_version=model.model_version, doc_string=model.doc_string,
+                             functions=list(model.functions.values()), metadata_props=dict(model.metadata_props))
+            return ir.passes.PassResult(shell, modified=False)
+        return ir.passes.PassResult(converted, modified=True)
 
     def ensures(self, model: ir.Model) -> None:
         if default_opset(model) != self.target:

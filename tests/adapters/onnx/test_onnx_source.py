@@ -62,3 +62,19 @@ def test_custom_domain_ops_are_written_but_not_validated(tmp_path: Path) -> None
     assert result.written and (tmp_path / "out.onnx").is_file()
     assert result.validation == [] and "FutureOp x1" in (result.validation_skipped or "")
     assert any("need lowering" in w or "needs lowering" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("target", [11, 13])
+def test_integer_clip_before_opset_12_is_repaired(tmp_path: Path, clip_int64_opset11: onnx.ModelProto,
+                                                  target: int) -> None:
+    """The original does not load in onnxruntime (so it cannot be the reference); the result must, and must clip."""
+    onnx.save(clip_int64_opset11, tmp_path / "clip.onnx")
+    result = api.convert(tmp_path / "clip.onnx", tmp_path / "fixed.onnx", opset=target)
+    assert result.written and "source reference unavailable" in (result.validation_skipped or "")
+    assert "opset 12" in (result.validation_skipped or "")
+    from bridge.runtimes import activated, get_runtime
+
+    x = np.array([[-3, 0, 4], [5, 9, 2]], np.int64)
+    with activated(get_runtime("onnxruntime", onnx.load(tmp_path / "fixed.onnx"))) as rt:
+        np.testing.assert_array_equal(rt.infer({"x": x})["y"], np.clip(x, 0, 5))
+    assert api.inspect(tmp_path / "fixed.onnx").problems == []
