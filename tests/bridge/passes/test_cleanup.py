@@ -5,10 +5,10 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx import TensorProto, helper
+from support import make_model
 
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.runtimes import activated, get_runtime
-from support import make_model
 
 
 def _fold(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
@@ -27,7 +27,8 @@ def test_shape_chain_on_static_input_folds_and_dead_nodes_go() -> None:
     )
     folded, modified = _fold(proto)
     assert modified
-    assert [n.op_type for n in folded.graph.node] == ["Reshape"]
+    ops = [n.op_type for n in folded.graph.node]
+    assert "Shape" not in ops and "Neg" not in ops and len(ops) == 1  # a same-shape Reshape even becomes Identity
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     with activated(get_runtime("onnxruntime", folded)) as rt:
         np.testing.assert_array_equal(rt.infer({"x": x})["y"], x)
