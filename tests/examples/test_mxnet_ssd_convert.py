@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support import REPO, run_cli
 
 pytest.importorskip("numpy")
