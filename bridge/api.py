@@ -7,6 +7,7 @@ for anything the user can fix (``ValidationMismatch`` carries the result that fa
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +35,7 @@ from bridge.model import ModelContainer, PassRecord, bridge_metadata
 from bridge.runtimes import activated, get_runtime
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
-from bridge.validation.inputs import make_inputs
+from bridge.validation.inputs import load_feeds, make_inputs
 from bridge.validation.results import RunResults
 
 Progress = Callable[[str], None]
@@ -107,6 +108,9 @@ def convert(
     weights: str | Path | None = None,
     options: dict[str, str] | None = None,
     output_names: Sequence[str] = (),
+    detection_format: str = "mxnet",
+    max_detections: int | None = None,
+    feeds: str | Path | None = None,
     seed: int = 0,
     progress: Progress | None = None,
 ) -> ConvertResult:
@@ -119,7 +123,8 @@ def convert(
         source=_source(source, weights, options), output=Path(output), framework=framework,
         export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names)),
         validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
-        report=Path(report) if report else None, seed=seed,
+        report=Path(report) if report else None, seed=seed, detection_format=detection_format,
+        max_detections=max_detections, feeds=Path(feeds) if feeds else None,
     )
     return _convert(cfg, progress or (lambda _msg: None))
 
@@ -140,12 +145,16 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         export.model, source_framework=adapter.framework, exporter=export.exporter,
         inputs=export.inputs, dynamic=cfg.export.dynamic, warnings=list(export.warnings),
     )
+    detections = _detection_outputs(export.model, cfg.detection_format)
     from bridge.passes.pipeline import conversion_pipeline, run_pipeline
 
     start = time.perf_counter()
     run_pipeline(container, conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs,
-                                                dynamic=cfg.export.dynamic), progress)
+                                                dynamic=cfg.export.dynamic, detection_format=cfg.detection_format,
+                                                max_detections=cfg.max_detections), progress)
     timings["passes_s"] = time.perf_counter() - start
+    if detections:
+        container.model.metadata_props[DETECTION_META] = json.dumps(detections)
     proto = container.to_proto()
 
     result = ConvertResult(
@@ -172,7 +181,9 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
             result.warnings.append(result.validation_skipped)
         else:
             progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-            feeds, _, comparisons = _validate_against(proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed)
+            feeds, _, comparisons = _validate_against(proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed,
+                                                      detections=detections, feeds_file=cfg.feeds)
+            result.warnings.extend(_vacuous_checks(comparisons))
             result.validation = comparisons
             result.validation_inputs = {k: list(v.shape) for k, v in feeds.items()}
         timings["validate_s"] = time.perf_counter() - start
@@ -197,7 +208,8 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
 
 def _validate_against(
     proto: onnx.ModelProto, reference: Runtime, runtimes: Sequence[str], specs: Sequence[InputSpec],
-    tolerance: Tolerance, seed: int, vary_dynamic: bool = True,
+    tolerance: Tolerance, seed: int, vary_dynamic: bool = True, detections: dict[str, str] | None = None,
+    feeds_file: Path | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[Comparison]]:
     """Run ``reference`` and each named runtime on the same seeded inputs; (feeds, reference outputs, comparisons)."""
     comparisons = []
@@ -207,13 +219,49 @@ def _validate_against(
         candidate = get_runtime(name, proto)
         with activated(candidate):
             if ref_out is None:
-                feeds = make_inputs(candidate.input_metadata(), specs, seed=seed, vary_dynamic=vary_dynamic)
+                metas = candidate.input_metadata()
+                feeds = (load_feeds(feeds_file, metas) if feeds_file is not None
+                         else make_inputs(metas, specs, seed=seed, vary_dynamic=vary_dynamic))
                 with activated(reference):
                     ref_out = reference.infer(feeds)
             cand_out = candidate.infer(feeds)
         comparisons.append(compare_outputs(ref_out, cand_out, tolerance, reference_name=reference.name,
-                                           candidate_name=name))
+                                           candidate_name=name, detection_outputs=detections))
     return feeds, ref_out or {}, comparisons
+
+
+DETECTION_META = "bridge.detection_outputs"  # metadata: source output name -> detection format it is emitted in
+
+
+def _detection_outputs(model: onnx.ModelProto, output_format: str) -> dict[str, str]:
+    """Graph outputs produced by a detection layer (MultiBoxDetection): compared detection-aware."""
+    outputs = {o.name for o in model.graph.output}
+    return {n.output[0]: output_format for n in model.graph.node
+            if n.domain == CONTRIB_DOMAIN and n.op_type == "MultiBoxDetection" and n.output[0] in outputs}
+
+
+def _vacuous_checks(comparisons: Sequence[Comparison]) -> list[str]:
+    return [f"{c.candidate}: output '{o.name}' had no detections on either side, so its check proves little; "
+            "validate on real inputs with --feeds FILE.npz" for c in comparisons for o in c.outputs
+            if o.note.startswith("detection-aware") and " 0 matched, 0 only in reference, 0 only in candidate" in o.note]
+
+
+def _saved_detection_outputs(model: onnx.ModelProto) -> dict[str, str]:
+    raw = next((p.value for p in model.metadata_props if p.key == DETECTION_META), None)
+    return dict(json.loads(raw)) if raw else {}
+
+
+def _source_output_names(model: onnx.ModelProto, detections: dict[str, str]) -> tuple[str, ...]:
+    """The model's outputs as the source names them: a detection group stands for its source output."""
+    from bridge.validation.detection import detection_output_names
+
+    group = {n: src for src, fmt in detections.items() for n in detection_output_names(src, fmt)}
+    names: list[str] = []
+    for o in model.graph.output:
+        name = group.get(o.name, o.name)
+        if name not in names:
+            names.append(name)
+    return tuple(names)
 
 
 def _metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -> list[TensorMeta]:
@@ -229,6 +277,16 @@ def _metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -> lis
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "unknown"
         metas.append(TensorMeta(vi.name, shape, dtype))
     return metas
+
+
+# ---------------------------------------------------------------------------------------------- graft-nms
+
+
+def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+    """Add decoding + NMS to a headless detector's ONNX model (see ``bridge.graft.graft_nms`` for options)."""
+    from bridge.graft import graft_nms as _graft
+
+    return _graft(model, **options)
 
 
 # ---------------------------------------------------------------------------------------------- inspect
@@ -324,6 +382,7 @@ def validate(
     seed: int = 0,
     save_reference: str | Path | None = None,
     report: str | Path | None = None,
+    feeds: str | Path | None = None,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
 
@@ -335,15 +394,17 @@ def validate(
     runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
     proto = load_model(model)
     specs = _specs(inputs)
+    detections = _saved_detection_outputs(proto)
     comparisons: list[Comparison] = []
     if reference is not None:
         saved = RunResults.load(Path(reference))
-        feeds = saved.inputs
+        run_feeds = saved.inputs
         for name in runtimes:
             with activated(get_runtime(name, proto)) as candidate:
-                out = candidate.infer(feeds)
+                out = candidate.infer(run_feeds)
             comparisons.append(compare_outputs(saved.outputs, out, tolerance,
-                                               reference_name=f"{saved.runtime} ({reference})", candidate_name=name))
+                                               reference_name=f"{saved.runtime} ({reference})", candidate_name=name,
+                                               detection_outputs=detections))
         ref_name = str(reference)
     else:
         from adapters import detect_adapter, get_adapter
@@ -355,15 +416,16 @@ def validate(
         given = {s.name: s for s in specs}
         model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
         export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
-                              output_names=tuple(o.name for o in proto.graph.output))
+                              output_names=_source_output_names(proto, detections))
         runner = adapter.reference_runner(src, export)
-        feeds, ref_out, comparisons = _validate_against(proto, runner, runtimes, model_specs, tolerance, seed,
-                                                        vary_dynamic=False)
+        run_feeds, ref_out, comparisons = _validate_against(proto, runner, runtimes, model_specs, tolerance, seed,
+                                                        vary_dynamic=False, detections=detections,
+                                                        feeds_file=Path(feeds) if feeds else None)
         ref_name = f"{runner.name} ({src.describe()})"
         if save_reference is not None:
-            RunResults(dict(feeds), ref_out, runner.name,
+            RunResults(dict(run_feeds), ref_out, runner.name,
                        {"source": src.describe(), "seed": seed}).save(Path(save_reference))
-    result = ValidateResult(str(model), ref_name, comparisons, {k: list(v.shape) for k, v in feeds.items()},
+    result = ValidateResult(str(model), ref_name, comparisons, {k: list(v.shape) for k, v in run_feeds.items()},
                             str(save_reference) if save_reference and source is not None else None)
     if report:
         from bridge.report import write_report

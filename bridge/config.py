@@ -19,6 +19,7 @@ from bridge.errors import UsageError
 DEFAULT_OPSET = 17
 FRAMEWORKS = ("torch", "tensorflow", "mxnet", "onnx")
 KNOWN_RUNTIMES = ("onnxruntime", "tensorflow")
+DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
 
 _DTYPES = {
     "float32": np.float32, "float": np.float32, "f32": np.float32,
@@ -161,8 +162,15 @@ class ConvertConfig:
     tolerance: Tolerance = DEFAULT_TOLERANCE
     report: Path | None = None
     seed: int = 0
+    detection_format: str = "mxnet"  # how lowered detection layers emit results (see bridge.validation.detection)
+    max_detections: int | None = None
+    feeds: Path | None = None  # validation inputs (.npz by input name) instead of seeded random data
 
     def __post_init__(self) -> None:
+        if self.detection_format not in DETECTION_FORMATS:
+            raise UsageError(f"--detection-format '{self.detection_format}': choose one of {', '.join(DETECTION_FORMATS)}")
+        if self.max_detections is not None and self.max_detections <= 0:
+            raise UsageError(f"--max-detections {self.max_detections}: must be a positive number")
         if self.framework is not None and self.framework not in FRAMEWORKS:
             raise UsageError(f"--framework '{self.framework}': choose one of {', '.join(FRAMEWORKS)}")
         for rt in self.validate or ():

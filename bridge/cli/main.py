@@ -95,6 +95,10 @@ def convert(
     atol: Annotated[float, typer.Option(help="absolute tolerance")] = 1e-4,
     rtol: Annotated[float, typer.Option(help="relative tolerance")] = 1e-3,
     tolerance: Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL")] = [],  # noqa: B006
+    detection_format: Annotated[str, typer.Option(
+        help="how lowered detection layers (MultiBoxDetection) emit results: mxnet|boxes-scores-classes|indices")] = "mxnet",
+    max_detections: Annotated[int | None, typer.Option(help="rows of the boxes-scores-classes format")] = None,
+    feeds: Annotated[Path | None, typer.Option(help="validation inputs: .npz keyed by input name (default: seeded noise)")] = None,
     seed: SeedOpt = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
@@ -107,7 +111,8 @@ def convert(
             result = api.convert(source, output, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
                                  validate=_runtimes(validate), tolerance=_tolerance(atol, rtol, tolerance),
                                  report=report, weights=weights, options=options, seed=seed, progress=progress,
-                                 output_names=[n.strip() for n in output_names.split(',')] if output_names else ())
+                                 output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
+                                 detection_format=detection_format, max_detections=max_detections, feeds=feeds)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
@@ -188,6 +193,7 @@ def validate(
     tolerance: Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL")] = [],  # noqa: B006
     save_reference: Annotated[Path | None, typer.Option(help="save the source run as RunResults (.npz + .json)")] = None,
     report: Annotated[Path | None, typer.Option(help="write a report (.json or .md)")] = None,
+    feeds: Annotated[Path | None, typer.Option(help="inputs for --source runs: .npz keyed by input name")] = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
@@ -197,7 +203,7 @@ def validate(
         result = api.validate(model, source=source, reference=reference, runtime=_runtimes(runtime) or [],
                               framework=framework, inputs=input, weights=weights,
                               tolerance=_tolerance(atol, rtol, tolerance), seed=seed,
-                              save_reference=save_reference, report=report)
+                              save_reference=save_reference, report=report, feeds=feeds)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             _print_comparisons(exc.result.comparisons)
@@ -206,6 +212,16 @@ def validate(
     _print_comparisons(result.comparisons)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")
+
+
+def _register_command_modules() -> None:
+    """Commands that live in their own modules (each parses only, and calls bridge.api)."""
+    from bridge.cli import graft
+
+    graft.register(app)
+
+
+_register_command_modules()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,12 @@ from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.cleanup import FoldConstantsPass
+from bridge.passes.contrib import (
+    LowerBoxDecodePass,
+    LowerBoxNMSPass,
+    LowerMultiBoxDetectionPass,
+    LowerMultiBoxPriorPass,
+)
 from bridge.passes.opset import ConvertOpsetPass
 from bridge.passes.shapes import (
     ClearStaleValueInfoPass,
@@ -52,6 +58,8 @@ def conversion_pipeline(
     opset: int,
     inputs: Sequence[InputSpec] = (),
     dynamic: Sequence[DynamicAxis] = (),
+    detection_format: str = "mxnet",
+    max_detections: int | None = None,
     full_check: bool = True,
 ) -> list[Step]:
     """The passes ``bridge convert`` runs, in order."""
@@ -65,6 +73,16 @@ def conversion_pipeline(
         Step(FixInputShapesPass(inputs, dynamic),
              "pin the inputs to the user's concrete shapes (dynamic axes excepted) before folding, so "
              "shape-computing subgraphs fold to constants"),
+        # Layers ONNX has no op for (bridge.contrib, from any adapter) are lowered here: after the opset is
+        # final (the lowerings emit opset-specific forms) and the inputs are pinned (static anchors), and
+        # before folding, which skips contrib nodes but turns the lowered anchor subgraphs into constants.
+        Step(LowerMultiBoxPriorPass(),
+             "anchors depend only on feature-map shapes: lowered to exact MXNet arithmetic, folded to a constant next"),
+        Step(LowerBoxDecodePass(), "box_decode (GluonCV) -> standard ONNX arithmetic"),
+        Step(LowerBoxNMSPass(), "box_nms (GluonCV) -> class-aware NonMaxSuppression, as MXNet does it"),
+        Step(LowerMultiBoxDetectionPass(detection_format, max_detections),
+             "MultiBoxDetection -> decode + class-aware NonMaxSuppression + MXNet's row layout; after the anchor "
+             "lowering, whose output it consumes"),
         Step(FoldConstantsPass(),
              "fold constant subgraphs and drop dead nodes after the opset is final (folding must see final op semantics)"),
         Step(RemoveUnusedOpsetsPass(), "drop opset imports that folding left unused"),

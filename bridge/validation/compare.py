@@ -14,6 +14,12 @@ from typing import Any
 import numpy as np
 
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
+from bridge.validation.detection import (
+    compare_detections,
+    detection_output_names,
+    from_mxnet,
+    read_detections,
+)
 
 
 @dataclass
@@ -70,9 +76,31 @@ def compare_outputs(
     *,
     reference_name: str = "reference",
     candidate_name: str = "candidate",
+    detection_outputs: Mapping[str, str] | None = None,
 ) -> Comparison:
+    """Compare every output; ``detection_outputs`` (reference output name -> the candidate's detection
+    format) are compared detection-aware instead of elementwise (the reference is in MXNet's layout)."""
     result = Comparison(reference_name, candidate_name)
-    for name in list(reference) + [n for n in candidate if n not in reference]:
+    detection_outputs = dict(detection_outputs or {})
+    consumed: set[str] = set()
+    for name, output_format in detection_outputs.items():
+        names = detection_output_names(name, output_format)
+        consumed.update(names)
+        if name not in reference or any(n not in candidate for n in names):
+            result.outputs.append(OutputComparison(name, False, False, False, note="detection output missing"))
+            continue
+        det = compare_detections(from_mxnet(reference[name]), read_detections(candidate, name, output_format),
+                                 reference_name=reference_name, candidate_name=candidate_name)
+        result.outputs.append(OutputComparison(
+            name, passed=det.passed, shape_match=True, dtype_match=True, ref_shape=list(reference[name].shape),
+            cand_shape=list(np.asarray(candidate[names[0]]).shape), max_abs=det.max_score_diff,
+            mismatch_fraction=(det.unmatched_reference + det.unmatched_candidate) / max(det.matched + det.unmatched_reference
+                                                                                        + det.unmatched_candidate, 1),
+            atol=det.score_tolerance, note=f"detection-aware ({output_format}): {det.matched} matched, "
+            f"{det.unmatched_reference} only in reference, {det.unmatched_candidate} only in candidate, "
+            f"min IoU {det.min_iou:.6f}"))
+    for name in [n for n in reference if n not in detection_outputs] + [
+            n for n in candidate if n not in reference and n not in consumed]:
         atol, rtol = tolerance.for_output(name)
         if name not in candidate or name not in reference:
             side = candidate_name if name not in candidate else reference_name

@@ -8,12 +8,14 @@ divisibility so stride-s networks still tile.
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
 from bridge.config import InputSpec
-from bridge.errors import UsageError
+from bridge.errors import BadInputFileError, SourceNotFoundError, UsageError
 from bridge.runtimes.base import TensorMeta
 
 
@@ -68,4 +70,26 @@ def make_inputs(
             feeds[meta.name] = rng.integers(0, 2, size=shape).astype(bool)
         else:
             raise UsageError(f"input '{meta.name}' has dtype {meta.dtype}; bridge cannot generate data for it")
+    return feeds
+
+
+def load_feeds(path: Path | str, metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
+    """Validation inputs from an .npz: keys are input names (or ``input/NAME`` as in a RunResults file).
+
+    Real data matters for models whose outputs are empty on noise (a detector predicts background
+    everywhere on random pixels, and an empty-vs-empty detection comparison proves nothing).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SourceNotFoundError(f"--feeds {path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k.removeprefix("input/"): data[k] for k in data.files if not k.startswith("output/")}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise BadInputFileError(f"--feeds {path} is not a readable .npz: {exc}") from exc
+    feeds: dict[str, np.ndarray] = {}
+    for meta in metas:
+        if meta.name not in arrays:
+            raise UsageError(f"--feeds {path} has no array for input '{meta.name}' (it has: {', '.join(sorted(arrays))})")
+        feeds[meta.name] = arrays[meta.name].astype(np.dtype(meta.dtype), copy=False)
     return feeds

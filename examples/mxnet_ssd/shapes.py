@@ -92,3 +92,11 @@ def make_dataset(
 def make_validation_set(size: int = 64) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """The held-back validation set: ``VAL_SIZE`` images at ``VAL_SEED`` (disjoint seed from training)."""
     return make_dataset(VAL_SIZE, VAL_SEED, size)
+
+
+MEAN = (123.0, 117.0, 104.0)  # mxnet-ssd's RGB mean; no std scaling
+
+
+def preprocess(images: np.ndarray) -> np.ndarray:
+    """uint8 RGB NCHW -> float32 minus the mxnet-ssd mean (no std): what the model's `data` input expects."""
+    return images.astype(np.float32) - np.asarray(MEAN, dtype=np.float32).reshape(1, 3, 1, 1)

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from metrics import mean_average_precision  # noqa: E402
-from shapes import CLASS_NAMES, TRAIN_SEED, make_dataset, make_validation_set  # noqa: E402
+from shapes import CLASS_NAMES, TRAIN_SEED, make_dataset, make_validation_set, preprocess  # noqa: E402
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 if "bool" not in vars(np):
@@ -38,7 +38,6 @@ if "bool" not in vars(np):
 import mxnet as mx  # noqa: E402
 
 IMAGE_SIZE = 64
-MEAN = (123.0, 117.0, 104.0)
 NUM_CLASSES = len(CLASS_NAMES)
 MAX_OBJECTS = 3
 # (feature layer, sizes, ratios) -- sizes are fractions of the image side.
@@ -112,11 +111,6 @@ def deploy_symbol() -> mx.sym.Symbol:
     loc_preds, cls_preds, anchors = multibox_heads(mx.sym.Variable("data"))
     cls_prob = mx.sym.SoftmaxActivation(cls_preds, mode="channel", name="cls_prob")
     return mx.sym.contrib.MultiBoxDetection(cls_prob, loc_preds, anchors, name="detection", **DETECTION)
-
-
-def preprocess(images: np.ndarray) -> np.ndarray:
-    """uint8 RGB NCHW -> float32 minus the mxnet-ssd mean (no std)."""
-    return images.astype(np.float32) - np.asarray(MEAN, dtype=np.float32).reshape(1, 3, 1, 1)
 
 
 def pad_labels(boxes: list[np.ndarray], classes: list[np.ndarray]) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""LowerMultiBoxPriorPass: ``bridge.contrib`` MultiBoxPrior -> an anchor initializer, or a Shape/Range
+subgraph when the feature map's H or W is dynamic.
+
+Anchors depend only on the feature map's shape (MXNet src/operator/contrib/multibox_prior.cc,
+tag 1.9.1), so with a static H, W they are computed here, bit-exact in float32 by following MXNet's
+order of operations:
+
+    step_y, step_x = steps, or 1.f / H, 1.f / W when either step is <= 0
+    cy = (r + offset_y) * step_y                 cx = (c + offset_x) * step_x
+    sizes at ratios[0]:   w = size * H / W * sqrtf(ratios[0]) / 2,  h = size / sqrtf(ratios[0]) / 2
+    ratios[1:] at sizes[0]: w = sizes[0] * H / W * sqrtf(ratio) / 2, h = sizes[0] / sqrtf(ratio) / 2
+    box = (cx - w, cy - h, cx + w, cy + h), clamped to [0, 1] when clip; order row, column, anchor.
+
+The dynamic subgraph performs the same float32 operations on Shape-derived H and W, so it produces
+the same bits once the shape is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from bridge.passes.contrib.builder import F32, Builder
+from bridge.passes.contrib.common import (
+    ShapeOracle,
+    attr_floats,
+    attr_int,
+    builder_for,
+    contrib_nodes,
+    replace_node,
+)
+
+f32 = np.float32
+
+
+def _half_extents(sizes: Sequence[float], ratios: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per anchor: size, sqrt(ratio) (float32), and h = size / sqrt(ratio) / 2 (independent of H, W)."""
+    roots = [np.sqrt(f32(ratios[0]))] * len(sizes) + [np.sqrt(f32(q)) for q in ratios[1:]]
+    anchor_sizes = [f32(s) for s in sizes] + [f32(sizes[0])] * (len(ratios) - 1)
+    s = np.array(anchor_sizes, dtype=f32)
+    r = np.array(roots, dtype=f32)
+    return s, r, (s / r) / f32(2)
+
+
+def multibox_prior(height: int, width: int, sizes: Sequence[float], ratios: Sequence[float], clip: bool,
+                   steps: Sequence[float], offsets: Sequence[float]) -> np.ndarray:
+    """MXNet MultiBoxPrior anchors for an H x W feature map: float32 [1, H*W*A, 4]."""
+    step_y, step_x = f32(steps[0]), f32(steps[1])
+    if step_y <= 0 or step_x <= 0:
+        step_y, step_x = f32(1) / f32(height), f32(1) / f32(width)
+    cy = (np.arange(height, dtype=f32) + f32(offsets[0])) * step_y
+    cx = (np.arange(width, dtype=f32) + f32(offsets[1])) * step_x
+    s, r, h = _half_extents(sizes, ratios)
+    w = (s * f32(height) / f32(width)) * r / f32(2)
+    cyg = cy[:, None, None]
+    cxg = cx[None, :, None]
+    boxes = np.stack(np.broadcast_arrays(cxg - w, cyg - h, cxg + w, cyg + h), axis=-1).astype(f32)
+    if clip:
+        boxes = np.clip(boxes, f32(0), f32(1))
+    return boxes.reshape(1, -1, 4)
+
+
+def emit_multibox_prior(b: Builder, data: ir.Value, sizes: Sequence[float], ratios: Sequence[float], clip: bool,
+                        steps: Sequence[float], offsets: Sequence[float]) -> ir.Value:
+    """The same computation as ``multibox_prior`` in ONNX, reading H and W from ``data``'s shape."""
+    h_i, w_i = b.dim(data, 2), b.dim(data, 3)
+    h_f, w_f = b.cast(h_i, F32), b.cast(w_i, F32)  # [1] each
+    s, r, half_h = _half_extents(sizes, ratios)
+    if f32(steps[0]) <= 0 or f32(steps[1]) <= 0:
+        # Reciprocal, not Div(1, x): onnxruntime's DivMulFusion rewrites Mul(y, Div(1, x)) into Div(y, x),
+        # which rounds differently from MXNet's (c + offset) * (1.f / W)
+        step_y, step_x = b.op("Reciprocal", h_f), b.op("Reciprocal", w_f)
+    else:
+        step_y, step_x = b.f32(float(steps[0])), b.f32(float(steps[1]))
+    zero, unit = b.const(np.array(0, np.int64)), b.const(np.array(1, np.int64))
+
+    def centers(n: ir.Value, offset: float, step: ir.Value) -> ir.Value:
+        idx = b.cast(b.op("Range", zero, b.squeeze(n, 0), unit), F32)
+        return b.op("Mul", b.op("Add", idx, b.f32(float(offset))), step)
+
+    cy = b.unsqueeze(centers(h_i, offsets[0], step_y), 1, 2)  # [H, 1, 1]
+    cx = b.unsqueeze(centers(w_i, offsets[1], step_x), 0, 2)  # [1, W, 1]
+    w = b.op("Div", b.op("Mul", b.op("Div", b.op("Mul", b.const(s), h_f), w_f), b.const(r)), b.f32(2.0))  # [A]
+    h = b.const(half_h)
+    parts = [b.op("Sub", cx, w), b.op("Sub", cy, h), b.op("Add", cx, w), b.op("Add", cy, h)]  # broadcast [H, W, A]
+    shape = b.op("Concat", h_i, w_i, b.i64(len(s)), axis=0)
+    parts = [b.unsqueeze(b.op("Expand", p, shape), 3) for p in parts]
+    boxes = b.op("Concat", *parts, axis=3)
+    if clip:
+        boxes = b.op("Clip", boxes, b.f32(0.0), b.f32(1.0))
+    return b.op("Reshape", boxes, b.i64(1, -1, 4))
+
+
+class LowerMultiBoxPriorPass(ir.passes.InPlacePass):
+    """Replace every bridge.contrib MultiBoxPrior by an initializer (static H, W) or a subgraph."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        nodes = contrib_nodes(model, "MultiBoxPrior")
+        oracle = ShapeOracle(model)
+        for node in nodes:
+            data = node.inputs[0]
+            assert data is not None
+            params = dict(sizes=attr_floats(node, "sizes"), ratios=attr_floats(node, "ratios"),
+                          clip=bool(attr_int(node, "clip")), steps=attr_floats(node, "steps"),
+                          offsets=attr_floats(node, "offsets"))
+            b = builder_for(model, node)
+            dims = oracle.dims(data)
+            if dims is not None and len(dims) == 4 and isinstance(dims[2], int) and isinstance(dims[3], int):
+                anchors = multibox_prior(dims[2], dims[3], **params)  # type: ignore[arg-type]
+                if _is_graph_output(model, node):  # a graph output cannot be an initializer: Constant node
+                    replace_node(model, node, b, [b.const(anchors)])
+                else:
+                    old = node.outputs[0]
+                    name = old.name
+                    out = ir.Value(type=ir.TensorType(F32), shape=ir.Shape(anchors.shape))
+                    ir.convenience.replace_all_uses_with(old, out)
+                    model.graph.remove(node, safe=True)
+                    old.name = None
+                    out.name = name
+                    out.const_value = ir.tensor(anchors, name=name)
+                    model.graph.register_initializer(out)
+            else:
+                out = emit_multibox_prior(b, data, **params)  # type: ignore[arg-type]
+                replace_node(model, node, b, [out])
+                self.warnings.append(f"MultiBoxPrior '{node.name}': feature map H/W are dynamic; anchors are "
+                                     "computed in the graph at run time")
+        return ir.passes.PassResult(model, bool(nodes))
+
+
+def _is_graph_output(model: ir.Model, node: ir.Node) -> bool:
+    outs = {id(v) for v in model.graph.outputs}
+    return any(id(v) in outs for v in node.outputs)
+
+
+__all__ = ["LowerMultiBoxPriorPass", "emit_multibox_prior", "multibox_prior"]

@@ -1,0 +1,169 @@
+"""LowerBoxNMSPass / LowerBoxDecodePass: GluonCV's ``box_nms`` and ``box_decode`` (bridge.contrib) -> ONNX.
+
+box_nms, as MXNet src/operator/contrib/bounding_box-inl.h (tag 1.9.1) computes it, per image of
+data [..., N, W] flattened to [B, N, W]:
+  - topk == 0: the output is the input;
+  - valid: score > valid_thresh and (id_index < 0 or id != background_id);
+  - candidates: the first ``topk`` valid boxes in stable score-descending order (all when topk < 0);
+  - greedy NMS over the candidates in that order: a box is suppressed by an earlier kept box when
+    IoU > overlap_thresh (strict) and (force_suppress or id_index < 0 or int(id) equal);
+  - output: the kept rows (all W columns) compacted to the front in score order, every other row -1;
+    with in_format != out_format the coordinates of rows whose first coordinate is >= 0 are
+    converted (MXNet's conversion kernels skip rows starting with a negative value).
+Unlike mx2onnx's export this is class-aware: ids are offset to 0..C-1 (C = max - min + 1 over the
+candidates) and each box's score goes in its class row of a [B, C, N] NMS score matrix.
+
+box_decode: data [B, N, 4] deltas against anchors (the first N anchors of the anchors tensor, as
+MXNet reads them, in "center" (cx, cy, w, h) or "corner" format), std0..3 scaling, ``clip`` > 0 caps
+dw, dh before exp; output corner boxes. See ``nms.decode_deltas`` for the float32 order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from bridge.errors import NodeError
+from bridge.passes.base import node_label
+from bridge.passes.contrib import nms
+from bridge.passes.contrib.builder import I64, Builder
+from bridge.passes.contrib.common import (
+    attr_float,
+    attr_int,
+    attr_str,
+    builder_for,
+    contrib_nodes,
+    replace_node,
+    require_float32,
+)
+
+_FORMATS = ("corner", "center")
+
+
+def _format(node: ir.Node, name: str) -> str:
+    value = attr_str(node, name)
+    if value not in _FORMATS:
+        raise NodeError(node_label(node), node.op_type, f"{name}='{value}' is not one of {_FORMATS}")
+    return value
+
+
+class LowerBoxNMSPass(ir.passes.InPlacePass):
+    """Lower every bridge.contrib box_nms to class-aware ONNX NonMaxSuppression (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        nodes = contrib_nodes(model, "box_nms")
+        for node in nodes:
+            data = node.inputs[0]
+            if data is None:
+                raise NodeError(node_label(node), node.op_type, "needs a data input")
+            require_float32(node, data)
+            b = builder_for(model, node)
+            out = build_box_nms(
+                b, node, data, overlap_thresh=attr_float(node, "overlap_thresh"),
+                valid_thresh=attr_float(node, "valid_thresh"), topk=attr_int(node, "topk"),
+                coord_start=attr_int(node, "coord_start"), score_index=attr_int(node, "score_index"),
+                id_index=attr_int(node, "id_index"), background_id=attr_int(node, "background_id"),
+                force_suppress=bool(attr_int(node, "force_suppress")), in_format=_format(node, "in_format"),
+                out_format=_format(node, "out_format"))
+            replace_node(model, node, b, [out])
+        return ir.passes.PassResult(model, bool(nodes))
+
+
+def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: float, valid_thresh: float,
+                  topk: int, coord_start: int, score_index: int, id_index: int, background_id: int,
+                  force_suppress: bool, in_format: str, out_format: str) -> ir.Value:
+    label = node_label(node)
+    if topk == 0:  # MXNet: topk < 1 after min(num_elem, topk) -> output = input
+        return b.op("Identity", data)
+    width = data.shape[-1] if data.shape is not None and len(data.shape) >= 2 else None
+    if not isinstance(width, int):
+        raise NodeError(label, node.op_type, "the last axis of data (box width, e.g. 6) must be static")
+    if not 0 <= coord_start <= width - 4 or not 0 <= score_index < width or id_index >= width:
+        raise NodeError(label, node.op_type, f"coord_start={coord_start}, score_index={score_index}, "
+                        f"id_index={id_index} do not fit a box width of {width}")
+    shape = b.op("Shape", data)
+    # [..., N, W] -> [B, N, W]
+    tail = b.op("Slice", shape, b.i64(-2), b.i64(np.iinfo(np.int64).max), b.i64(0))
+    d3 = b.op("Reshape", data, b.op("Concat", b.i64(-1), tail, axis=0))
+    score = b.squeeze(b.slice(d3, 2, score_index, score_index + 1), 2)  # [B, N]
+    coords = b.slice(d3, 2, coord_start, coord_start + 4)  # [B, N, 4]
+    valid = b.op("Greater", score, b.f32(float(np.float32(valid_thresh))))
+    ids = b.squeeze(b.slice(d3, 2, id_index, id_index + 1), 2) if id_index >= 0 else None
+    if ids is not None:
+        valid = b.op("And", valid, b.op("Not", b.op("Equal", ids, b.f32(float(background_id)))))
+    candidate = valid
+    if topk > 0:
+        candidate = b.op("And", valid, nms.topk_mask(b, b.where(valid, score, nms.neg_inf(b)), topk))
+    if ids is None or force_suppress:
+        nms_scores = nms.agnostic_scores(b, score, candidate)
+    else:
+        cls = b.cast(ids, I64)  # static_cast<int>: truncation toward zero, as Cast does
+        zero = b.const(np.array(0, np.int64))
+        masked = b.where(candidate, cls, zero)
+        lo = b.reduce("ReduceMin", masked, None, keepdims=0)
+        hi = b.reduce("ReduceMax", masked, None, keepdims=0)
+        num_classes = b.unsqueeze(b.op("Add", b.op("Sub", hi, lo), b.const(np.array(1, np.int64))), 0)
+        nms_scores = nms.class_score_matrix(b, score, b.op("Sub", cls, lo), candidate, num_classes)
+    selected = nms.non_max_suppression(b, coords, nms_scores, iou_threshold=float(np.float32(overlap_thresh)),
+                                       center_point_box=1 if in_format == "center" else 0)
+    kept = nms.selected_mask(b, selected, score, (0, 2))  # [B, N]
+    order = nms.sort_desc(b, b.where(kept, score, nms.neg_inf(b)))
+    n = b.dim(score, 1)
+    pos = b.unsqueeze(b.op("Range", b.const(np.array(0, np.int64)), b.squeeze(n, 0),
+                           b.const(np.array(1, np.int64))), 0)
+    n_kept = b.reduce("ReduceSum", b.cast(kept, I64), [1], keepdims=1)
+    rows = b.gather_rows(d3, order)  # [B, N, W]
+    out = b.where(b.unsqueeze(b.op("Less", pos, n_kept), -1), rows, b.f32(-1.0))
+    if in_format != out_format:
+        box = b.slice(out, 2, coord_start, coord_start + 4)
+        conv = nms.corner_to_center(b, box) if out_format == "center" else nms.center_to_corner(b, box)
+        first = b.slice(box, 2, 0, 1)
+        box = b.where(b.op("Not", b.op("Less", first, b.f32(0.0))), conv, box)
+        pieces = []
+        if coord_start > 0:
+            pieces.append(b.slice(out, 2, 0, coord_start))
+        pieces.append(box)
+        if coord_start + 4 < width:
+            pieces.append(b.slice(out, 2, coord_start + 4, width))
+        out = b.op("Concat", *pieces, axis=2) if len(pieces) > 1 else box
+    return b.op("Reshape", out, shape)
+
+
+class LowerBoxDecodePass(ir.passes.InPlacePass):
+    """Lower every bridge.contrib box_decode (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        nodes = contrib_nodes(model, "box_decode")
+        for node in nodes:
+            if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
+                raise NodeError(node_label(node), node.op_type, "needs inputs data and anchors")
+            data, anchors = node.inputs[0], node.inputs[1]
+            require_float32(node, data)
+            require_float32(node, anchors)
+            b = builder_for(model, node)
+            out = build_box_decode(b, data, anchors, [attr_float(node, f"std{i}") for i in range(4)],
+                                   clip=attr_float(node, "clip"), anchor_format=_format(node, "format"))
+            replace_node(model, node, b, [out])
+        return ir.passes.PassResult(model, bool(nodes))
+
+
+def build_box_decode(b: Builder, data: ir.Value, anchors: ir.Value, stds: list[float], *, clip: float,
+                     anchor_format: str) -> ir.Value:
+    # MXNet reads anchors as a flat [1, n, 4] buffer: the first N anchors, shared by every image
+    n = b.dim(data, 1)
+    flat = b.op("Reshape", anchors, b.i64(-1, 4))
+    first = b.unsqueeze(b.op("Slice", flat, b.i64(0), n, b.i64(0)), 0)  # [1, N, 4]
+    parts = (nms.anchors_from_corners_halfwidth(b, first) if anchor_format == "corner"
+             else nms.anchors_from_centers(b, first))
+    return nms.decode_deltas(b, data, parts, stds, exp_clip=float(np.float32(clip)) if clip > 0 else None)
+
+
+__all__ = ["LowerBoxDecodePass", "LowerBoxNMSPass", "build_box_decode", "build_box_nms"]

@@ -1,0 +1,220 @@
+"""LowerMultiBoxDetectionPass: ``bridge.contrib`` MultiBoxDetection -> decode + ONNX NonMaxSuppression +
+output assembly, reproducing MXNet (src/operator/contrib/multibox_detection.cc, tag 1.9.1) row for row.
+
+MXNet, per image: score/id = max/first argmax of cls_prob over classes 1.. (class 0 is always the
+background; ``background_id`` is accepted but the CPU kernel ignores it), valid when id > 0 (some
+class prob > -1) and not score < threshold; boxes decoded with the variances (exp in float64 then
+float32, see ``nms.decode_deltas``), clamped to [0, 1] when clip. Output [B, N, 6] rows (class - 1,
+score, box), initialised to -1, valid rows compacted to the front in anchor order. When
+0 < nms_threshold <= 1: the valid rows are stably sorted by score descending, only the first
+``nkeep = min(valid, nms_topk)`` are rewritten in sorted order (rows nkeep..valid-1 keep the
+anchor-order content with class -1), and greedy NMS sets class -1 on a later row when
+(force_suppress or same class) and IoU >= nms_threshold; score and box stay in place.
+
+ONNX recipe: candidates (valid, within the top nms_topk) get their score in the row of their class
+of a [B, C, N] score matrix and -inf elsewhere (one class per box makes ONNX's per-class NMS
+MXNet's same-class suppression), or a [B, 1, N] row with force_suppress; iou_threshold =
+nextafter(nms_threshold, 0) turns ONNX's "IoU > t" into MXNet's "IoU >= t"; TopK (lower index
+first on ties) gives the stable sort and the anchor-order compaction.
+
+Output formats: ``mxnet`` (the [B, N, 6] tensor above, default), ``boxes-scores-classes`` (boxes
+[B, K, 4], scores [B, K], classes [B, K] int64 (class - 1, as MXNet reports it), num_detections [B]
+int64; K = max_detections, zero padded), ``indices`` (selected_indices [K, 3] int64 (batch, class,
+anchor), decoded boxes [B, N, 4], class probabilities [B, C, N] without the background row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from bridge.errors import NodeError, UsageError
+from bridge.passes.base import node_label
+from bridge.passes.contrib import nms
+from bridge.passes.contrib.builder import BOOL, F32, I64, Builder
+from bridge.passes.contrib.common import (
+    attr_float,
+    attr_floats,
+    attr_int,
+    builder_for,
+    contrib_nodes,
+    replace_node,
+    require_float32,
+)
+
+
+def _check_format(output_format: str, max_detections: int | None) -> None:
+    if output_format not in nms.OUTPUT_FORMATS:
+        raise UsageError(f"unknown detection output format '{output_format}'; choose one of "
+                         f"{', '.join(nms.OUTPUT_FORMATS)}")
+    if max_detections is not None and max_detections < 1:
+        raise UsageError(f"max_detections must be >= 1 (got {max_detections})")
+
+
+class LowerMultiBoxDetectionPass(ir.passes.InPlacePass):
+    """Lower every bridge.contrib MultiBoxDetection; see the module docstring for the semantics.
+
+    ``output_format``: "mxnet" | "boxes-scores-classes" | "indices". ``max_detections`` caps the
+    rows of boxes-scores-classes (None: one row per anchor). Formats other than mxnet replace the
+    node's graph output by several outputs named ``<output>_boxes``, ``<output>_scores``, ...
+    """
+
+    def __init__(self, output_format: str = "mxnet", max_detections: int | None = None) -> None:
+        super().__init__()
+        _check_format(output_format, max_detections)
+        self.output_format = output_format
+        self.max_detections = max_detections
+        self.warnings: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        nodes = contrib_nodes(model, "MultiBoxDetection")
+        for node in nodes:
+            self._lower(model, node)
+        return ir.passes.PassResult(model, bool(nodes))
+
+    def _lower(self, model: ir.Model, node: ir.Node) -> None:
+        label = node_label(node)
+        if len(node.inputs) < 3 or any(v is None for v in node.inputs[:3]):
+            raise NodeError(label, node.op_type, "needs inputs cls_prob, loc_pred, anchors")
+        cls_prob, loc_pred, anchors = (v for v in node.inputs[:3])
+        assert cls_prob is not None and loc_pred is not None and anchors is not None
+        for v in (cls_prob, loc_pred, anchors):
+            require_float32(node, v)
+        variances = attr_floats(node, "variances")
+        if len(variances) != 4:
+            raise NodeError(label, node.op_type, f"variances must have 4 values (got {variances})")
+        b = builder_for(model, node)
+        parts = build_multibox_detection(
+            b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"), clip=bool(attr_int(node, "clip")),
+            variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
+            force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))
+        out = node.outputs[0]
+        if self.output_format == "mxnet":
+            replace_node(model, node, b, [parts.mxnet_rows(b)])
+            return
+        graph = model.graph
+        if out.uses():
+            raise NodeError(label, node.op_type, f"output format '{self.output_format}' replaces the graph output; "
+                            f"'{out.name}' is consumed by other nodes")
+        if out not in graph.outputs:
+            self.warnings.append(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
+            graph.insert_before(node, list(b.nodes))
+            graph.remove(node, safe=True)
+            return
+        batch = out.shape[0] if out.shape is not None and len(out.shape) == 3 else None
+        new = parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch)
+        graph.insert_before(node, list(b.nodes))
+        index = list(graph.outputs).index(out)
+        graph.outputs.pop(index)
+        for i, v in enumerate(new):
+            graph.outputs.insert(index + i, v)
+        graph.remove(node, safe=True)
+
+
+class MultiBoxParts:
+    """The intermediate values of a lowered MultiBoxDetection, from which every output format is built."""
+
+    def __init__(self, *, probs: ir.Value, cls: ir.Value, score: ir.Value, valid: ir.Value, boxes: ir.Value,
+                 nms_scores: ir.Value, kept: ir.Value, selected: ir.Value | None, force_suppress: bool,
+                 nms_on: bool, nms_topk: int) -> None:
+        self.probs, self.cls, self.score, self.valid, self.boxes = probs, cls, score, valid, boxes
+        self.nms_scores, self.kept, self.selected = nms_scores, kept, selected
+        self.force_suppress, self.nms_on, self.nms_topk = force_suppress, nms_on, nms_topk
+
+    def kept_per_box(self, b: Builder) -> ir.Value:
+        """bool [B, N]: the anchor survives (valid, within topk, not suppressed)."""
+        return b.reduce("ReduceMax", b.cast(self.kept, I64), [1], keepdims=0) if not self.force_suppress \
+            else b.squeeze(self.kept, 1)
+
+    def mxnet_rows(self, b: Builder) -> ir.Value:
+        """The [B, N, 6] output exactly as MXNet lays it out (module docstring)."""
+        n = b.dim(self.score, 1)
+        pos = b.unsqueeze(b.op("Range", b.const(np.array(0, np.int64)), b.squeeze(n, 0),
+                               b.const(np.array(1, np.int64))), 0)  # [1, N]
+        n_valid = b.reduce("ReduceSum", b.cast(self.valid, I64), [1], keepdims=1)  # [B, 1]
+        # anchor-order compaction of the valid rows: TopK keeps index order among equal keys
+        compact = nms.sort_desc(b, b.where(self.valid, b.f32(0.0), b.f32(-1.0)))
+        in_valid = b.op("Less", pos, n_valid)
+        if self.nms_on:
+            ordered = nms.sort_desc(b, b.where(self.valid, self.score, nms.neg_inf(b)))
+            nkeep = n_valid if self.nms_topk <= 0 else b.op("Min", n_valid, b.i64(self.nms_topk))
+            in_sorted = b.op("Less", pos, nkeep)
+            row = b.where(in_sorted, ordered, compact)
+            kept_row = b.cast(b.gather_cols(b.cast(self.kept_per_box(b), I64), row), BOOL)
+            has_class = b.op("And", in_sorted, kept_row)
+        else:
+            row = compact
+            has_class = in_valid
+        minus_one = b.f32(-1.0)
+        cls_row = b.gather_cols(b.cast(self.cls, F32), row)
+        cls_out = b.where(b.op("And", in_valid, has_class), cls_row, minus_one)
+        score_out = b.where(in_valid, b.gather_cols(self.score, row), minus_one)
+        box_out = b.where(b.unsqueeze(in_valid, -1), b.gather_rows(self.boxes, row), minus_one)
+        return b.op("Concat", b.unsqueeze(cls_out, -1), b.unsqueeze(score_out, -1), box_out, axis=-1)
+
+    def selected_indices(self, b: Builder) -> ir.Value:
+        """[K, 3] (batch, class, anchor) with the box's own class also under force_suppress."""
+        selected = self.selected if self.selected is not None else nms.mask_to_selected(b, self.kept)
+        if not self.force_suppress:
+            return selected
+        batch_box = b.op("Gather", selected, b.i64(0, 2), axis=1)
+        cls = b.unsqueeze(b.op("GatherND", self.cls, batch_box), 1)
+        return b.op("Concat", b.slice(selected, 1, 0, 1), cls, b.slice(selected, 1, 2, 3), axis=1)
+
+    def formatted(self, b: Builder, output_format: str, max_det: int | None, prefix: str,
+                  batch: int | str | ir.SymbolicDim | None) -> list[ir.Value]:
+        names = [f"{prefix}_{s}" for s in nms.FORMAT_OUTPUTS[output_format]]
+        bdim = batch if isinstance(batch, int) else (batch.value if isinstance(batch, ir.SymbolicDim) else None)
+        if output_format == "boxes-scores-classes":
+            det = nms.padded_detections(b, self.boxes, self.nms_scores, self.kept, max_det,
+                                        box_classes=self.cls if self.force_suppress else None)
+            values = [det.boxes, det.scores, det.classes, det.num_detections]
+            k = max_det if max_det is not None else _dim(self.boxes, 1)
+            nms.set_output_types(values, [(F32, [bdim, k, 4]), (F32, [bdim, k]), (I64, [bdim, k]), (I64, [bdim])])
+        else:
+            values = [self.selected_indices(b), b.op("Identity", self.boxes), b.op("Identity", self.probs)]
+            nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, None, 4]), (F32, [bdim, None, None])])
+        for v, name in zip(values, names, strict=True):
+            b.fresh(name)  # reserve
+            v.name = name
+        return values
+
+
+def _dim(value: ir.Value, axis: int) -> int | str | None:
+    if value.shape is None or len(value.shape) <= axis:
+        return None
+    d = value.shape[axis]
+    return d if isinstance(d, int) else d.value
+
+
+def build_multibox_detection(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anchors: ir.Value, *,
+                             threshold: float, clip: bool, variances: list[float], nms_threshold: float,
+                             force_suppress: bool, nms_topk: int) -> MultiBoxParts:
+    """Emit scores, validity, decoded boxes and NMS for MultiBoxDetection; returns the pieces."""
+    probs = b.op("Slice", cls_prob, b.i64(1), b.i64(np.iinfo(np.int64).max), b.i64(1))  # [B, C, N], no background
+    cls = b.op("ArgMax", probs, axis=1, keepdims=0, select_last_index=0)  # first maximum, like MXNet's `temp > score`
+    score = b.squeeze(b.op("GatherElements", probs, b.unsqueeze(cls, 1), axis=1), 1)  # [B, N]
+    thr = b.f32(float(np.float32(threshold)))
+    # MXNet: score starts at -1 and only `temp > score` updates id; invalid when id == 0 or score < threshold
+    valid = b.op("And", b.op("Greater", score, b.f32(-1.0)), b.op("Not", b.op("Less", score, thr)))
+    loc = b.op("Reshape", loc_pred, b.i64(0, -1, 4))
+    boxes = nms.decode_deltas(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip)
+    nms_on = 0.0 < nms_threshold <= 1.0
+    candidate = valid
+    if nms_on and nms_topk > 0:
+        candidate = b.op("And", valid, nms.topk_mask(b, b.where(valid, score, nms.neg_inf(b)), nms_topk))
+    if force_suppress:
+        nms_scores = nms.agnostic_scores(b, score, candidate)
+    else:
+        nms_scores = nms.class_score_matrix(b, score, cls, candidate, b.dim(probs, 1))
+    selected: ir.Value | None = None
+    if nms_on:
+        # ONNX suppresses IoU > t, MXNet IoU >= t: the next float below t makes them agree
+        iou = float(np.nextafter(np.float32(nms_threshold), np.float32(0)))
+        selected = nms.non_max_suppression(b, boxes, nms_scores, iou_threshold=iou)
+        kept = nms.selected_mask(b, selected, nms_scores, (0, 1, 2))
+    else:
+        kept = b.op("Greater", nms_scores, nms.neg_inf(b))
+    return MultiBoxParts(probs=probs, cls=cls, score=score, valid=valid, boxes=boxes, nms_scores=nms_scores,
+                         kept=kept, selected=selected, force_suppress=force_suppress, nms_on=nms_on,
+                         nms_topk=nms_topk)

@@ -1,0 +1,229 @@
+"""Shared detection building blocks: SSD box decoding, class-aware NonMaxSuppression, output assembly.
+
+One implementation serves every detection rewrite: the MultiBoxDetection and box_nms/box_decode
+lowerings (``detection.py``, ``box_ops.py``) and NMS grafting on any headless detector
+(``bridge.graft``). Each function emits standard ONNX through a ``Builder`` and returns the values.
+
+Conventions: boxes are [B, N, 4] corner boxes; NMS scores are [B, C, N] as ONNX NonMaxSuppression
+wants them; entries that must never be selected hold -inf and NMS runs with score_threshold =
+lowest float32, so *which* boxes are candidates is decided by the caller with exact comparisons
+(MXNet keeps score >= threshold, box_nms score > valid_thresh, ONNX NMS score > threshold).
+``ONNX NonMaxSuppression`` is class-wise greedy NMS in score order; selected_indices are
+[K, 3] int64 rows (batch, class, box).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from bridge.passes.contrib.builder import BOOL, F32, I64, LOWEST_F32, Builder
+
+OUTPUT_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
+# names (suffixes) of the outputs of each format, in order
+FORMAT_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "mxnet": ("detections",),
+    "boxes-scores-classes": ("boxes", "scores", "classes", "num_detections"),
+    "indices": ("selected_indices", "boxes", "scores"),
+}
+
+
+@dataclass(frozen=True)
+class AnchorParts:
+    """Anchor centre and size, each [1 or B, N, 1] float32."""
+
+    cx: ir.Value
+    cy: ir.Value
+    w: ir.Value
+    h: ir.Value
+
+
+def anchors_from_corners_mean(b: Builder, anchors: ir.Value) -> AnchorParts:
+    """(xmin, ymin, xmax, ymax) anchors; centre = (l + r) / 2 as in MXNet multibox_detection.cc."""
+    left, top, right, bottom = b.columns(anchors, 4)
+    two = b.f32(2.0)
+    return AnchorParts(b.op("Div", b.op("Add", left, right), two), b.op("Div", b.op("Add", top, bottom), two),
+                       b.op("Sub", right, left), b.op("Sub", bottom, top))
+
+
+def anchors_from_corners_halfwidth(b: Builder, anchors: ir.Value) -> AnchorParts:
+    """(xmin, ymin, xmax, ymax) anchors; centre = l + w * 0.5 as in MXNet bounding_box-inl.h box_decode."""
+    left, top, right, bottom = b.columns(anchors, 4)
+    w, h = b.op("Sub", right, left), b.op("Sub", bottom, top)
+    half = b.f32(0.5)
+    return AnchorParts(b.op("Add", left, b.op("Mul", w, half)), b.op("Add", top, b.op("Mul", h, half)), w, h)
+
+
+def anchors_from_centers(b: Builder, anchors: ir.Value) -> AnchorParts:
+    """(cx, cy, w, h) anchors."""
+    cx, cy, w, h = b.columns(anchors, 4)
+    return AnchorParts(cx, cy, w, h)
+
+
+def decode_deltas(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
+                  exp_clip: float | None = None, clip_unit: bool = False) -> ir.Value:
+    """SSD decoding of deltas [B, N, 4] (dx, dy, dw, dh) against anchors -> corner boxes [B, N, 4].
+
+    Float32 order of operations as in MXNet (multibox_detection.cc TransformLocations and
+    bounding_box-inl.h box_decode): ox = dx * v0 * aw + ax; ow = exp(dw * v2) * aw / 2; box =
+    (ox - ow, oy - oh, ox + ow, oy + oh). exp runs in float64 and is rounded to float32 once, which
+    matches MXNet's expf bit for bit (onnxruntime's float32 Exp can be 1 ulp off). ``exp_clip``
+    caps dw * v2 before exp (box_decode's ``clip``); ``clip_unit`` clamps the result to [0, 1].
+    """
+    dx, dy, dw, dh = b.columns(deltas, 4)
+    v = [b.f32(float(np.float32(s))) for s in stds]
+    ox = b.op("Add", b.op("Mul", b.op("Mul", dx, v[0]), anchors.w), anchors.cx)
+    oy = b.op("Add", b.op("Mul", b.op("Mul", dy, v[1]), anchors.h), anchors.cy)
+    tw, th = b.op("Mul", dw, v[2]), b.op("Mul", dh, v[3])
+    if exp_clip is not None:
+        limit = b.f32(exp_clip)
+        tw, th = b.op("Min", tw, limit), b.op("Min", th, limit)
+    two = b.f32(2.0)
+
+    def exp32(x: ir.Value) -> ir.Value:
+        return b.cast(b.op("Exp", b.cast(x, ir.DataType.DOUBLE)), F32)
+
+    ow = b.op("Div", b.op("Mul", exp32(tw), anchors.w), two)
+    oh = b.op("Div", b.op("Mul", exp32(th), anchors.h), two)
+    parts = [b.op("Sub", ox, ow), b.op("Sub", oy, oh), b.op("Add", ox, ow), b.op("Add", oy, oh)]
+    if clip_unit:  # std::max(0, std::min(1, v))
+        zero, one = b.f32(0.0), b.f32(1.0)
+        parts = [b.op("Max", b.op("Min", p, one), zero) for p in parts]
+    return b.op("Concat", *parts, axis=-1)
+
+
+def center_to_corner(b: Builder, boxes: ir.Value) -> ir.Value:
+    """(cx, cy, w, h) -> (x1, y1, x2, y2), with half extents w / 2 as in MXNet center_to_corner."""
+    cx, cy, w, h = b.columns(boxes, 4)
+    two = b.f32(2.0)
+    hw, hh = b.op("Div", w, two), b.op("Div", h, two)
+    return b.op("Concat", b.op("Sub", cx, hw), b.op("Sub", cy, hh), b.op("Add", cx, hw), b.op("Add", cy, hh), axis=-1)
+
+
+def corner_to_center(b: Builder, boxes: ir.Value) -> ir.Value:
+    """(x1, y1, x2, y2) -> ((l + r) / 2, (t + b) / 2, r - l, b - t) as in MXNet corner_to_center."""
+    left, top, right, bottom = b.columns(boxes, 4)
+    two = b.f32(2.0)
+    return b.op("Concat", b.op("Div", b.op("Add", left, right), two), b.op("Div", b.op("Add", top, bottom), two),
+                b.op("Sub", right, left), b.op("Sub", bottom, top), axis=-1)
+
+
+def swap_xy(b: Builder, boxes: ir.Value) -> ir.Value:
+    """(a, b, c, d) -> (b, a, d, c): yxyx <-> xyxy, (dy, dx, dh, dw) <-> (dx, dy, dw, dh)."""
+    c0, c1, c2, c3 = b.columns(boxes, 4)
+    return b.op("Concat", c1, c0, c3, c2, axis=-1)
+
+
+def neg_inf(b: Builder) -> ir.Value:
+    return b.f32(float("-inf"))
+
+
+def topk_mask(b: Builder, key: ir.Value, k: int) -> ir.Value:
+    """bool [B, N]: True at the ``k`` largest entries of each row of ``key`` (ties: lower index first)."""
+    n = b.dim(key, 1)
+    kk = b.op("Min", n, b.i64(k))
+    _, idx = b.op_multi("TopK", key, kk, num_outputs=2, axis=1, largest=1, sorted=1)
+    zeros = b.op("ConstantOfShape", b.op("Shape", key), value=ir.tensor(np.array([0], np.int64)))
+    ones = b.op("ConstantOfShape", b.op("Shape", idx), value=ir.tensor(np.array([1], np.int64)))
+    return b.cast(b.op("ScatterElements", zeros, idx, ones, axis=1), BOOL)
+
+
+def sort_desc(b: Builder, key: ir.Value) -> ir.Value:
+    """Indices [B, N] that sort each row of ``key`` descending; equal keys keep index order (TopK-11+)."""
+    _, idx = b.op_multi("TopK", key, b.dim(key, 1), num_outputs=2, axis=1, largest=1, sorted=1)
+    return idx
+
+
+def class_score_matrix(b: Builder, score: ir.Value, cls: ir.Value, candidate: ir.Value,
+                       num_classes: ir.Value) -> ir.Value:
+    """NMS scores [B, C, N]: box n's score in row cls[b, n] when it is a candidate, -inf elsewhere.
+
+    score [B, N] float32, cls [B, N] int64 in [0, C), candidate [B, N] bool, num_classes [1] int64.
+    One class per box makes ONNX's per-class NMS exactly MXNet's "suppress only within a class".
+    """
+    c_range = b.op("Range", b.const(np.array(0, np.int64)), b.squeeze(num_classes, 0), b.const(np.array(1, np.int64)))
+    onehot = b.op("Equal", b.unsqueeze(cls, 1), b.unsqueeze(c_range, 0, 2))  # [B, C, N]
+    take = b.op("And", onehot, b.unsqueeze(candidate, 1))
+    return b.where(take, b.unsqueeze(score, 1), neg_inf(b))
+
+
+def agnostic_scores(b: Builder, score: ir.Value, candidate: ir.Value) -> ir.Value:
+    """NMS scores [B, 1, N] for class-agnostic suppression (force_suppress)."""
+    return b.unsqueeze(b.where(candidate, score, neg_inf(b)), 1)
+
+
+def non_max_suppression(b: Builder, boxes: ir.Value, scores: ir.Value, *, iou_threshold: float,
+                        score_threshold: float = LOWEST_F32, max_per_class: int | None = None,
+                        center_point_box: int = 0) -> ir.Value:
+    """ONNX NonMaxSuppression -> selected_indices [K, 3] int64 (batch, class, box).
+
+    ONNX keeps score > score_threshold and suppresses IoU > iou_threshold (both strict).
+    ``max_per_class`` None means all boxes (N, read from the shape at run time).
+    """
+    limit = b.dim(boxes, 1) if max_per_class is None else b.i64(max_per_class)
+    return b.op("NonMaxSuppression", boxes, scores, limit, b.const(np.array([iou_threshold], np.float32)),
+                b.const(np.array([score_threshold], np.float32)), center_point_box=center_point_box)
+
+
+def selected_mask(b: Builder, selected: ir.Value, like: ir.Value, columns: Sequence[int]) -> ir.Value:
+    """bool tensor shaped like ``like``, True at ``selected[:, columns]`` (e.g. (0, 2) -> [B, N])."""
+    index = selected if tuple(columns) == (0, 1, 2) else b.op("Gather", selected, b.i64(*columns), axis=1)
+    zeros = b.op("ConstantOfShape", b.op("Shape", like), value=ir.tensor(np.array([0], np.int64)))
+    ones = b.op("ConstantOfShape", b.dim(selected, 0), value=ir.tensor(np.array([1], np.int64)))
+    return b.cast(b.op("ScatterND", zeros, index, ones), BOOL)
+
+
+def mask_to_selected(b: Builder, mask: ir.Value) -> ir.Value:
+    """bool [B, C, N] -> [K, 3] int64 rows (batch, class, box) in row-major order (NonZero)."""
+    return b.op("Transpose", b.op("NonZero", mask), perm=[1, 0])
+
+
+@dataclass(frozen=True)
+class PaddedDetections:
+    boxes: ir.Value  # [B, K, 4] float32
+    scores: ir.Value  # [B, K] float32
+    classes: ir.Value  # [B, K] int64
+    num_detections: ir.Value  # [B] int64
+
+
+def padded_detections(b: Builder, boxes: ir.Value, scores: ir.Value, kept: ir.Value, max_det: int | None,
+                      box_classes: ir.Value | None = None) -> PaddedDetections:
+    """The TF combined-NMS layout from kept (batch, class, box) triples.
+
+    boxes [B, N, 4]; scores [B, C, N]; kept bool [B, C, N]. Keeps the ``max_det`` best-scoring kept
+    triples per image (ties: lower class, then lower box index first), padded with zeros to
+    ``max_det`` rows (None: N rows, one per box - enough when each box has one class - unpadded); ``num_detections`` counts the real rows. With
+    ``box_classes`` [B, N] int64 the class of each row is read from it (class-agnostic NMS, C == 1).
+    """
+    flat = b.op("Reshape", b.where(kept, scores, neg_inf(b)), b.i64(0, -1))  # [B, C*N]
+    total = b.dim(flat, 1)
+    n = b.dim(boxes, 1)
+    k = b.op("Min", total, n if max_det is None else b.i64(max_det))
+    values, idx = b.op_multi("TopK", flat, k, num_outputs=2, axis=1, largest=1, sorted=1)
+    valid = b.op("Greater", values, neg_inf(b))
+    box_idx = b.op("Mod", idx, n)
+    cls = b.gather_cols(box_classes, box_idx) if box_classes is not None else b.op("Div", idx, n)
+    zero_f, zero_i = b.f32(0.0), b.const(np.array(0, np.int64))
+    out_boxes = b.where(b.unsqueeze(valid, -1), b.gather_rows(boxes, box_idx), zero_f)
+    out_scores = b.where(valid, values, zero_f)
+    out_classes = b.where(valid, cls, zero_i)
+    num = b.reduce("ReduceSum", b.cast(valid, I64), [1], keepdims=0)
+    if max_det is not None:  # pad rows up to max_det when there are fewer candidates than max_det
+        pad = b.op("Sub", b.i64(max_det), k)
+        zero1 = b.i64(0)
+        pads2 = b.op("Concat", zero1, zero1, zero1, pad, axis=0)
+        pads3 = b.op("Concat", zero1, zero1, zero1, zero1, pad, zero1, axis=0)
+        out_boxes = b.op("Pad", out_boxes, pads3, b.f32(0.0))
+        out_scores = b.op("Pad", out_scores, pads2, b.f32(0.0))
+        out_classes = b.op("Pad", out_classes, pads2, zero_i)
+    return PaddedDetections(out_boxes, out_scores, out_classes, num)
+
+
+def set_output_types(values: Sequence[ir.Value], specs: Sequence[tuple[ir.DataType, Sequence[int | str | None]]]) -> None:
+    """Declare dtype and shape of new output values (shape inference cannot see through NMS/TopK)."""
+    for value, (dtype, dims) in zip(values, specs, strict=True):
+        value.type = ir.TensorType(dtype)
+        value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(d) for d in dims])

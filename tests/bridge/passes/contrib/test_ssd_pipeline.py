@@ -1,0 +1,88 @@
+"""End to end: an mxnet-ssd deploy graph (MultiBoxPrior x2 -> MultiBoxDetection) through the MXNet adapter
+and the conversion pipeline with the contrib lowerings inserted after FixInputShapesPass: the anchors fold
+to an initializer, no bridge.contrib op is left, the full checker passes, and onnxruntime reports
+MXNet's detections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from contrib_testlib import run_ort
+
+from bridge.config import ExportSpec, InputSpec, Source
+from bridge.model import ModelContainer
+from bridge.passes.contrib import (
+    LowerBoxDecodePass,
+    LowerBoxNMSPass,
+    LowerMultiBoxDetectionPass,
+    LowerMultiBoxPriorPass,
+)
+from bridge.passes.pipeline import Step, conversion_pipeline, run_pipeline
+from bridge.passes.shapes import FixInputShapesPass
+from bridge.validation.detection import compare_detections, from_mxnet, from_padded
+
+
+def _ssd_symbol(mx: ModuleType) -> Any:
+    data = mx.sym.var("data")
+    x = mx.sym.Activation(mx.sym.Convolution(data, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c1"),
+                          act_type="relu")
+    f2 = mx.sym.Activation(mx.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c2"),
+                           act_type="relu")
+    locs, clss, anchors = [], [], []
+    for i, (feat, sizes, ratios) in enumerate([(x, (0.2, 0.27), (1, 2, 0.5)), (f2, (0.4, 0.5), (1, 2, 0.5, 3))]):
+        a = len(sizes) + len(ratios) - 1
+        loc = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"loc{i}")
+        locs.append(mx.sym.Flatten(mx.sym.transpose(loc, axes=(0, 2, 3, 1))))
+        cls = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"cls{i}")  # 3 classes + bg
+        clss.append(mx.sym.Flatten(mx.sym.transpose(cls, axes=(0, 2, 3, 1))))
+        anchors.append(mx.sym.Flatten(mx.sym.contrib.MultiBoxPrior(feat, sizes=sizes, ratios=ratios, name=f"prior{i}")))
+    loc = mx.sym.Concat(*locs, dim=1)
+    cls = mx.sym.transpose(mx.sym.Reshape(mx.sym.Concat(*clss, dim=1), shape=(0, -1, 4)), axes=(0, 2, 1))
+    anchor = mx.sym.Reshape(mx.sym.Concat(*anchors, dim=1), shape=(0, -1, 4))
+    prob = mx.sym.SoftmaxActivation(cls, mode="channel")
+    return mx.sym.contrib.MultiBoxDetection(prob, loc, anchor, name="detection", nms_threshold=0.45, nms_topk=50)
+
+
+def lowering_steps(output_format: str = "mxnet") -> list[Step]:
+    return [Step(LowerMultiBoxPriorPass(), "anchors"), Step(LowerBoxDecodePass(), "box_decode"),
+            Step(LowerBoxNMSPass(), "box_nms"), Step(LowerMultiBoxDetectionPass(output_format), "detection")]
+
+
+@pytest.mark.parametrize("output_format", ["mxnet", "boxes-scores-classes"])
+def test_ssd_deploy_graph_through_the_pipeline(mx: ModuleType, tmp_path: Path, output_format: str) -> None:
+    from adapters.mxnet import MXNetAdapter
+
+    sym = _ssd_symbol(mx)
+    shape = (2, 3, 32, 32)
+    mod = mx.mod.Module(sym, label_names=None, context=mx.cpu())
+    mod.bind(data_shapes=[("data", shape)], for_training=False)
+    mx.random.seed(1)
+    mod.init_params(initializer=mx.init.Normal(0.3))
+    mod.save_checkpoint(str(tmp_path / "ssd"), 0)
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    mod.forward(mx.io.DataBatch([mx.nd.array(x)]), is_train=False)
+    ref = mod.get_outputs()[0].asnumpy()
+
+    source = Source(location=str(tmp_path / "ssd-symbol.json"), weights=tmp_path / "ssd-0000.params", options={})
+    exported = MXNetAdapter().export(source, ExportSpec(inputs=(InputSpec("data", shape, "float32"),), opset=17))
+    container = ModelContainer.from_proto(exported.model, source_framework="mxnet", exporter="test")
+    steps = conversion_pipeline(opset=17, inputs=[InputSpec("data", shape, "float32")])
+    at = next(i for i, s in enumerate(steps) if isinstance(s.pass_, FixInputShapesPass)) + 1
+    steps[at:at] = lowering_steps(output_format)
+    run_pipeline(container, steps)
+    model = container.to_proto()
+    assert not [n for n in model.graph.node if n.domain == "bridge.contrib"]
+    assert "bridge.contrib" not in {o.domain for o in model.opset_import}
+    assert "MultiBoxPrior" not in {n.op_type for n in model.graph.node} and len(model.graph.initializer) > 0
+    onnx.checker.check_model(model, full_check=True)
+    got = run_ort(model, {"data": x})
+    if output_format == "mxnet":
+        np.testing.assert_allclose(got[0], ref, rtol=0, atol=1e-5)
+    cand = from_mxnet(got[0]) if output_format == "mxnet" else from_padded(*got)
+    cmp = compare_detections(from_mxnet(ref), cand)
+    assert cmp.passed and cmp.matched > 0, cmp.summary()
