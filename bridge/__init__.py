@@ -9,7 +9,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("convert", "inspect", "validate", "graft_nms")
+_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets")
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +21,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bridge' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "convert", "graft_nms", "inspect", "validate"]
+__all__ = ["__version__", "buckets", "convert", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "validate"]

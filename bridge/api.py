@@ -289,6 +289,31 @@ def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.Model
     return _graft(model, **options)
 
 
+# ---------------------------------------------------------------------------------------------- shapes
+# Entry points of `bridge shapes fix|dynamic|buckets`; the logic lives in bridge.shapes (imported lazily).
+
+
+def fix_shapes(model: str | Path, output: str | Path, **options: Any) -> Any:
+    """Make every dim concrete at the given input shapes (see ``bridge.shapes.fix_shapes``)."""
+    from bridge.shapes import fix_shapes as _fix
+
+    return _fix(model, output, **options)
+
+
+def make_dynamic(model: str | Path, output: str | Path, **options: Any) -> Any:
+    """Name dynamic axes and make the graph work at other sizes (see ``bridge.shapes.make_dynamic``)."""
+    from bridge.shapes import make_dynamic as _dynamic
+
+    return _dynamic(model, output, **options)
+
+
+def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
+    """Build static shape buckets from data statistics (see ``bridge.shapes.buckets``)."""
+    from bridge.shapes import buckets as _buckets
+
+    return _buckets(model, output_dir, **options)
+
+
 # ---------------------------------------------------------------------------------------------- inspect
 
 

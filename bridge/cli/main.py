@@ -216,9 +216,10 @@ def validate(
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import graft
+    from bridge.cli import graft, shapes
 
     graft.register(app)
+    shapes.register(app)
 
 
 _register_command_modules()

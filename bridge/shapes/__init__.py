@@ -1,0 +1,24 @@
+"""Shape tools: make a model static at given shapes, make named axes dynamic, and build shape buckets.
+
+``fix_shapes`` / ``make_dynamic`` / ``buckets`` are the library entry points of ``bridge shapes fix``,
+``bridge shapes dynamic`` and ``bridge shapes buckets``; each returns a result with ``to_dict()``.
+"""
+
+from __future__ import annotations
+
+from bridge.shapes.buckets import BucketReport, BucketsResult, bucket_report, buckets, candidates
+from bridge.shapes.dynamic import BakedShapeError, DynamicResult, make_dynamic
+from bridge.shapes.fix import FixResult, fix_shapes
+
+__all__ = [
+    "BakedShapeError",
+    "BucketReport",
+    "BucketsResult",
+    "DynamicResult",
+    "FixResult",
+    "bucket_report",
+    "buckets",
+    "candidates",
+    "fix_shapes",
+    "make_dynamic",
+]

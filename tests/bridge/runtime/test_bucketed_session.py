@@ -1,0 +1,90 @@
+"""BucketedSession: routing to the smallest fitting bucket, padding reported, outputs un-padded to what
+a direct run at the exact size gives (zero padding is neutral for this bias-free conv net), batch
+chunking past the largest bucket, and a clear error when nothing fits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx import numpy_helper as nh
+from support import make_model
+
+from bridge.runtime import BucketedSession, NoBucketFitsError
+from bridge.runtimes.onnxruntime import OnnxRuntime
+from bridge.shapes import buckets
+
+
+@pytest.fixture(scope="module")
+def bucket_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, onnx.ModelProto]:
+    rng = np.random.default_rng(0)
+    model = make_model(
+        [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"),
+         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+         helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv2")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, "H2", "W2"])],
+        initializers=[nh.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), "w1"),
+                      nh.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w2")],
+    )
+    root = tmp_path_factory.mktemp("buckets")
+    data = root / "data"
+    data.mkdir()
+    for k, (h, w) in enumerate([(20, 20), (30, 60), (60, 30), (64, 64), (40, 50), (90, 40)]):
+        np.save(data / f"{k}.npy", np.zeros((h, w, 3), np.uint8))
+    buckets(model, root / "out", input_shape="-1,3,-1,-1", data=data, strategy="max_min", expand_ratio=0,
+            interval=32, max_buckets=2, batch_choices=[1, 2], validate=False)
+    return root / "out", model
+
+
+def test_routes_to_smallest_fitting_bucket(bucket_dir: tuple[Path, onnx.ModelProto]) -> None:
+    session = BucketedSession(bucket_dir[0])
+    # heights 20..90 in two steps: 55 -> 64, 90 -> 96; widths 20..64: 42 -> 64, 64 -> 64; batches 1, 2
+    assert sorted(b.shape for b in session.buckets) == [(1, 3, 64, 64), (1, 3, 96, 64), (2, 3, 64, 64),
+                                                          (2, 3, 96, 64)]
+    assert session.select((1, 3, 70, 20)).shape == (1, 3, 96, 64)
+    assert session.select((1, 3, 20, 20)).shape == (1, 3, 64, 64)
+    chosen = session.select((2, 3, 30, 33))
+    assert chosen.batch == 2 and chosen.height >= 30 and chosen.width >= 33
+    assert chosen.volume == min(b.volume for b in session.buckets if b.fits(2, 30, 33))
+
+
+def test_unpadded_outputs_equal_direct_run(bucket_dir: tuple[Path, onnx.ModelProto]) -> None:
+    folder, model = bucket_dir
+    session = BucketedSession(folder)
+    direct = OnnxRuntime(model)
+    rng = np.random.default_rng(1)
+    for shape in [(1, 3, 20, 20), (1, 3, 31, 17), (2, 3, 75, 63), (1, 3, 64, 64)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = session.run(x)
+        want = direct.infer({"x": x})
+        assert got["y"].shape == want["y"].shape
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
+        info = session.last_run
+        assert info is not None and info.input_shape == list(shape)
+        bucket = session.select(shape)
+        assert info.bucket == bucket.file
+        assert info.padding == {"batch": bucket.batch - shape[0], "height": bucket.height - shape[2],
+                                "width": bucket.width - shape[3]}
+        assert info.unpadded_outputs == ["y"]
+        assert info.padded_fraction == pytest.approx(1 - np.prod(shape) / bucket.volume)
+
+
+def test_batch_over_largest_bucket_is_chunked(bucket_dir: tuple[Path, onnx.ModelProto]) -> None:
+    folder, model = bucket_dir
+    session = BucketedSession(folder)
+    x = np.random.default_rng(2).standard_normal((5, 3, 24, 24)).astype(np.float32)
+    out, info = session.run_with_info({"x": x})
+    assert info.chunks == 3
+    np.testing.assert_allclose(out["y"], OnnxRuntime(model).infer({"x": x})["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_nothing_fits(bucket_dir: tuple[Path, onnx.ModelProto]) -> None:
+    session = BucketedSession(bucket_dir[0])
+    with pytest.raises(NoBucketFitsError, match="fits no bucket"):
+        session.run(np.zeros((1, 3, 10, 65), np.float32))
+    with pytest.raises(Exception, match="axis 1"):
+        session.run(np.zeros((1, 4, 10, 10), np.float32))
