@@ -74,7 +74,12 @@ def from_indices(selected: np.ndarray, boxes: np.ndarray, scores: np.ndarray) ->
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of corner boxes a [K, 4] and b [M, 4] (float64; empty boxes give 0)."""
+    """Pairwise IoU of corner boxes a [K, 4] and b [M, 4] (float64).
+
+    Degenerate (zero-area) boxes - common after clipping to [0, 1] - have no overlap to measure; they
+    count as IoU 1 with a box whose corners are the same within 1e-6 and 0 otherwise, so identical
+    degenerate detections still match.
+    """
     a = np.asarray(a, np.float64).reshape(-1, 4)
     b = np.asarray(b, np.float64).reshape(-1, 4)
     x1 = np.maximum(a[:, None, 0], b[None, :, 0])
@@ -85,8 +90,9 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
     area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
     union = area_a[:, None] + area_b[None, :] - inter
+    same_corners = np.all(np.abs(a[:, None, :] - b[None, :, :]) <= 1e-6, axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+        return np.where(union > 0, inter / np.where(union > 0, union, 1), np.where(same_corners, 1.0, 0.0))
 
 
 @dataclass

@@ -92,3 +92,12 @@ def test_map_at_05() -> None:
     # a difficult ground-truth box neither counts as a miss nor makes its detection a false positive
     hard = mean_average_precision(dets, gt, difficult=[np.array([False, False]), np.array([True])])
     assert hard.ap[0] == pytest.approx(0.5)
+
+
+def test_identical_degenerate_boxes_match() -> None:
+    """Clipping leaves zero-width boxes (x1 == x2 == 0); the same one on both sides must still match."""
+    from bridge.validation.detection import iou_matrix
+
+    flat = np.array([[0.0, 0.0, 0.0, 0.5]])
+    np.testing.assert_array_equal(iou_matrix(flat, flat), [[1.0]])
+    np.testing.assert_array_equal(iou_matrix(flat, flat + [0, 0, 0, 0.1]), [[0.0]])
