@@ -13,6 +13,7 @@ _ADAPTERS: dict[str, str] = {
     "onnx": "adapters.onnx:OnnxFileAdapter",
     "torch": "adapters.pytorch:PyTorchAdapter",
     "mxnet": "adapters.mxnet:MXNetAdapter",
+    "tensorflow": "adapters.tensorflow:TensorFlowAdapter",
 }
 
 

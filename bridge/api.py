@@ -8,6 +8,8 @@ for anything the user can fix (``ValidationMismatch`` carries the result that fa
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -78,6 +80,7 @@ class ConvertResult:
     validation_inputs: dict[str, list[int]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     written: bool = False
+    target: dict[str, Any] | None = None  # e.g. the TensorFlow SavedModel written next to the .onnx
 
     @property
     def passed(self) -> bool:
@@ -91,6 +94,7 @@ class ConvertResult:
             "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
             "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
+            "target": self.target,
         }
 
 
@@ -111,6 +115,8 @@ def convert(
     detection_format: str = "mxnet",
     max_detections: int | None = None,
     feeds: str | Path | None = None,
+    to: str = "onnx",
+    saved_model: str | Path | None = None,
     seed: int = 0,
     progress: Progress | None = None,
 ) -> ConvertResult:
@@ -124,7 +130,8 @@ def convert(
         export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names)),
         validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
         report=Path(report) if report else None, seed=seed, detection_format=detection_format,
-        max_detections=max_detections, feeds=Path(feeds) if feeds else None,
+        max_detections=max_detections, feeds=Path(feeds) if feeds else None, to=to,
+        saved_model=Path(saved_model) if saved_model else None,
     )
     return _convert(cfg, progress or (lambda _msg: None))
 
@@ -163,7 +170,34 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         notes=list(export.notes), warnings=container.warnings, passes=container.history, timings=timings,
     )
 
-    runtimes = cfg.validate if cfg.validate is not None else ("onnxruntime",)
+    staging: Path | None = None
+    candidates: dict[str, Any] = {}
+    try:
+        if cfg.to == "tensorflow":
+            from bridge.targets.tensorflow import export_saved_model
+
+            progress("writing a TensorFlow SavedModel (onnx-tf)")
+            # staged beside its destination (same filesystem), moved there only once validation passes
+            cfg.saved_model_dir.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{cfg.saved_model_dir.name}.", dir=cfg.saved_model_dir.parent))
+            target = export_saved_model(proto, staging / "saved_model")
+            timings["target_s"] = target.seconds
+            result.target = target.to_dict()
+            result.notes.extend(target.notes)
+            result.warnings.extend(target.warnings)
+            candidates["tensorflow"] = target.path  # validate the SavedModel actually written, not a re-conversion
+        _validate_and_write(cfg, adapter, export, proto, detections, candidates, result, timings, progress)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _validate_and_write(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto,
+                        detections: dict[str, str], candidates: dict[str, Any], result: ConvertResult,
+                        timings: dict[str, float], progress: Progress) -> None:
+    default_runtimes = ("onnxruntime", "tensorflow") if cfg.to == "tensorflow" else ("onnxruntime",)
+    runtimes = cfg.validate if cfg.validate is not None else default_runtimes
     leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
     if runtimes and leftover:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
@@ -182,7 +216,8 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         else:
             progress(f"validating in {', '.join(runtimes)} against {reference.name}")
             feeds, _, comparisons = _validate_against(proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed,
-                                                      detections=detections, feeds_file=cfg.feeds)
+                                                      detections=detections, feeds_file=cfg.feeds,
+                                                      candidates=candidates)
             result.warnings.extend(_vacuous_checks(comparisons))
             result.validation = comparisons
             result.validation_inputs = {k: list(v.shape) for k, v in feeds.items()}
@@ -194,6 +229,10 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         from bridge.io import save_model
 
         save_model(proto, cfg.output)
+        if result.target is not None:
+            from bridge.targets.tensorflow import move_saved_model
+
+            result.target["path"] = str(move_saved_model(candidates["tensorflow"], cfg.saved_model_dir))
         result.written = True
     if cfg.report:
         from bridge.report import write_report
@@ -203,20 +242,19 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         failing = "; ".join(c.summary() for c in result.validation if not c.passed)
         raise ValidationMismatch(f"converted model does not match the source ({failing}); "
                                  f"{cfg.output} was not written", result=result)
-    return result
 
 
 def _validate_against(
     proto: onnx.ModelProto, reference: Runtime, runtimes: Sequence[str], specs: Sequence[InputSpec],
     tolerance: Tolerance, seed: int, vary_dynamic: bool = True, detections: dict[str, str] | None = None,
-    feeds_file: Path | None = None,
+    feeds_file: Path | None = None, candidates: dict[str, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[Comparison]]:
     """Run ``reference`` and each named runtime on the same seeded inputs; (feeds, reference outputs, comparisons)."""
     comparisons = []
     feeds: dict[str, np.ndarray] = {}
     ref_out: dict[str, np.ndarray] | None = None
     for name in runtimes:
-        candidate = get_runtime(name, proto)
+        candidate = get_runtime(name, (candidates or {}).get(name, proto))
         with activated(candidate):
             if ref_out is None:
                 metas = candidate.input_metadata()

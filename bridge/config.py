@@ -18,6 +18,7 @@ from bridge.errors import UsageError
 
 DEFAULT_OPSET = 17
 FRAMEWORKS = ("torch", "tensorflow", "mxnet", "onnx")
+TARGETS = ("onnx", "tensorflow")
 KNOWN_RUNTIMES = ("onnxruntime", "tensorflow")
 DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
 
@@ -165,8 +166,16 @@ class ConvertConfig:
     detection_format: str = "mxnet"  # how lowered detection layers emit results (see bridge.validation.detection)
     max_detections: int | None = None
     feeds: Path | None = None  # validation inputs (.npz by input name) instead of seeded random data
+    to: str = "onnx"  # "tensorflow" also writes a SavedModel (via onnx-tf) next to the .onnx
+    saved_model: Path | None = None  # where the SavedModel goes (default: <output stem>_saved_model)
+
+    @property
+    def saved_model_dir(self) -> Path:
+        return self.saved_model or self.output.with_name(self.output.stem + "_saved_model")
 
     def __post_init__(self) -> None:
+        if self.to not in TARGETS:
+            raise UsageError(f"--to '{self.to}': choose one of {', '.join(TARGETS)}")
         if self.detection_format not in DETECTION_FORMATS:
             raise UsageError(f"--detection-format '{self.detection_format}': choose one of {', '.join(DETECTION_FORMATS)}")
         if self.max_detections is not None and self.max_detections <= 0:

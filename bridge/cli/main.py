@@ -99,20 +99,26 @@ def convert(
         help="how lowered detection layers (MultiBoxDetection) emit results: mxnet|boxes-scores-classes|indices")] = "mxnet",
     max_detections: Annotated[int | None, typer.Option(help="rows of the boxes-scores-classes format")] = None,
     feeds: Annotated[Path | None, typer.Option(help="validation inputs: .npz keyed by input name (default: seeded noise)")] = None,
+    to: Annotated[str, typer.Option(help="onnx, or tensorflow to also write a SavedModel (validated in TF)")] = "onnx",
+    saved_model: Annotated[Path | None, typer.Option(help="SavedModel folder for --to tensorflow "
+                                                           "(default: <output stem>_saved_model)")] = None,
+    graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
+    signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
     seed: SeedOpt = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
 
-    options = {"outputs": outputs} if outputs else {}
+    options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature}.items() if v}
     try:
         with _progress(f"converting {source}") as progress:
             result = api.convert(source, output, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
                                  validate=_runtimes(validate), tolerance=_tolerance(atol, rtol, tolerance),
                                  report=report, weights=weights, options=options, seed=seed, progress=progress,
                                  output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
-                                 detection_format=detection_format, max_detections=max_detections, feeds=feeds)
+                                 detection_format=detection_format, max_detections=max_detections, feeds=feeds,
+                                 to=to, saved_model=saved_model)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
@@ -126,6 +132,9 @@ def _render_convert(result: Any, as_json: bool) -> None:
         return
     out.print(f"[bold]{result.source}[/bold] ({result.framework}) -> {result.output} "
               f"{'[green]written[/green]' if result.written else '[red]not written[/red]'}")
+    if result.target:
+        out.print(f"{result.target['target']}: {result.target['path']} ({result.target['converter']}, "
+                  f"opset {result.target['opset_in']} -> {result.target['opset_out']}, {result.target['seconds']:.1f} s)")
     out.print(f"exporter: {result.exporter}; opset {result.opset}; "
               + ", ".join(f"{k} {v:.2f}" for k, v in result.timings.items()))
     for n in result.notes:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import CheckerPass, RemoveUnusedOpsetsPass, ShapeInferencePass, TopologicalSortPass
+from onnx_ir.passes.common import CheckerPass, RemoveUnusedOpsetsPass, TopologicalSortPass
 
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
@@ -30,7 +30,9 @@ from bridge.passes.opset import ConvertOpsetPass
 from bridge.passes.shapes import (
     ClearStaleValueInfoPass,
     FixInputShapesPass,
+    InferShapesPass,
     NameDynamicAxesPass,
+    NameOutputDimsByProbePass,
     RequireStaticShapesPass,
 )
 
@@ -94,9 +96,13 @@ def conversion_pipeline(
     steps += [
         Step(ClearStaleValueInfoPass(),
              "value_info from the exporter or earlier passes can be stale (onnxruntime warns on mismatches)"),
-        Step(ShapeInferencePass(strict_mode=False, data_prop=True),
-             "re-derive every intermediate shape from the final inputs"),
+        Step(InferShapesPass(),
+             "re-derive every intermediate shape from the final inputs (keeping named output dims)"),
     ]
+    if dynamic:
+        steps.append(Step(NameOutputDimsByProbePass(dynamic, inputs),
+                          "outputs behind data-dependent ops (NMS) lose their axis names in inference; name them "
+                          "from runs at two sizes, after inference so only dims it could not follow are probed"))
     if not dynamic:
         steps.append(Step(RequireStaticShapesPass(),
                           "static means static: fail loudly if any input/output dim is still symbolic"))

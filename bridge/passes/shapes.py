@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 import onnx_ir as ir
+from onnx_ir.passes.common import ShapeInferencePass
 
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import ExportError, UsageError
@@ -204,3 +205,85 @@ def _depends_on_data(value: ir.Value, data_dependent: set[int]) -> bool:
         if producer is not None:
             stack.extend(i for i in producer.inputs if i is not None)
     return False
+
+
+def _is_anonymous(dim: int | ir.SymbolicDim) -> bool:
+    """A dim with no information a user gave: unknown, or a fresh symbol onnx inference made up (unk__N)."""
+    return not isinstance(dim, int) and (dim.value is None or dim.value.startswith("unk__"))
+
+
+class InferShapesPass(ir.passes.InPlacePass):
+    """onnx shape inference (via onnx_ir), keeping the named dims of graph outputs.
+
+    onnx's inference cannot always follow a dim through data-dependent subgraphs (NMS, TopK), and
+    then invents a fresh ``unk__N`` symbol; merged naively, that would replace a ``batch`` label the
+    exporter or NameDynamicAxesPass put on an output. Concrete inferred dims still win.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._inner = ShapeInferencePass(strict_mode=False, data_prop=True)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        before = {id(v): v.shape for v in model.graph.outputs}
+        modified = self._inner(model).modified
+        for v in model.graph.outputs:
+            old = before[id(v)]
+            if old is None or v.shape is None or len(old) != len(v.shape):
+                continue
+            dims = [o if (_is_anonymous(n) and not _is_anonymous(o)) else n for o, n in zip(old, v.shape, strict=True)]
+            if dims != list(v.shape):
+                v.shape = ir.Shape(dims)
+        return ir.passes.PassResult(model, modified)
+
+
+class NameOutputDimsByProbePass(ir.passes.InPlacePass):
+    """Name output dims shape inference could not follow, by running the model at two sizes.
+
+    Through data-dependent subgraphs (NMS, TopK, Loop) onnx inference loses the link between an
+    output dim and the dynamic input axis it follows. This pass runs the model in onnxruntime at the
+    export sample sizes and at other sizes of every labelled axis, and names an anonymous output dim
+    after the one label whose size it equals in both runs. Nothing is guessed: a dim matching no
+    label, or several, stays anonymous; a model that fails at the other sizes is reported.
+    """
+
+    def __init__(self, axes: Sequence[DynamicAxis], inputs: Sequence[InputSpec]) -> None:
+        super().__init__()
+        self.axes = tuple(axes)
+        self.inputs = tuple(inputs)
+        self.warnings: list[str] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        outputs = [v for v in model.graph.outputs if v.shape is not None and any(_is_anonymous(d) for d in v.shape)]
+        if not outputs or not self.axes:
+            return ir.passes.PassResult(model, False)
+        from bridge.runtimes import activated, get_runtime
+        from bridge.validation.inputs import make_inputs
+
+        proto = ir.serde.serialize_model(model)
+        sizes: list[dict[str, int]] = []
+        shapes: list[dict[str, tuple[int, ...]]] = []
+        try:
+            with activated(get_runtime("onnxruntime", proto, log_severity=4)) as rt:
+                metas = rt.input_metadata()
+                for vary in (False, True):
+                    feeds = make_inputs(metas, self.inputs, vary_dynamic=vary)
+                    sizes.append({a.label: feeds[a.input].shape[a.axis] for a in self.axes})
+                    shapes.append({k: v.shape for k, v in rt.infer(feeds).items()})
+        except Exception as exc:  # a model that cannot run at other sizes keeps its anonymous dims
+            self.warnings.append(f"could not name output dims by running the model at other sizes: {exc}")
+            return ir.passes.PassResult(model, False)
+        modified = False
+        for v in outputs:
+            assert v.shape is not None
+            dims: list[int | ir.SymbolicDim] = list(v.shape)
+            for i, d in enumerate(dims):
+                if not _is_anonymous(d):
+                    continue
+                seen = [s[str(v.name)][i] for s in shapes]
+                labels = [lab for lab in sizes[0] if [s[lab] for s in sizes] == seen and seen[0] != seen[1]]
+                if len(labels) == 1:
+                    dims[i] = ir.SymbolicDim(labels[0])
+                    modified = True
+            v.shape = ir.Shape(dims)
+        return ir.passes.PassResult(model, modified)

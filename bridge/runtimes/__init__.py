@@ -11,6 +11,7 @@ from bridge.runtimes.base import Runtime, TensorMeta, activated
 # name -> "module:Class"; imported only when asked for, so `import bridge` stays framework-free.
 _RUNTIMES = {
     "onnxruntime": "bridge.runtimes.onnxruntime:OnnxRuntime",
+    "tensorflow": "bridge.runtimes.tensorflow:TensorFlowRuntime",
 }
 
 

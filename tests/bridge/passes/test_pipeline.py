@@ -21,7 +21,7 @@ from bridge.errors import (
 )
 from bridge.model import ModelContainer
 from bridge.passes.pipeline import Step, conversion_pipeline, run_pipeline
-from bridge.passes.shapes import NameDynamicAxesPass, RequireStaticShapesPass
+from bridge.passes.shapes import NameDynamicAxesPass, NameOutputDimsByProbePass, RequireStaticShapesPass
 from bridge.runtimes import activated, get_runtime
 
 
@@ -147,3 +147,21 @@ def test_history_is_recorded_in_model_metadata(relu_model: onnx.ModelProto) -> N
     props = {p.key: p.value for p in c.to_proto().metadata_props}
     assert "ConvertOpsetPass" in props["bridge.passes_modified"].split(",")
     assert props["bridge.source_framework"] == "onnx"
+
+
+def test_probe_names_output_dims_inference_left_anonymous() -> None:
+    """Run-based naming: an anonymous output dim that follows the labelled axis gets its label; one that
+    stays constant, or that no label explains, is left alone."""
+    proto = make_model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+         helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="swap")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["unk__7", None]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [None, "unk__8"])],
+    )
+    c = _container(proto)
+    run_pipeline(c, [Step(NameOutputDimsByProbePass([DynamicAxis("x", 0, "batch")], [InputSpec("x", (2, 3))]), "t")])
+    out = c.to_proto()
+    assert dims_of(out.graph.output[0]) == ["batch", ""]  # axis 1 is constant 3: not a label
+    assert dims_of(out.graph.output[1]) == ["", "batch"]
+    assert [r.modified for r in c.history] == [True]

@@ -100,4 +100,4 @@ def test_identical_degenerate_boxes_match() -> None:
 
     flat = np.array([[0.0, 0.0, 0.0, 0.5]])
     np.testing.assert_array_equal(iou_matrix(flat, flat), [[1.0]])
-    np.testing.assert_array_equal(iou_matrix(flat, flat + [0, 0, 0, 0.1]), [[0.0]])
+    np.testing.assert_array_equal(iou_matrix(flat, flat + np.array([0, 0, 0, 0.1])), [[0.0]])

@@ -1,0 +1,262 @@
+"""TensorFlow -> ONNX through tf2onnx, for SavedModels, Keras models, frozen GraphDefs and TFLite files.
+
+Shapes work as in the PyTorch adapter: inputs are exported at the concrete sample shapes
+(``--input NAME:SHAPE``, else the source's own fully known shape), so shape-computing subgraphs
+fold; axes named in ``--dynamic`` are exported as unknown dims. tf2onnx calls every unknown dim
+``unk__N`` with a fresh N per tensor, so an output's ``unk__7`` says nothing about which input
+axis it follows; the adapter therefore clears those symbols on outputs and intermediates (an
+unnamed dim) and leaves the inputs' to the ONNX stage, whose NameDynamicAxesPass names them and
+whose shape inference carries the label to the outputs.
+
+A source signature with an unknown batch axis (``None`` at axis 0) and no sample shape is
+exported with batch 1 (noted in the result); any other unknown axis needs ``--input``.
+Warnings raised while exporting are collected for the report, TF's log chatter goes to debug.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import re
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from adapters.base import ExportResult
+from adapters.tensorflow.loading import LoadedTF, TensorSig, load, source_kind
+from adapters.tensorflow.runner import make_runner
+from bridge.config import ExportSpec, InputSpec, Source
+from bridge.errors import ExportError, UsageError
+from bridge.runtimes.base import Runtime
+from bridge.runtimes.tensorflow import import_tensorflow
+
+logger = logging.getLogger(__name__)
+
+TF2ONNX_MAX_OPSET = 18  # tf2onnx 1.17's newest opset; the ONNX stage converts to the requested one
+_UNK = re.compile(r"^unk__\d+$")
+
+
+class TensorFlowAdapter:
+    framework = "tensorflow"
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str], LoadedTF] = {}
+
+    def claims(self, source: Source) -> bool:
+        return source_kind(source) is not None
+
+    def _load(self, source: Source) -> LoadedTF:
+        key = (source.location or f"obj:{id(source.obj)}", source.options.get("signature", ""))
+        if key not in self._cache:
+            self._cache[key] = load(source)
+        return self._cache[key]
+
+    def export(self, source: Source, spec: ExportSpec) -> ExportResult:
+        import_tensorflow("converting TensorFlow models")
+        loaded = self._load(source)
+        notes: list[str] = []
+        inputs, export_shapes = resolve_inputs(loaded.inputs, spec, notes)
+        opset = min(spec.opset, TF2ONNX_MAX_OPSET)
+        start = time.perf_counter()
+        with _captured_warnings() as caught, _quiet_tf():
+            try:
+                model, exporter = _export(loaded, inputs, export_shapes, opset)
+            except (UsageError, ExportError):
+                raise
+            except Exception as exc:
+                raise ExportError(f"tf2onnx could not convert the {loaded.kind} model: {_root_cause(exc)}") from exc
+        order_outputs(model, loaded.output_names)
+        output_names = [o.name for o in model.graph.output]
+        if spec.output_names:
+            if len(spec.output_names) != len(output_names):
+                raise UsageError(f"--output-names gives {len(spec.output_names)} names; the model returns "
+                                 f"{len(output_names)} tensors ({', '.join(output_names)})")
+            rename_outputs(model, list(spec.output_names))
+            output_names = list(spec.output_names)
+        clear_unknown_symbols(model)
+        return ExportResult(model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
+                            warnings=caught, notes=notes, seconds=time.perf_counter() - start)
+
+    def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
+        import_tensorflow("running the TensorFlow reference")
+        loaded = self._load(source)
+        by_name = {s.name: s for s in export.inputs}
+        inputs = [by_name.get(s.name, InputSpec(s.name, None, s.dtype)) for s in loaded.inputs]
+        return make_runner(loaded, inputs, export.output_names)
+
+
+def resolve_inputs(sigs: Sequence[TensorSig], spec: ExportSpec, notes: list[str]
+                   ) -> tuple[tuple[InputSpec, ...], dict[str, list[int | None]]]:
+    """(sample InputSpecs, export shapes with None on dynamic axes), checked against the source signature."""
+    names = [s.name for s in sigs]
+    aliases = {_short(n): n for n in names}
+
+    def canon(name: str) -> str:
+        return name if name in names else aliases.get(name, aliases.get(_short(name), name))
+
+    given = {canon(s.name): s for s in spec.inputs}
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise UsageError(f"--input {unknown[0]}: the model's inputs are {names}")
+    dynamic: dict[str, set[int]] = {}
+    for axis in spec.dynamic:
+        name = canon(axis.input)
+        if name not in names:
+            raise UsageError(f"--dynamic {axis.input}:{axis.axis}: the model's inputs are {names}")
+        dynamic.setdefault(name, set()).add(axis.axis)
+    missing = [f"{s.name} ({'unknown rank' if s.shape is None else list(s.shape)})" for s in sigs
+               if (given.get(s.name) is None or given[s.name].shape is None)
+               and (s.shape is None or any(d is None for d in s.shape[1:]))]
+    if missing:
+        raise UsageError("the source leaves these input shapes open: " + ", ".join(missing) + "; give sample "
+                         "shapes: " + " ".join(f"--input {m.split(' ')[0]}:SHAPE" for m in missing))
+    samples: list[InputSpec] = []
+    export: dict[str, list[int | None]] = {}
+    for sig in sigs:
+        g = given.get(sig.name)
+        rank = len(g.shape) if g is not None and g.shape is not None else len(sig.shape or ())
+        if sig.shape is not None and len(sig.shape) != rank:
+            raise UsageError(f"--input {sig.name}: rank {rank} given, the source's input has rank {len(sig.shape)} "
+                             f"({list(sig.shape)})")
+        dyn = {a % rank for a in dynamic.get(sig.name, set())} if rank else set()
+        if g is not None and g.shape is not None:
+            for i, (d, want) in enumerate(zip(sig.shape or (None,) * rank, g.shape, strict=True)):
+                if d is not None and d != want and i not in dyn:
+                    raise UsageError(f"--input {sig.name}: axis {i} is fixed to {d} in the source, {want} given")
+            sample = tuple(g.shape)
+        else:
+            assert sig.shape is not None
+            unknown_axes = [i for i, d in enumerate(sig.shape) if d is None]  # at most axis 0 (checked above)
+            sample = tuple(1 if d is None else d for d in sig.shape)
+            if unknown_axes:
+                notes.append(f"input '{sig.name}': the source leaves the batch axis open; "
+                             + ("sample batch 1 (the axis stays dynamic)" if 0 in dyn else
+                                "exported with batch 1 (give --dynamic to keep it dynamic)"))
+        samples.append(InputSpec(sig.name, sample, sig.dtype))
+        export[sig.name] = [None if i in dyn else d for i, d in enumerate(sample)]
+    return tuple(samples), export
+
+
+def _short(name: str) -> str:
+    return name[:-2] if name.endswith(":0") else name
+
+
+def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, list[int | None]], opset: int
+            ) -> tuple[onnx.ModelProto, str]:
+    import tensorflow as tf
+    import tf2onnx
+    import tf2onnx.convert
+
+    exporter = f"tf2onnx {tf2onnx.__version__}"
+    if loaded.kind == "graph_def":
+        model, _ = tf2onnx.convert.from_graph_def(
+            loaded.graph_def, input_names=[s.name for s in inputs], output_names=list(loaded.output_names),
+            opset=opset, shape_override={s.name: shapes[s.name] for s in inputs})
+        return model, f"{exporter} (frozen GraphDef)"
+    if loaded.kind == "tflite":
+        assert loaded.path is not None
+        override = {s.name: shapes[s.name] for s, sig in zip(inputs, loaded.inputs, strict=True)
+                    if list(sig.shape or ()) != shapes[s.name]}
+        model, _ = tf2onnx.convert.from_tflite(str(loaded.path), opset=opset, shape_override=override or None)
+        return model, f"{exporter} (TFLite)"
+    specs = [tf.TensorSpec(shapes[s.name], tf.as_dtype(s.dtype), name=s.name) for s in inputs]
+    names = [s.name for s in inputs]
+    out_names = list(loaded.output_names)
+    call = loaded.call
+
+    @tf.function(input_signature=specs, autograph=False)
+    def fn(*args: Any) -> dict[str, Any]:
+        out = call(dict(zip(names, args, strict=True)))
+        return {n: tf.identity(out[n]) for n in out_names}
+
+    model, _ = tf2onnx.convert.from_function(fn, input_signature=specs, opset=opset)
+    kind = "SavedModel signature" if loaded.kind == "saved_model" else "Keras model"
+    return model, f"{exporter} ({kind})"
+
+
+def order_outputs(model: onnx.ModelProto, names: Sequence[str]) -> None:
+    """Put the graph outputs in the source's order (tf2onnx sorts a returned dict's keys)."""
+    by_name = {o.name: o for o in model.graph.output}
+    if set(by_name) != set(names) or list(by_name) == list(names):
+        return
+    ordered = [onnx.ValueInfoProto.FromString(by_name[n].SerializeToString()) for n in names]
+    del model.graph.output[:]
+    model.graph.output.extend(ordered)
+
+
+def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> None:
+    """Rename the graph outputs (in order) to ``names``, updating every reference."""
+    renames = {o.name: n for o, n in zip(model.graph.output, names, strict=True) if o.name != n}
+    if not renames:
+        return
+
+    def fix(graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            node.input[:] = [renames.get(i, i) for i in node.input]
+            node.output[:] = [renames.get(o, o) for o in node.output]
+            for attr in node.attribute:
+                for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                    fix(sub)
+        for vi in (*graph.output, *graph.value_info):
+            vi.name = renames.get(vi.name, vi.name)
+
+    fix(model.graph)
+
+
+def clear_unknown_symbols(model: onnx.ModelProto) -> None:
+    """Drop tf2onnx's per-tensor ``unk__N`` symbols from outputs and value_info (see module docstring)."""
+    for vi in (*model.graph.output, *model.graph.value_info):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and _UNK.match(d.dim_param):
+                d.ClearField("dim_param")
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
+
+
+@contextlib.contextmanager
+def _captured_warnings() -> Iterator[list[str]]:
+    """Collect warnings raised while exporting, minus library deprecation chatter."""
+    collected: list[str] = []
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        yield collected
+    seen = set()
+    for r in records:
+        if issubclass(r.category, (DeprecationWarning, FutureWarning, PendingDeprecationWarning)):
+            continue
+        if "site-packages" in str(r.filename) and "deprecat" in str(r.message).lower():
+            continue
+        text = f"{r.category.__name__}: {str(r.message).strip().splitlines()[0] if str(r.message).strip() else ''} " \
+               f"({Path(r.filename).name}:{r.lineno})"
+        if text not in seen:
+            seen.add(text)
+            collected.append(text)
+
+
+@contextlib.contextmanager
+def _quiet_tf() -> Iterator[None]:
+    """tf2onnx and TF log conversion progress and v1 deprecation notices; route them to bridge's debug log."""
+    loggers = [logging.getLogger(n) for n in ("tensorflow", "tf2onnx", "absl")]
+    loggers += [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.startswith("tf2onnx.")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink):
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        if sink.getvalue():
+            logger.debug("tf2onnx said:\n%s", sink.getvalue())

@@ -1,0 +1,32 @@
+"""What every target (ONNX -> another format) reports back: where it wrote, how, and what to know."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TargetResult:
+    """A converted artefact and the facts a report needs about how it was produced.
+
+    ``input_names`` / ``output_names`` map each ONNX tensor name to the name it has in the target
+    format (the TF target turns e.g. ``input.1`` or ``x:0`` into signature keys ``input_1``, ``x_0``).
+    """
+
+    target: str  # e.g. "tensorflow (SavedModel)"
+    path: Path
+    converter: str  # e.g. "onnx-tf 1.10.0"
+    opset_in: int
+    opset_out: int
+    input_names: dict[str, str] = field(default_factory=dict)
+    output_names: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
