@@ -125,8 +125,12 @@ def convert(
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance.
     """
+    output = Path(output)
+    if to == "tensorflow" and output.suffix.lower() != ".onnx" and saved_model is None:
+        # `--to tensorflow -o OUT_DIR`: the SavedModel goes to OUT_DIR, the validated ONNX beside it as OUT_DIR.onnx
+        output, saved_model = output.with_name(output.name + ".onnx"), output
     cfg = ConvertConfig(
-        source=_source(source, weights, options), output=Path(output), framework=framework,
+        source=_source(source, weights, options), output=output, framework=framework,
         export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names)),
         validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
         report=Path(report) if report else None, seed=seed, detection_format=detection_format,

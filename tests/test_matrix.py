@@ -211,3 +211,29 @@ def test_mxnet_ssd_to_tensorflow_saved_model(tmp_path: Path, request: pytest.Fix
     _record(request, "max_abs_ssd_tensorflow_matched", worst)
     assert tf_rt.target_result is not None
     _record(request, "onnx_tf_seconds_ssd", tf_rt.target_result.seconds)
+
+
+@needs_tf_target
+def test_cli_keras_file_to_saved_model_validated_in_both_runtimes(tmp_path: Path) -> None:
+    """The matrix from the CLI: a .keras file -> ONNX -> TF SavedModel with `-o OUT_DIR`, validated against
+    Keras in onnxruntime and in TensorFlow (the SavedModel actually written)."""
+    import json
+
+    import keras
+
+    from support import run_cli
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((16, 16, 3), name="img")
+    x = keras.layers.Conv2D(4, 3, padding="same", activation="relu", name="conv")(inp)
+    out = keras.layers.UpSampling2D(2, name="up")(x)
+    keras.Model(inp, out).save(tmp_path / "m.keras")
+    proc = run_cli("convert", str(tmp_path / "m.keras"), "--input", "img:2,16,16,3", "--to", "tensorflow",
+                   "-o", str(tmp_path / "m_tf"), "--report", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [c["candidate"] for c in report["validation"]] == ["onnxruntime", "tensorflow"]
+    assert all(c["passed"] and c["reference"] == "tensorflow" for c in report["validation"])
+    assert (tmp_path / "m_tf" / "saved_model.pb").is_file() and (tmp_path / "m_tf.onnx").is_file()
+    assert report["target"]["path"] == str(tmp_path / "m_tf")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left behind
