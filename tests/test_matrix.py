@@ -220,7 +220,6 @@ def test_cli_keras_file_to_saved_model_validated_in_both_runtimes(tmp_path: Path
     import json
 
     import keras
-
     from support import run_cli
 
     keras.utils.set_random_seed(0)
