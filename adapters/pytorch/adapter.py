@@ -8,15 +8,11 @@ the ONNX stage (NameDynamicAxesPass), so every framework's symbols are handled i
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import io
 import logging
-import re
-import sys
 import time
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +27,7 @@ from adapters.pytorch.loading import (
     looks_like_factory,
 )
 from adapters.pytorch.runner import TorchReferenceRunner, flatten_outputs
+from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
 from bridge.runtimes.base import Runtime
@@ -72,12 +69,12 @@ class PyTorchAdapter:
             output_names = list(spec.output_names)
         start = time.perf_counter()
         notes: list[str] = []
-        with _captured_warnings() as caught:
+        with captured_warnings() as caught:
             try:
                 model = _export_dynamo(loaded, example, inputs, output_names, spec)
                 exporter = DYNAMO
             except Exception as exc:
-                reason = _root_cause(exc)
+                reason = root_cause(exc)
                 logger.info("dynamo export failed (%s); falling back to the TorchScript exporter", reason)
                 notes.append(f"dynamo exporter failed ({reason}); used the TorchScript exporter instead")
                 try:
@@ -178,7 +175,7 @@ def _export_dynamo(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequen
     import torch
 
     target = loaded.exported_program if loaded.exported_program is not None else loaded.module
-    with _quiet_torch_onnx():
+    with quiet(["torch"], "torch.onnx", stderr=True):  # progress prints, graph dumps, torchvision notices
         program = torch.onnx.export(
             target, example, dynamo=True, input_names=[s.name for s in inputs], output_names=list(output_names),
             opset_version=max(spec.opset, 18),  # the dynamo exporter emits >= 18; the ONNX stage converts down
@@ -197,7 +194,7 @@ def _export_torchscript(loaded: LoadedTorch, example: tuple[Any, ...], inputs: S
     dynamic_axes: dict[str, dict[int, str]] = {}
     for axis in spec.dynamic:
         dynamic_axes.setdefault(axis.input, {})[axis.axis] = axis.label
-    with _quiet_torch_onnx():
+    with quiet(["torch"], "torch.onnx", stderr=True):  # progress prints, graph dumps, torchvision notices
         torch.onnx.export(
             loaded.module, example, buffer,  # type: ignore[arg-type]  # the TorchScript exporter takes file objects
             dynamo=False, input_names=[s.name for s in inputs],
@@ -205,62 +202,3 @@ def _export_torchscript(loaded: LoadedTorch, example: tuple[Any, ...], inputs: S
             dynamic_axes=dynamic_axes or None, do_constant_folding=True,
         )
     return onnx.load_from_string(buffer.getvalue())
-
-
-@contextlib.contextmanager
-def _captured_warnings() -> Iterator[list[str]]:
-    """Collect warnings raised during export as 'Category: message (file:line)' strings."""
-    collected: list[str] = []
-    with warnings.catch_warnings(record=True) as records:
-        warnings.simplefilter("always")
-        yield collected
-    seen = set()
-    for r in records:
-        # deprecation chatter from torch or the stdlib is not about the user's model
-        if issubclass(r.category, (DeprecationWarning, FutureWarning)) and _is_library_file(str(r.filename)):
-            continue
-        text = f"{r.category.__name__}: {str(r.message).strip().splitlines()[0]} ({Path(r.filename).name}:{r.lineno})"
-        if text not in seen:
-            seen.add(text)
-            collected.append(text)
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _root_cause(exc: BaseException) -> str:
-    """'Type: first line' of the innermost cause: torch.onnx wraps the useful message in a generic one."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
-
-
-def _is_library_file(filename: str) -> bool:
-    path = str(Path(filename).resolve())
-    libs = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    libs.add(str(Path(__file__).resolve().parents[1]))  # bridge's own adapters call the deprecated exporter
-    return "site-packages" in path or any(path.startswith(lib) for lib in libs)
-
-
-@contextlib.contextmanager
-def _quiet_torch_onnx() -> Iterator[None]:
-    """torch prints exporter progress, graph dumps and torchvision notices; keep them out of bridge's output.
-
-    They go to the debug log instead (``bridge -vv``). Every existing ``torch*`` logger is raised to
-    ERROR for the duration, because torch._logging gives many of them explicit levels.
-    """
-    quieted = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.split(".")[0] == "torch"]
-    quieted.append(logging.getLogger("torch"))
-    levels = [lg.level for lg in quieted]
-    for lg in quieted:
-        lg.setLevel(logging.ERROR)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            yield
-    finally:
-        for lg, level in zip(quieted, levels, strict=True):
-            lg.setLevel(level)
-        if sink.getvalue():
-            logger.debug("torch.onnx said:\n%s", sink.getvalue())

@@ -15,14 +15,10 @@ Warnings raised while exporting are collected for the report, TF's log chatter g
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import re
 import time
-import warnings
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import onnx
@@ -30,6 +26,7 @@ import onnx
 from adapters.base import ExportResult
 from adapters.tensorflow.loading import LoadedTF, TensorSig, load, source_kind
 from adapters.tensorflow.runner import make_runner
+from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Source
 from bridge.errors import ExportError, UsageError
 from bridge.runtimes.base import Runtime
@@ -63,13 +60,13 @@ class TensorFlowAdapter:
         inputs, export_shapes = resolve_inputs(loaded.inputs, spec, notes)
         opset = min(spec.opset, TF2ONNX_MAX_OPSET)
         start = time.perf_counter()
-        with _captured_warnings() as caught, _quiet_tf():
+        with captured_warnings() as caught, quiet(["tensorflow", "tf2onnx", "absl"], "tf2onnx"):
             try:
                 model, exporter = _export(loaded, inputs, export_shapes, opset)
             except (UsageError, ExportError):
                 raise
             except Exception as exc:
-                raise ExportError(f"tf2onnx could not convert the {loaded.kind} model: {_root_cause(exc)}") from exc
+                raise ExportError(f"tf2onnx could not convert the {loaded.kind} model: {root_cause(exc)}") from exc
         order_outputs(model, loaded.output_names)
         output_names = [o.name for o in model.graph.output]
         if spec.output_names:
@@ -214,49 +211,3 @@ def clear_unknown_symbols(model: onnx.ModelProto) -> None:
         for d in vi.type.tensor_type.shape.dim:
             if d.HasField("dim_param") and _UNK.match(d.dim_param):
                 d.ClearField("dim_param")
-
-
-def _root_cause(exc: BaseException) -> str:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
-
-
-@contextlib.contextmanager
-def _captured_warnings() -> Iterator[list[str]]:
-    """Collect warnings raised while exporting, minus library deprecation chatter."""
-    collected: list[str] = []
-    with warnings.catch_warnings(record=True) as records:
-        warnings.simplefilter("always")
-        yield collected
-    seen = set()
-    for r in records:
-        if issubclass(r.category, (DeprecationWarning, FutureWarning, PendingDeprecationWarning)):
-            continue
-        if "site-packages" in str(r.filename) and "deprecat" in str(r.message).lower():
-            continue
-        text = f"{r.category.__name__}: {str(r.message).strip().splitlines()[0] if str(r.message).strip() else ''} " \
-               f"({Path(r.filename).name}:{r.lineno})"
-        if text not in seen:
-            seen.add(text)
-            collected.append(text)
-
-
-@contextlib.contextmanager
-def _quiet_tf() -> Iterator[None]:
-    """tf2onnx and TF log conversion progress and v1 deprecation notices; route them to bridge's debug log."""
-    loggers = [logging.getLogger(n) for n in ("tensorflow", "tf2onnx", "absl")]
-    loggers += [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.startswith("tf2onnx.")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink):
-            yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
-        if sink.getvalue():
-            logger.debug("tf2onnx said:\n%s", sink.getvalue())

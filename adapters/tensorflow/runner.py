@@ -8,6 +8,7 @@ flatbuffer really computes, quantisation and all.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,9 @@ from bridge.errors import UsageError
 from bridge.runtimes.base import TensorMeta
 
 
-class _Base:
+class _Base(abc.ABC):
+    """What the TF reference runners share: feeds by input name, outputs renamed to the export's names."""
+
     name = "tensorflow"
 
     def __init__(self, loaded: LoadedTF, inputs: Sequence[InputSpec], output_names: Sequence[str]) -> None:
@@ -28,10 +31,10 @@ class _Base:
         self.output_names = tuple(output_names)
 
     def activate(self) -> None:
-        pass
+        """Nothing to load: the TF objects were loaded with the source."""
 
     def deactivate(self) -> None:
-        pass
+        """Nothing to free: the source owns the TF objects."""
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]
@@ -41,8 +44,8 @@ class _Base:
             raise UsageError(f"no feed for input '{name}' (feeds: {', '.join(feeds)})")
         return np.ascontiguousarray(feeds[name])
 
-    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
     def _named(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Source outputs renamed to the export's output names (same order)."""

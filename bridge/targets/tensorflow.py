@@ -22,7 +22,6 @@ Then onnx-tf builds the tf.Module and the SavedModel is written to a temp folder
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import logging
 import os
@@ -39,6 +38,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from bridge.chatter import quiet, root_cause
 from bridge.errors import BridgeError, ExportError, UnsupportedOpError, UsageError
 from bridge.targets.base import TargetResult
 from opsets.support import ONNX_TF
@@ -278,14 +278,14 @@ def export_saved_model(onnx_model: Any, out_dir: str | Path, *, opset: int = ONN
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         saved = tmp / "model"
-        with _quiet_tensorflow():
+        with quiet(["tensorflow", "absl", "onnx-tf"], "TensorFlow"):
             try:
                 rep = backend.prepare(prepared.model, device="CPU", strict=True, logging_level="ERROR")
                 rep.export_graph(str(saved))
             except BridgeError:
                 raise
             except Exception as exc:
-                raise ExportError(f"onnx-tf failed to convert the model to TensorFlow: {_first_line(exc)}") from exc
+                raise ExportError(f"onnx-tf failed to convert the model to TensorFlow: {root_cause(exc, limit=400)}") from exc
         (saved / SIGNATURE_MAP).parent.mkdir(parents=True, exist_ok=True)
         (saved / SIGNATURE_MAP).write_text(json.dumps(
             {"inputs": prepared.input_names, "outputs": prepared.output_names, "signature": "serving_default"},
@@ -341,28 +341,3 @@ def _replace_dir(new: Path, target: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0][:400] if lines else ''}"
-
-
-@contextlib.contextmanager
-def _quiet_tensorflow() -> Iterator[None]:
-    """TF's Python logger and stdout chatter ("Found untraced functions", asset notices) go to the debug log."""
-    loggers = [logging.getLogger(n) for n in ("tensorflow", "absl", "onnx-tf")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink):
-            yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
-        if sink.getvalue():
-            logger.debug("TensorFlow said:\n%s", sink.getvalue())
