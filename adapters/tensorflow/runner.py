@@ -7,8 +7,6 @@ flatbuffer really computes, quantisation and all.
 """
 
 from __future__ import annotations
-
-import abc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,8 +18,9 @@ from bridge.errors import UsageError
 from bridge.runtimes.base import TensorMeta
 
 
-class _Base(abc.ABC):
-    """What the TF reference runners share: feeds by input name, outputs renamed to the export's names."""
+class _Base:
+    """What the TF reference runners share: feeds by input name, outputs renamed to the export's names.
+    Each subclass adds ``infer`` (the Runtime protocol)."""
 
     name = "tensorflow"
 
@@ -43,9 +42,6 @@ class _Base(abc.ABC):
         if name not in feeds:
             raise UsageError(f"no feed for input '{name}' (feeds: {', '.join(feeds)})")
         return np.ascontiguousarray(feeds[name])
-
-    @abc.abstractmethod
-    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
     def _named(self, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Source outputs renamed to the export's output names (same order)."""
