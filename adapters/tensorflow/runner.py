@@ -7,6 +7,7 @@ flatbuffer really computes, quantisation and all.
 """
 
 from __future__ import annotations
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 from adapters.tensorflow.loading import LoadedTF, tflite_interpreter
 from bridge.config import InputSpec
 from bridge.errors import UsageError
-from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.base import Runtime, TensorMeta
 
 
 class _Base:
@@ -130,7 +131,7 @@ class TFLiteRunner(_Base):
         self._interp = None
 
 
-def make_runner(loaded: LoadedTF, inputs: Sequence[InputSpec], output_names: Sequence[str]) -> _Base:
+def make_runner(loaded: LoadedTF, inputs: Sequence[InputSpec], output_names: Sequence[str]) -> Runtime:
     if loaded.kind == "graph_def":
         return GraphDefRunner(loaded, inputs, output_names)
     if loaded.kind == "tflite":
