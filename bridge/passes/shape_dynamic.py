@@ -29,6 +29,7 @@ import onnx_ir as ir
 from bridge.config import DynamicAxis
 from bridge.errors import UsageError
 from bridge.passes.base import node_label
+from bridge.passes.shapes import ClearStaleValueInfoPass
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +54,7 @@ class ResetShapesPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
-        keep = {id(v) for v in (*graph.inputs, *graph.outputs, *graph.initializers.values())}
-        modified = False
-        for node in graph:
-            for v in node.outputs:
-                if id(v) not in keep and v.shape is not None:
-                    v.shape = None
-                    modified = True
+        modified = ClearStaleValueInfoPass()(model).modified  # intermediates first, then the outputs
         for v in graph.outputs:
             if v.shape is None or id(v) in {id(i) for i in graph.inputs}:
                 continue
