@@ -113,7 +113,8 @@ class MXNetAdapter:
         entry = model.metadata_props.add()
         entry.key, entry.value = OUTPUT_MAP_KEY, json.dumps(mapping)
         if converted.contrib_nodes:
-            notes.append(f"{converted.contrib_nodes} bridge.contrib node(s) need the lowering pass before they run")
+            notes.append(f"{converted.contrib_nodes} layer(s) ONNX has no op for exported as bridge.contrib nodes, "
+                         "for the ONNX stage's lowering passes")
         return ExportResult(
             model=model,
             exporter="bridge mxnet symbol reader",
