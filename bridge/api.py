@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 
 from bridge.config import (
+    CONTRIB_DOMAIN,
     DEFAULT_OPSET,
     DEFAULT_TOLERANCE,
     ConvertConfig,
@@ -30,7 +31,7 @@ from bridge.config import (
     Source,
     Tolerance,
 )
-from bridge.diagnose import CONTRIB_DOMAIN, Problem, find_problems
+from bridge.diagnose import Problem, find_problems
 from bridge.errors import AdapterUnavailableError, RuntimeLoadError, UsageError, ValidationMismatch
 from bridge.io import load_model
 from bridge.model import ModelContainer, PassRecord, bridge_metadata

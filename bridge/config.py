@@ -17,6 +17,8 @@ import numpy as np
 from bridge.errors import UsageError
 
 DEFAULT_OPSET = 17
+# Custom domain for layers ONNX has no op for (MultiBoxPrior, ...): adapters emit it, ONNX-stage passes lower it.
+CONTRIB_DOMAIN = "bridge.contrib"
 FRAMEWORKS = ("torch", "tensorflow", "mxnet", "onnx")
 TARGETS = ("onnx", "tensorflow")
 KNOWN_RUNTIMES = ("onnxruntime", "tensorflow")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import onnx
 
-CONTRIB_DOMAIN = "bridge.contrib"
+from bridge.config import CONTRIB_DOMAIN
 
 
 @dataclass(frozen=True)

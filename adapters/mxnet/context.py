@@ -17,11 +17,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
+from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import ExportError
 
 log = logging.getLogger(__name__)
 
-CONTRIB_DOMAIN = "bridge.contrib"
 Dim = int | str | None
 Shape = tuple[Dim, ...]
 

@@ -20,9 +20,9 @@ from onnx_ir.passes.common import (
 )
 from onnxscript.optimizer import fold_constants_ir
 
+from bridge.config import CONTRIB_DOMAIN
 from bridge.passes.base import graph_fingerprint
 
-CONTRIB_DOMAIN = "bridge.contrib"
 _ROUNDS = 2  # folding can expose new dead nodes and vice versa; two rounds reach the fixpoint in practice
 
 

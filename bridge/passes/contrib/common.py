@@ -8,11 +8,10 @@ from collections.abc import Sequence
 import onnx
 import onnx_ir as ir
 
+from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import NodeError
 from bridge.passes.base import default_opset, node_label
 from bridge.passes.contrib.builder import MIN_OPSET, Builder
-
-CONTRIB_DOMAIN = "bridge.contrib"
 
 
 def contrib_nodes(model: ir.Model, op_type: str) -> list[ir.Node]:
