@@ -309,17 +309,7 @@ def _source_output_names(model: onnx.ModelProto, detections: dict[str, str]) -> 
 
 def _metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -> list[TensorMeta]:
     inits = {i.name for i in model.graph.initializer}
-    metas = []
-    for vi in values:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type
-        shape = None
-        if tt.HasField("shape"):
-            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "unknown"
-        metas.append(TensorMeta(vi.name, shape, dtype))
-    return metas
+    return [TensorMeta.from_value_info(vi) for vi in values if vi.name not in inits]
 
 
 # ---------------------------------------------------------------------------------------------- graft-nms

@@ -14,11 +14,7 @@ import onnx
 from adapters.base import ExportResult
 from bridge.config import ExportSpec, InputSpec, Source
 from bridge.io import load_model
-from bridge.runtimes.base import Runtime
-
-_ELEM_TO_NUMPY = {k: onnx.helper.tensor_dtype_to_np_dtype(k).name for k in
-                  (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64,
-                   onnx.TensorProto.INT32, onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.BOOL)}
+from bridge.runtimes.base import Runtime, TensorMeta
 
 
 def graph_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
@@ -28,10 +24,9 @@ def graph_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        tt = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        shape = tuple(d for d in dims if d is not None) if tt.HasField("shape") and None not in dims else None
-        specs.append(InputSpec(vi.name, shape, _ELEM_TO_NUMPY.get(tt.elem_type, "float32")))
+        meta = TensorMeta.from_value_info(vi, unknown_dtype="float32")
+        concrete = meta.shape is not None and all(isinstance(d, int) for d in meta.shape)
+        specs.append(InputSpec(vi.name, meta.shape if concrete else None, meta.dtype))  # type: ignore[arg-type]
     return specs
 
 

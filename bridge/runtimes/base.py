@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import onnx
 
 Dim = int | str | None  # concrete size, symbolic name, or unknown
 
@@ -23,6 +24,16 @@ class TensorMeta:
     name: str
     shape: tuple[Dim, ...] | None
     dtype: str
+
+    @classmethod
+    def from_value_info(cls, vi: onnx.ValueInfoProto, *, unknown_dtype: str = "unknown") -> TensorMeta:
+        """A graph input/output as declared in the model: ints, symbolic names, None for unknown dims."""
+        tt = vi.type.tensor_type
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else unknown_dtype
+        return cls(vi.name, shape, dtype)
 
     @property
     def symbolic_dims(self) -> list[tuple[int, Dim]]:

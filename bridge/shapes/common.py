@@ -51,13 +51,7 @@ def graph_inputs(proto: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 
 
 def input_metas(proto: onnx.ModelProto) -> list[TensorMeta]:
-    metas = []
-    for vi in graph_inputs(proto):
-        d = dims(vi)
-        elem = vi.type.tensor_type.elem_type
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "float32"
-        metas.append(TensorMeta(vi.name, None if d is None else tuple(d), dtype))
-    return metas
+    return [TensorMeta.from_value_info(vi, unknown_dtype="float32") for vi in graph_inputs(proto)]
 
 
 def symbolic_dims(proto: onnx.ModelProto, *, value_info: bool = True) -> list[str]:
