@@ -25,8 +25,10 @@ def graph_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         if vi.name in inits:
             continue
         meta = TensorMeta.from_value_info(vi, unknown_dtype="float32")
-        concrete = meta.shape is not None and all(isinstance(d, int) for d in meta.shape)
-        specs.append(InputSpec(vi.name, meta.shape if concrete else None, meta.dtype))  # type: ignore[arg-type]
+        shape = meta.shape or ()
+        concrete = meta.shape is not None and all(isinstance(d, int) for d in shape)
+        specs.append(InputSpec(vi.name, tuple(int(d) for d in shape if isinstance(d, int)) if concrete else None,
+                               meta.dtype))
     return specs
 
 
