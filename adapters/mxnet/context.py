@@ -88,12 +88,7 @@ class ConversionContext:
 
     def fresh(self, hint: str) -> str:
         """A unique tensor name derived from ``hint`` (intermediates: ``<node>__<what>``)."""
-        name, k = hint, 1
-        while name in self._names:
-            name = f"{hint}_{k}"
-            k += 1
-        self._names.add(name)
-        return name
+        return _claim_unique(hint, self._names)
 
     def warn(self, message: str) -> None:
         log.warning(message)
@@ -194,12 +189,7 @@ class ConversionContext:
         return outs
 
     def fresh_node_name(self, hint: str) -> str:
-        name, k = hint, 1
-        while name in self._node_names:
-            name = f"{hint}_{k}"
-            k += 1
-        self._node_names.add(name)
-        return name
+        return _claim_unique(hint, self._node_names)
 
     def _infer(self, node: onnx.NodeProto) -> None:
         try:
@@ -294,3 +284,13 @@ class ShapeExpr:
             nxt = ctx.emit("Gather", [shp, ctx.i64([d], hint + "_i")], 1, name=hint, axis=0)[0]
             cur = ctx.emit("Mul", [cur, nxt], 1, name=hint)[0]
         return cur
+
+
+def _claim_unique(hint: str, taken: set[str]) -> str:
+    """``hint``, or ``hint_1``, ``hint_2``, ... whichever is free first; recorded as taken."""
+    name, k = hint, 1
+    while name in taken:
+        name = f"{hint}_{k}"
+        k += 1
+    taken.add(name)
+    return name

@@ -29,7 +29,7 @@ import onnx_ir as ir
 from bridge.config import DynamicAxis
 from bridge.errors import UsageError
 from bridge.passes.base import node_label
-from bridge.passes.shapes import ClearStaleValueInfoPass
+from bridge.passes.shapes import ClearStaleValueInfoPass, input_for_axis
 
 logger = logging.getLogger(__name__)
 
@@ -74,18 +74,14 @@ class ReleaseAxesPass(ir.passes.InPlacePass):
         self.old_sizes: dict[str, int] = {}
 
     def requires(self, model: ir.Model) -> None:
-        inputs = {str(v.name): v for v in model.graph.inputs}
         for axis in self.axes:
-            value = inputs.get(axis.input)
-            if value is None:
-                raise UsageError(f"--axis {axis.input}:{axis.axis}={axis.label}: the model has no input "
-                                 f"'{axis.input}' (inputs: {', '.join(inputs)})")
-            if value.shape is None or not -len(value.shape) <= axis.axis < len(value.shape):
-                rank = "unknown" if value.shape is None else len(value.shape)
-                raise UsageError(f"--axis {axis.input}:{axis.axis}={axis.label}: input '{axis.input}' has rank {rank}")
+            flag = f"--axis {axis.input}:{axis.axis}={axis.label}"
+            value = input_for_axis(model, axis, flag)
+            if value.shape is None:
+                raise UsageError(f"{flag}: input '{axis.input}' has rank unknown")
             dim = value.shape[axis.axis]
             if not isinstance(dim, int):
-                raise UsageError(f"--axis {axis.input}:{axis.axis}={axis.label}: that axis is already dynamic "
+                raise UsageError(f"{flag}: that axis is already dynamic "
                                  f"('{dim.value or '?'}'); fix it first (`bridge shapes fix`) or rename it with "
                                  "`bridge convert --dynamic`")
 

@@ -29,6 +29,19 @@ def _dims(value: ir.Value) -> list[int | str | None]:
     return [d if isinstance(d, int) else d.value for d in value.shape]
 
 
+def input_for_axis(model: ir.Model, axis: DynamicAxis, flag: str) -> ir.Value:
+    """The graph input ``axis`` names, or a UsageError (quoting ``flag``) when it is missing or the axis
+    is out of its rank. Shared by every pass that takes ``NAME:AXIS=LABEL`` arguments."""
+    inputs = {str(v.name): v for v in model.graph.inputs}
+    value = inputs.get(axis.input)
+    if value is None:
+        raise UsageError(f"{flag}: the model has no input '{axis.input}' (inputs: {', '.join(inputs)})")
+    rank = len(value.shape) if value.shape is not None else None
+    if rank is not None and not -rank <= axis.axis < rank:
+        raise UsageError(f"{flag}: input '{axis.input}' has rank {rank}")
+    return value
+
+
 class ClearStaleValueInfoPass(ir.passes.InPlacePass):
     """Forget the shapes of intermediate values (not graph inputs/outputs) so inference recomputes them."""
 
@@ -57,15 +70,8 @@ class NameDynamicAxesPass(ir.passes.InPlacePass):
         self.axes = tuple(axes)
 
     def requires(self, model: ir.Model) -> None:
-        inputs = {str(v.name): v for v in model.graph.inputs}
         for axis in self.axes:
-            value = inputs.get(axis.input)
-            if value is None:
-                raise UsageError(f"--dynamic {axis.input}:{axis.axis}: the model has no input '{axis.input}' "
-                                 f"(inputs: {', '.join(inputs)})")
-            rank = len(value.shape) if value.shape is not None else None
-            if rank is not None and not -rank <= axis.axis < rank:
-                raise UsageError(f"--dynamic {axis.input}:{axis.axis}: input '{axis.input}' has rank {rank}")
+            input_for_axis(model, axis, f"--dynamic {axis.input}:{axis.axis}")
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         inputs = {str(v.name): v for v in model.graph.inputs}
