@@ -9,9 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
-from onnx import numpy_helper as nh
-from support import make_model
+from support import fcn_model
 
 from bridge.runtime import BucketedSession, NoBucketFitsError
 from bridge.runtimes.onnxruntime import OnnxRuntime
@@ -20,16 +18,7 @@ from bridge.shapes import buckets
 
 @pytest.fixture(scope="module")
 def bucket_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, onnx.ModelProto]:
-    rng = np.random.default_rng(0)
-    model = make_model(
-        [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"),
-         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-         helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv2")],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, "H2", "W2"])],
-        initializers=[nh.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), "w1"),
-                      nh.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w2")],
-    )
+    model = fcn_model()
     root = tmp_path_factory.mktemp("buckets")
     data = root / "data"
     data.mkdir()

@@ -9,23 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
-from support import make_model
-
-
-def fcn_model() -> onnx.ModelProto:
-    """x[N,3,H,W] -> Conv1x1 (no bias) -> Relu -> Conv3x3 stride 2 pad 1 (no bias) -> y[N,4,ceil(H/2),ceil(W/2)].
-
-    Zero padding at the bottom/right stays zero until the last conv, which pads with zeros itself."""
-    rng = np.random.default_rng(0)
-    return make_model(
-        [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"),
-         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-         helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2], name="conv2")],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, "H2", "W2"])],
-        initializers=[nh.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), "w1"),
-                      nh.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w2")],
-    )
+from support import fcn_model, make_model
 
 
 def baked_model() -> onnx.ModelProto:
