@@ -7,6 +7,7 @@ for anything the user can fix (``ValidationMismatch`` carries the result that fa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -211,21 +212,23 @@ def _validate_and_write(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
         result.warnings.append(result.validation_skipped)
     elif runtimes:
         start = time.perf_counter()
-        try:
-            reference = adapter.reference_runner(cfg.source, export)
-            with activated(reference):  # e.g. an old ONNX file that onnxruntime itself refuses
-                pass
-        except (AdapterUnavailableError, RuntimeLoadError) as exc:
-            result.validation_skipped = f"source reference unavailable: {exc}"
-            result.warnings.append(result.validation_skipped)
-        else:
-            progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-            feeds, _, comparisons = _validate_against(proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed,
-                                                      detections=detections, feeds_file=cfg.feeds,
-                                                      candidates=candidates)
-            result.warnings.extend(_vacuous_checks(comparisons))
-            result.validation = comparisons
-            result.validation_inputs = {k: list(v.shape) for k, v in feeds.items()}
+        with contextlib.ExitStack() as stack:
+            try:
+                reference = adapter.reference_runner(cfg.source, export)
+                # activated once, for the whole validation; an unloadable reference (e.g. an old ONNX file
+                # onnxruntime itself refuses, or a missing framework) skips validation with the reason
+                stack.enter_context(activated(reference))
+            except (AdapterUnavailableError, RuntimeLoadError) as exc:
+                result.validation_skipped = f"source reference unavailable: {exc}"
+                result.warnings.append(result.validation_skipped)
+            else:
+                progress(f"validating in {', '.join(runtimes)} against {reference.name}")
+                feeds, _, comparisons = _validate_against(
+                    proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed, detections=detections,
+                    feeds_file=cfg.feeds, candidates=candidates)
+                result.warnings.extend(_vacuous_checks(comparisons))
+                result.validation = comparisons
+                result.validation_inputs = {k: list(v.shape) for k, v in feeds.items()}
         timings["validate_s"] = time.perf_counter() - start
     else:
         result.validation_skipped = "validation disabled (--validate none)"
@@ -254,7 +257,8 @@ def _validate_against(
     tolerance: Tolerance, seed: int, vary_dynamic: bool = True, detections: dict[str, str] | None = None,
     feeds_file: Path | None = None, candidates: dict[str, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[Comparison]]:
-    """Run ``reference`` and each named runtime on the same seeded inputs; (feeds, reference outputs, comparisons)."""
+    """Run ``reference`` (already activated by the caller) and each named runtime on the same inputs;
+    returns (feeds, reference outputs, comparisons)."""
     comparisons = []
     feeds: dict[str, np.ndarray] = {}
     ref_out: dict[str, np.ndarray] | None = None
@@ -265,8 +269,7 @@ def _validate_against(
                 metas = candidate.input_metadata()
                 feeds = (load_feeds(feeds_file, metas) if feeds_file is not None
                          else make_inputs(metas, specs, seed=seed, vary_dynamic=vary_dynamic))
-                with activated(reference):
-                    ref_out = reference.infer(feeds)
+                ref_out = reference.infer(feeds)
             cand_out = candidate.infer(feeds)
         comparisons.append(compare_outputs(ref_out, cand_out, tolerance, reference_name=reference.name,
                                            candidate_name=name, detection_outputs=detections))
@@ -476,9 +479,10 @@ def validate(
         export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
                               output_names=_source_output_names(proto, detections))
         runner = adapter.reference_runner(src, export)
-        run_feeds, ref_out, comparisons = _validate_against(proto, runner, runtimes, model_specs, tolerance, seed,
-                                                        vary_dynamic=False, detections=detections,
-                                                        feeds_file=Path(feeds) if feeds else None)
+        with activated(runner):
+            run_feeds, ref_out, comparisons = _validate_against(proto, runner, runtimes, model_specs, tolerance, seed,
+                                                                vary_dynamic=False, detections=detections,
+                                                                feeds_file=Path(feeds) if feeds else None)
         ref_name = f"{runner.name} ({src.describe()})"
         if save_reference is not None:
             RunResults(dict(run_feeds), ref_out, runner.name,

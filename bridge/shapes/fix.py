@@ -184,10 +184,12 @@ def validate_same(original: onnx.ModelProto, candidate: onnx.ModelProto, specs: 
                   tolerance: Tolerance, seed: int) -> list[Comparison]:
     """Run both models in onnxruntime on the same seeded inputs at ``specs``' shapes and compare."""
     from bridge.api import _validate_against
+    from bridge.runtimes import activated
     from bridge.runtimes.onnxruntime import OnnxRuntime
 
-    _, _, comparisons = _validate_against(candidate, OnnxRuntime(original), ["onnxruntime"], specs, tolerance, seed,
-                                          vary_dynamic=False)
+    with activated(OnnxRuntime(original)) as reference:
+        _, _, comparisons = _validate_against(candidate, reference, ["onnxruntime"], specs, tolerance, seed,
+                                              vary_dynamic=False)
     for c in comparisons:
         c.reference = "original model (onnxruntime)"
     return comparisons
