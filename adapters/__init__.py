@@ -30,7 +30,7 @@ def get_adapter(framework: str) -> Adapter:
     try:
         module_name, cls_name = _ADAPTERS[framework].split(":")
     except KeyError:
-        raise UsageError(f"no adapter for framework '{framework}'; known: {', '.join(_ADAPTERS)}") from None
+        raise UsageError(f"--framework '{framework}': no adapter for it; known: {', '.join(_ADAPTERS)}") from None
     adapter: Adapter = getattr(importlib.import_module(module_name), cls_name)()
     return adapter
 

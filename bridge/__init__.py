@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from bridge.version import __version__
 
-_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets")
+_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets", "migrate")
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +21,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bridge' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "buckets", "convert", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "validate"]
+__all__ = ["__version__", "buckets", "convert", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "migrate", "validate"]

@@ -7,8 +7,6 @@ for anything the user can fix (``ValidationMismatch`` carries the result that fa
 
 from __future__ import annotations
 
-import contextlib
-import json
 import shutil
 import tempfile
 import time
@@ -18,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 
 from bridge.config import (
@@ -32,15 +29,15 @@ from bridge.config import (
     Source,
     Tolerance,
 )
-from bridge.diagnose import Problem, find_problems
-from bridge.errors import AdapterUnavailableError, RuntimeLoadError, UsageError, ValidationMismatch
+from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, UsageError, ValidationMismatch
+from bridge.inspection import InspectReport, graph_metas, inspect_model
 from bridge.io import load_model
-from bridge.model import ModelContainer, PassRecord, bridge_metadata
-from bridge.runtimes import activated, get_runtime
-from bridge.runtimes.base import Runtime, TensorMeta
-from bridge.validation.compare import Comparison, compare_outputs
-from bridge.validation.inputs import load_feeds, make_inputs
+from bridge.model import ModelContainer, PassRecord
+from bridge.runtimes.base import TensorMeta
+from bridge.validation.compare import Comparison
+from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
+from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs
 
 Progress = Callable[[str], None]
 
@@ -127,9 +124,11 @@ def convert(
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance.
     """
+    from bridge.targets import get_target
+
     output = Path(output)
-    if to == "tensorflow" and output.suffix.lower() != ".onnx" and saved_model is None:
-        # `--to tensorflow -o OUT_DIR`: the SavedModel goes to OUT_DIR, the validated ONNX beside it as OUT_DIR.onnx
+    if get_target(to).artefact and output.suffix.lower() != ".onnx" and saved_model is None:
+        # `--to tensorflow -o OUT_DIR`: the target's artefact goes to OUT_DIR, the validated ONNX beside it
         output, saved_model = output.with_name(output.name + ".onnx"), output
     cfg = ConvertConfig(
         source=_source(source, weights, options), output=output, framework=framework,
@@ -144,7 +143,11 @@ def convert(
 
 def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
     from adapters import detect_adapter, get_adapter
+    from bridge.passes.pipeline import conversion_pipeline, run_pipeline
+    from bridge.targets import get_target
 
+    target = get_target(cfg.to)
+    _check_runtime_names(cfg.validate or ())
     timings: dict[str, float] = {}
     adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
     if not adapter.claims(cfg.source):
@@ -158,89 +161,100 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         export.model, source_framework=adapter.framework, exporter=export.exporter,
         inputs=export.inputs, dynamic=cfg.export.dynamic, warnings=list(export.warnings),
     )
-    detections = _detection_outputs(export.model, cfg.detection_format)
-    from bridge.passes.pipeline import conversion_pipeline, run_pipeline
-
     start = time.perf_counter()
     run_pipeline(container, conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs,
                                                 dynamic=cfg.export.dynamic, detection_format=cfg.detection_format,
-                                                max_detections=cfg.max_detections), progress)
+                                                max_detections=cfg.max_detections,
+                                                probe=probe_output_shapes), progress)
     timings["passes_s"] = time.perf_counter() - start
-    if detections:
-        container.model.metadata_props[DETECTION_META] = json.dumps(detections)
     proto = container.to_proto()
 
     result = ConvertResult(
         source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=export.exporter,
-        opset=cfg.export.opset, inputs=_metas(proto.graph.input, proto), outputs=_metas(proto.graph.output, proto),
+        opset=cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
+        outputs=graph_metas(proto.graph.output, proto),
         notes=list(export.notes), warnings=container.warnings, passes=container.history, timings=timings,
     )
 
-    staging: Path | None = None
-    candidates: dict[str, Any] = {}
-    try:
-        if cfg.to == "tensorflow":
-            from bridge.targets.tensorflow import export_saved_model
-
-            progress("writing a TensorFlow SavedModel (onnx-tf)")
-            # staged beside its destination (same filesystem), moved there only once validation passes
-            cfg.saved_model_dir.parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix=f".{cfg.saved_model_dir.name}.", dir=cfg.saved_model_dir.parent))
-            target = export_saved_model(proto, staging / "saved_model")
-            timings["target_s"] = target.seconds
-            result.target = target.to_dict()
-            result.notes.extend(target.notes)
-            result.warnings.extend(target.warnings)
-            candidates["tensorflow"] = target.path  # validate the SavedModel actually written, not a re-conversion
-        _validate_and_write(cfg, adapter, export, proto, detections, candidates, result, timings, progress)
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
+        artefacts: dict[str, Any] = {}
+        staging: Path | None = None
+        try:
+            if target.artefact:  # the target writes an artefact of its own (a SavedModel, ...)
+                progress(f"writing the {target.name} target")
+                # staged beside its destination (same filesystem), moved there only once validation passes
+                cfg.saved_model_dir.parent.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=f".{cfg.saved_model_dir.name}.",
+                                                dir=cfg.saved_model_dir.parent))
+                exported = target.export(proto, staging)
+                if exported is not None:
+                    timings["target_s"] = exported.seconds
+                    result.target = exported.to_dict()
+                    result.notes.extend(exported.notes)
+                    result.warnings.extend(exported.warnings)
+                    # validate the artefact actually written, not a re-conversion
+                    artefacts.update({name: exported.path for name in target.runtimes})
+            runtimes = cfg.validate if cfg.validate is not None else target.default_runtimes
+            _validate_converted(cfg, adapter, export, proto, runtimes, artefacts, Path(workdir), result, progress)
+            _write_outputs(cfg, target, proto, artefacts, result)
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
     return result
 
 
-def _validate_and_write(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto,
-                        detections: dict[str, str], candidates: dict[str, Any], result: ConvertResult,
-                        timings: dict[str, float], progress: Progress) -> None:
-    default_runtimes = ("onnxruntime", "tensorflow") if cfg.to == "tensorflow" else ("onnxruntime",)
-    runtimes = cfg.validate if cfg.validate is not None else default_runtimes
+def _check_runtime_names(names: Sequence[str]) -> None:
+    from bridge.runtimes import available_runtimes
+
+    unknown = [n for n in names if n not in available_runtimes()]
+    if unknown:
+        raise UsageError(f"--validate {','.join(unknown)}: choose from {', '.join(available_runtimes())}")
+
+
+def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto,
+                        runtimes: Sequence[str], artefacts: dict[str, Any], workdir: Path,
+                        result: ConvertResult, progress: Progress) -> None:
+    from bridge.targets import candidate_runtime
+
     leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
-    if runtimes and leftover:
+    if not runtimes:
+        result.validation_skipped = "validation disabled (--validate none)"
+        return
+    if leftover:
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
         result.validation_skipped = (f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime "
                                      "runs; they need lowering before validation")
         result.warnings.append(result.validation_skipped)
-    elif runtimes:
-        start = time.perf_counter()
-        with contextlib.ExitStack() as stack:
-            try:
-                reference = adapter.reference_runner(cfg.source, export)
-                # activated once, for the whole validation; an unloadable reference (e.g. an old ONNX file
-                # onnxruntime itself refuses, or a missing framework) skips validation with the reason
-                stack.enter_context(activated(reference))
-            except (AdapterUnavailableError, RuntimeLoadError) as exc:
-                result.validation_skipped = f"source reference unavailable: {exc}"
-                result.warnings.append(result.validation_skipped)
-            else:
-                progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-                feeds, _, comparisons = _validate_against(
-                    proto, reference, runtimes, export.inputs, cfg.tolerance, cfg.seed, detections=detections,
-                    feeds_file=cfg.feeds, candidates=candidates)
-                result.warnings.extend(_vacuous_checks(comparisons))
-                result.validation = comparisons
-                result.validation_inputs = {k: list(v.shape) for k, v in feeds.items()}
-        timings["validate_s"] = time.perf_counter() - start
+        return
+    start = time.perf_counter()
+    try:
+        reference = adapter.reference_runner(cfg.source, export)
+        candidates = {name: (lambda name=name: candidate_runtime(name, proto, workdir, artefacts)) for name in runtimes}
+        progress(f"validating in {', '.join(runtimes)} against {reference.name}")
+        run = run_and_compare(reference, candidates, FeedSource(cfg.feeds, export.inputs, cfg.seed), cfg.tolerance,
+                              detections=saved_detection_outputs(proto))
+    except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
+        # an unloadable reference (e.g. an old ONNX file onnxruntime itself refuses, or a missing framework)
+        # skips validation with the reason
+        reason = str(exc)
+        result.validation_skipped = reason if reason.startswith("source reference") else f"source reference unavailable: {reason}"
+        result.warnings.append(result.validation_skipped)
     else:
-        result.validation_skipped = "validation disabled (--validate none)"
+        result.warnings.extend(_vacuous_checks(run.comparisons))
+        result.validation = run.comparisons
+        result.validation_inputs = run.input_shapes()
+    result.timings["validate_s"] = time.perf_counter() - start
 
+
+def _write_outputs(cfg: ConvertConfig, target: Any, proto: onnx.ModelProto, artefacts: dict[str, Any],
+                   result: ConvertResult) -> None:
+    """The model (and the target's artefact) only when validation passed; the report always."""
     if result.passed:
         from bridge.io import save_model
 
         save_model(proto, cfg.output)
-        if result.target is not None:
-            from bridge.targets.tensorflow import move_saved_model
-
-            result.target["path"] = str(move_saved_model(candidates["tensorflow"], cfg.saved_model_dir))
+        if result.target is not None and artefacts:
+            result.target["path"] = str(target.commit(next(iter(artefacts.values())), cfg.saved_model_dir))
         result.written = True
     if cfg.report:
         from bridge.report import write_report
@@ -252,49 +266,10 @@ def _validate_and_write(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
                                  f"{cfg.output} was not written", result=result)
 
 
-def _validate_against(
-    proto: onnx.ModelProto, reference: Runtime, runtimes: Sequence[str], specs: Sequence[InputSpec],
-    tolerance: Tolerance, seed: int, vary_dynamic: bool = True, detections: dict[str, str] | None = None,
-    feeds_file: Path | None = None, candidates: dict[str, Any] | None = None,
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[Comparison]]:
-    """Run ``reference`` (already activated by the caller) and each named runtime on the same inputs;
-    returns (feeds, reference outputs, comparisons)."""
-    comparisons = []
-    feeds: dict[str, np.ndarray] = {}
-    ref_out: dict[str, np.ndarray] | None = None
-    for name in runtimes:
-        candidate = get_runtime(name, (candidates or {}).get(name, proto))
-        with activated(candidate):
-            if ref_out is None:
-                metas = candidate.input_metadata()
-                feeds = (load_feeds(feeds_file, metas) if feeds_file is not None
-                         else make_inputs(metas, specs, seed=seed, vary_dynamic=vary_dynamic))
-                ref_out = reference.infer(feeds)
-            cand_out = candidate.infer(feeds)
-        comparisons.append(compare_outputs(ref_out, cand_out, tolerance, reference_name=reference.name,
-                                           candidate_name=name, detection_outputs=detections))
-    return feeds, ref_out or {}, comparisons
-
-
-DETECTION_META = "bridge.detection_outputs"  # metadata: source output name -> detection format it is emitted in
-
-
-def _detection_outputs(model: onnx.ModelProto, output_format: str) -> dict[str, str]:
-    """Graph outputs produced by a detection layer (MultiBoxDetection): compared detection-aware."""
-    outputs = {o.name for o in model.graph.output}
-    return {n.output[0]: output_format for n in model.graph.node
-            if n.domain == CONTRIB_DOMAIN and n.op_type == "MultiBoxDetection" and n.output[0] in outputs}
-
-
 def _vacuous_checks(comparisons: Sequence[Comparison]) -> list[str]:
     return [f"{c.candidate}: output '{o.name}' had no detections on either side, so its check proves little; "
             "validate on real inputs with --feeds FILE.npz" for c in comparisons for o in c.outputs
             if o.note.startswith("detection-aware") and " 0 matched, 0 only in reference, 0 only in candidate" in o.note]
-
-
-def _saved_detection_outputs(model: onnx.ModelProto) -> dict[str, str]:
-    raw = next((p.value for p in model.metadata_props if p.key == DETECTION_META), None)
-    return dict(json.loads(raw)) if raw else {}
 
 
 def _source_output_names(model: onnx.ModelProto, detections: dict[str, str]) -> tuple[str, ...]:
@@ -308,11 +283,6 @@ def _source_output_names(model: onnx.ModelProto, detections: dict[str, str]) -> 
         if name not in names:
             names.append(name)
     return tuple(names)
-
-
-def _metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -> list[TensorMeta]:
-    inits = {i.name for i in model.graph.initializer}
-    return [TensorMeta.from_value_info(vi) for vi in values if vi.name not in inits]
 
 
 # ---------------------------------------------------------------------------------------------- graft-nms
@@ -353,59 +323,9 @@ def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- inspect
 
 
-@dataclass
-class InspectReport:
-    path: str
-    ir_version: int
-    opset_imports: dict[str, int]
-    producer: str
-    inputs: list[TensorMeta]
-    outputs: list[TensorMeta]
-    op_histogram: dict[str, int]
-    parameter_count: int
-    parameter_bytes: int
-    problems: list[Problem]
-    bridge: dict[str, str]
-
-    @property
-    def symbolic(self) -> list[str]:
-        return [f"{m.name}[{i}]={d}" for m in (*self.inputs, *self.outputs) for i, d in m.symbolic_dims]
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["symbolic_dims"] = self.symbolic
-        return d
-
-
 def inspect(model: str | Path, *, load_in_runtime: bool = True) -> InspectReport:
     """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems."""
-    proto = load_model(model)
-    hist = Counter((f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
-                   for n in _all_nodes(proto.graph))
-    count = 0
-    nbytes = 0
-    for init in proto.graph.initializer:
-        n = int(np.prod(init.dims)) if init.dims else 1
-        count += n
-        nbytes += n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize
-    return InspectReport(
-        path=str(model), ir_version=proto.ir_version,
-        opset_imports={o.domain or "ai.onnx": o.version for o in proto.opset_import},
-        producer=f"{proto.producer_name} {proto.producer_version}".strip(),
-        inputs=_metas(proto.graph.input, proto), outputs=_metas(proto.graph.output, proto),
-        op_histogram=dict(hist.most_common()), parameter_count=count, parameter_bytes=nbytes,
-        problems=find_problems(proto, load_in_runtime=load_in_runtime), bridge=bridge_metadata(proto),
-    )
-
-
-def _all_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
-            for g in attr.graphs:
-                yield from _all_nodes(g)
+    return inspect_model(model, load_in_runtime=load_in_runtime)
 
 
 # ---------------------------------------------------------------------------------------------- validate
@@ -452,42 +372,40 @@ def validate(
     """
     if (source is None) == (reference is None):
         raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
+    from bridge.targets import candidate_runtime
+
     runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
     proto = load_model(model)
     specs = _specs(inputs)
-    detections = _saved_detection_outputs(proto)
-    comparisons: list[Comparison] = []
-    if reference is not None:
-        saved = RunResults.load(Path(reference))
-        run_feeds = saved.inputs
-        for name in runtimes:
-            with activated(get_runtime(name, proto)) as candidate:
-                out = candidate.infer(run_feeds)
-            comparisons.append(compare_outputs(saved.outputs, out, tolerance,
-                                               reference_name=f"{saved.runtime} ({reference})", candidate_name=name,
-                                               detection_outputs=detections))
-        ref_name = str(reference)
-    else:
-        from adapters import detect_adapter, get_adapter
-        from adapters.base import ExportResult
-        from adapters.onnx import graph_input_specs
+    detections = saved_detection_outputs(proto)
+    with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
+        candidates = {name: (lambda name=name: candidate_runtime(name, proto, Path(workdir))) for name in runtimes}
+        if reference is not None:
+            saved = RunResults.load(Path(reference))
+            run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=detections,
+                                  reference_name=f"{saved.runtime} ({reference})")
+            ref_name = str(reference)
+        else:
+            from adapters import detect_adapter, get_adapter
+            from adapters.base import ExportResult
+            from adapters.onnx import graph_input_specs
 
-        src = _source(source, weights, options)
-        adapter = get_adapter(framework) if framework else detect_adapter(src)
-        given = {s.name: s for s in specs}
-        model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
-        export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
-                              output_names=_source_output_names(proto, detections))
-        runner = adapter.reference_runner(src, export)
-        with activated(runner):
-            run_feeds, ref_out, comparisons = _validate_against(proto, runner, runtimes, model_specs, tolerance, seed,
-                                                                vary_dynamic=False, detections=detections,
-                                                                feeds_file=Path(feeds) if feeds else None)
-        ref_name = f"{runner.name} ({src.describe()})"
-        if save_reference is not None:
-            RunResults(dict(run_feeds), ref_out, runner.name,
-                       {"source": src.describe(), "seed": seed}).save(Path(save_reference))
-    result = ValidateResult(str(model), ref_name, comparisons, {k: list(v.shape) for k, v in run_feeds.items()},
+            src = _source(source, weights, options)
+            adapter = get_adapter(framework) if framework else detect_adapter(src)
+            given = {s.name: s for s in specs}
+            model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
+            export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
+                                  output_names=_source_output_names(proto, detections))
+            runner = adapter.reference_runner(src, export)
+            run = run_and_compare(runner, candidates,
+                                  FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False),
+                                  tolerance, detections=detections)
+            ref_name = f"{runner.name} ({src.describe()})"
+            if save_reference is not None:
+                RunResults(dict(run.feeds), run.reference_outputs, runner.name,
+                           {"source": src.describe(), "seed": seed}).save(Path(save_reference))
+    comparisons = run.comparisons
+    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(),
                             str(save_reference) if save_reference and source is not None else None)
     if report:
         from bridge.report import write_report
@@ -496,3 +414,28 @@ def validate(
     if not result.passed:
         raise ValidationMismatch("; ".join(c.summary() for c in comparisons if not c.passed), result=result)
     return result
+
+
+# ---------------------------------------------------------------------------------------------- migrate
+
+
+def migrate(
+    manifest: Any,
+    *,
+    out: str | Path = "migration",
+    jobs: int = 1,
+    resume: bool = False,
+    only: Sequence[str] | None = None,
+    executor: Any = "local",
+    on_result: Callable[[Any], None] | None = None,
+    monitor: Any = None,
+) -> Any:
+    """Convert and validate every model of a manifest (YAML path, parsed dict or list of entry dicts),
+    each in its own worker process; returns a ``bridge.migrate.BatchResult`` (``.exit_code`` is 0 only
+    when every enabled model passed). ``executor``: "local" (``jobs`` processes at a time),
+    "dask://HOST:PORT" or a ``distributed.Client``; ``resume`` reuses outcomes recorded in ``out``;
+    ``on_result(ModelResult)`` is called as each model finishes. Reports go to ``out``/report.*."""
+    from bridge.migrate import run
+
+    return run(manifest, convert=convert, out=out, jobs=jobs, resume=resume, only=only, executor=executor,
+               on_result=on_result, monitor=monitor)

@@ -6,6 +6,7 @@ the library entry points in ``bridge.api`` take them (or the same strings) and n
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,13 +16,19 @@ from typing import Any
 import numpy as np
 
 from bridge.errors import UsageError
+from bridge.limits import check_allocation, default_max_memory, memory_limit, parse_size  # noqa: F401 - re-exported
+
+# --max-memory default: a fraction of RAM (see bridge.limits); sizes declared by files are checked against it
+DEFAULT_MAX_MEMORY = default_max_memory()
 
 DEFAULT_OPSET = 17
 # Custom domain for layers ONNX has no op for (MultiBoxPrior, ...): adapters emit it, ONNX-stage passes lower it.
 CONTRIB_DOMAIN = "bridge.contrib"
-FRAMEWORKS = ("torch", "tensorflow", "mxnet", "onnx")
-TARGETS = ("onnx", "tensorflow")
-KNOWN_RUNTIMES = ("onnxruntime", "tensorflow")
+# Model metadata key: graph outputs holding detections (output name -> the format they are emitted in),
+# written by the pass that produces them, read by validation to compare them detection by detection.
+DETECTION_META = "bridge.detection_outputs"
+# metadata_props key: JSON list of graph outputs computed from random ops (validation compares shape and dtype only)
+NONDETERMINISTIC_OUTPUTS_META = "bridge.nondeterministic_outputs"
 DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
 
 _DTYPES = {
@@ -85,11 +92,27 @@ class DynamicAxis:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Allowed difference per output: |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics)."""
+    """Allowed difference per output: |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics).
+
+    Every value must be a finite number >= 0 (UsageError otherwise, so every entry point rejects
+    ``--atol nan``: a NaN tolerance makes every comparison false and turned errors into PASS).
+    """
 
     atol: float = 1e-4
     rtol: float = 1e-3
     per_output: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "atol", check_tolerance(self.atol, "--atol"))
+        object.__setattr__(self, "rtol", check_tolerance(self.rtol, "--rtol"))
+        per = {}
+        for name, pair in dict(self.per_output).items():
+            try:
+                atol, rtol = pair
+            except (TypeError, ValueError):
+                raise UsageError(f"--tolerance {name}: expected (ATOL, RTOL), got {pair!r}") from None
+            per[name] = (check_tolerance(atol, f"--tolerance {name} ATOL"), check_tolerance(rtol, f"--tolerance {name} RTOL"))
+        object.__setattr__(self, "per_output", per)
 
     def for_output(self, name: str) -> tuple[float, float]:
         return self.per_output.get(name, (self.atol, self.rtol))
@@ -102,11 +125,21 @@ class Tolerance:
             m = re.fullmatch(r"([^=]+)=([^,]+),(.+)", text)
             if not m:
                 raise UsageError(f"--tolerance '{text}': expected OUTPUT=ATOL,RTOL")
-            try:
-                per[m.group(1)] = (float(m.group(2)), float(m.group(3)))
-            except ValueError:
-                raise UsageError(f"--tolerance '{text}': ATOL and RTOL must be numbers") from None
+            per[m.group(1)] = (check_tolerance(m.group(2), f"--tolerance '{text}': ATOL"),
+                               check_tolerance(m.group(3), f"--tolerance '{text}': RTOL"))
         return cls(base.atol, base.rtol, per)
+
+
+def check_tolerance(value: object, what: str) -> float:
+    """``value`` as a float if it is a finite number >= 0; UsageError naming ``what`` otherwise."""
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} {value!r}: must be a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise UsageError(f"{what} {value!r}: must be a finite number >= 0 (NaN, inf and negative tolerances "
+                         "would make the check meaningless)")
+    return number
 
 
 DEFAULT_TOLERANCE = Tolerance()
@@ -155,7 +188,8 @@ class Source:
 
 @dataclass(frozen=True)
 class ConvertConfig:
-    """Everything ``bridge.api.convert`` needs, validated on construction."""
+    """Everything ``bridge.api.convert`` needs, validated on construction (names of frameworks, targets and
+    runtimes are checked against their registries by ``bridge.api``: the registries are the only lists)."""
 
     source: Source
     output: Path
@@ -176,17 +210,10 @@ class ConvertConfig:
         return self.saved_model or self.output.with_name(self.output.stem + "_saved_model")
 
     def __post_init__(self) -> None:
-        if self.to not in TARGETS:
-            raise UsageError(f"--to '{self.to}': choose one of {', '.join(TARGETS)}")
         if self.detection_format not in DETECTION_FORMATS:
             raise UsageError(f"--detection-format '{self.detection_format}': choose one of {', '.join(DETECTION_FORMATS)}")
         if self.max_detections is not None and self.max_detections <= 0:
             raise UsageError(f"--max-detections {self.max_detections}: must be a positive number")
-        if self.framework is not None and self.framework not in FRAMEWORKS:
-            raise UsageError(f"--framework '{self.framework}': choose one of {', '.join(FRAMEWORKS)}")
-        for rt in self.validate or ():
-            if rt not in KNOWN_RUNTIMES:
-                raise UsageError(f"--validate '{rt}': choose from {', '.join(KNOWN_RUNTIMES)}")
         names = [s.name for s in self.export.inputs]
         if len(names) != len(set(names)):
             raise UsageError(f"--input names repeat: {names}")

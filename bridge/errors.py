@@ -43,6 +43,11 @@ class AdapterUnavailableError(BridgeError):
         self.framework = framework
 
 
+class ReferenceUnavailableError(BridgeError):
+    """The source reference cannot run here (framework missing, or its runtime refused the model);
+    validation is skipped with this reason rather than failing the conversion."""
+
+
 class ExportError(BridgeError):
     """The framework exporter failed, or produced a model that breaks a promise (e.g. static means static)."""
 
@@ -58,6 +63,24 @@ class UnsupportedOpError(BridgeError):
             lines.append(f"  {op} x{len(nodes)}: {shown}")
         where = f" in this {framework} model" if framework else ""
         super().__init__(f"{len(self.unsupported)} unsupported op type(s){where}:\n" + "\n".join(lines))
+
+
+class ResourceLimitError(ExportError):
+    """A size declared by a file or an option (array dims, a zip member, an op's attribute) is over the
+    memory limit or the file's real size; checked before anything is allocated (exit code 3)."""
+
+
+class InferenceError(BridgeError):
+    """A runtime, or the source framework itself, failed running the model on the validation inputs.
+
+    ``framework`` names who failed (``mxnet``, ``torch``, ``onnxruntime``, ...), ``node`` the node or
+    layer when the framework's message names one. Exit code 3.
+    """
+
+    def __init__(self, framework: str, message: str, node: str | None = None) -> None:
+        super().__init__(message)
+        self.framework = framework
+        self.node = node
 
 
 class PassFailedError(BridgeError):

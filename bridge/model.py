@@ -13,9 +13,9 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from bridge import __version__
 from bridge.config import DynamicAxis, InputSpec
 from bridge.io import save_model
+from bridge.version import __version__
 
 META_PREFIX = "bridge."
 

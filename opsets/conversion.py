@@ -25,8 +25,8 @@ import onnx_ir.passes.common as common_passes
 from onnxscript.version_converter import _version_converter as onnxscript_vc
 
 from bridge.errors import UsageError
-from bridge.passes.base import node_label
-from opsets import legalize, registry
+from bridge.rewriting import apply_rewrites, node_label
+from opsets import legalize, registry, version_adapters
 from opsets.errors import OpsetConversionError
 
 __all__ = [
@@ -125,27 +125,25 @@ def convert_opset_with_report(model: ir.Model, target: int) -> tuple[ir.Model, l
 def _hop(model: ir.Model, opset: int, step: int, applied: list[str]) -> ir.Model:
     """One hop ``opset -> opset + step``: our adapters first, then the stock converter for the rest."""
     to = opset + step
-    ours: list[tuple[ir.Node, registry.VersionAdapter]] = []
     stock: dict[str, list[ir.Node]] = {}
-    for node in model.graph.all_nodes():
+
+    def select(node: ir.Node) -> registry.VersionAdapter | None:
         if node.domain not in registry.DEFAULT_DOMAINS:
-            continue
+            return None
         change = registry.hop_change(node.op_type, opset, step)
         if change is None:
-            continue
-        adapter = registry.lookup("", node.op_type, *change)
-        if adapter is not None:
-            ours.append((node, adapter))
-        else:
+            return None
+        adapter = version_adapters.lookup("", node.op_type, *change)
+        if adapter is None:
             stock.setdefault(node.op_type, []).append(node)
-    converted: list[ir.Node] = []
-    for node, adapter in ours:
-        logger.debug("%s on %s", adapter.name, node_label(node))
-        converted.extend(adapter(node))
-        if adapter.name not in applied:
-            applied.append(adapter.name)
-    if ours:
-        common_passes.NameFixPass()(model)  # values made by adapters' tapes need unique names
+        return adapter
+
+    outcome = apply_rewrites(model, select, opset=to)
+    converted = outcome.produced
+    for name, label in outcome.applied:
+        logger.debug("%s on %s", name, label)
+        if name not in applied:
+            applied.append(name)
     if stock:
         logger.debug("opset %d -> %d: stock converter for %s", opset, to, sorted(stock))
         model = _stock_hop(model, opset, to, converted, stock)

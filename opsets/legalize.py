@@ -13,7 +13,8 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from opsets.adapters._util import input_or_none, replace
+from bridge.rewriting import Builder, MatchResult, Rewrite, apply_rewrites
+from opsets.version_adapters._util import input_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -22,10 +23,39 @@ _INT_TYPES = {ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataTyp
 _CLIP_INTEGERS_SINCE = 12
 
 
+class IntegerClipInDouble(Rewrite):
+    """Clip on an integer tensor below opset 12 -> Cast(double), Max, Min, Cast back."""
+
+    op_type = "Clip"
+
+    def check(self, node: ir.Node, opset: int) -> MatchResult:
+        x = node.inputs[0] if node.inputs else None
+        if x is None or x.dtype not in _INT_TYPES:
+            return MatchResult.fail("not an integer Clip")
+        return MatchResult.success()
+
+    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+        # Max/Min rather than Clip in double: onnxruntime's Clip-6/11 kernels are float-only, its
+        # Max-8/Min-8 kernels take double
+        x = node.inputs[0]
+        assert x is not None and x.dtype is not None
+        y = b.op("Cast", x, to=ir.DataType.DOUBLE)
+        for index, key, op in ((1, "min", "Max"), (2, "max", "Min")):
+            bound: ir.Value | None = input_or_none(node, index)
+            if bound is not None:
+                bound = b.op("Cast", bound, to=ir.DataType.DOUBLE)
+            elif key in node.attributes:
+                bound = b.const(np.asarray(node.attributes[key].as_float(), np.float64))
+            if bound is not None:
+                y = b.op(op, y, bound)
+        logger.info("Clip '%s' on %s at opset %d: computed as Max/Min in double (integer Clip needs opset 12)",
+                    node.name, x.dtype, b.opset)
+        return [b.op("Cast", y, to=x.dtype)]
+
+
 def _int_clips(model: ir.Model) -> list[ir.Node]:
-    return [n for n in model.graph.all_nodes()
-            if n.op_type == "Clip" and n.domain in ("", "ai.onnx") and n.inputs and n.inputs[0] is not None
-            and n.inputs[0].dtype in _INT_TYPES]
+    rule = IntegerClipInDouble()
+    return [n for n in model.graph.all_nodes() if rule.matches(n) and rule.check(n, 0).ok]
 
 
 def needed(model: ir.Model, target: int) -> bool:
@@ -36,30 +66,4 @@ def apply(model: ir.Model, target: int) -> bool:
     """Legalize ``model`` (already at opset ``target``) in place; True when anything changed."""
     if target >= _CLIP_INTEGERS_SINCE:
         return False
-    changed = False
-    for node in _int_clips(model):
-        _clip_via_double(node, target)
-        changed = True
-    return changed
-
-
-def _clip_via_double(node: ir.Node, opset: int) -> None:
-    # Max/Min rather than Clip in double: onnxruntime's Clip-6/11 kernels are float-only, its
-    # Max-8/Min-8 kernels take double
-    x = node.inputs[0]
-    assert x is not None and x.dtype is not None
-    original = x.dtype
-    tape = ir.tape.Tape()
-    y = tape.op("Cast", [x], attributes={"to": ir.DataType.DOUBLE})
-    for index, key, op in ((1, "min", "Max"), (2, "max", "Min")):
-        bound: ir.Value | None = input_or_none(node, index)
-        if bound is not None:
-            bound = tape.op("Cast", [bound], attributes={"to": ir.DataType.DOUBLE})
-        elif key in node.attributes:
-            bound = tape.op("Constant", [], attributes={"value": ir.tensor(np.asarray(node.attributes[key].as_float(), np.float64))})
-        if bound is not None:
-            y = tape.op(op, [y, bound])
-    out = tape.op("Cast", [y], attributes={"to": original})
-    replace(node, tape, [out])
-    logger.info("Clip '%s' on %s at opset %d: computed as Max/Min in double (integer Clip needs opset 12)",
-                node.name, original, opset)
+    return apply_rewrites(model, [IntegerClipInDouble()], opset=target).modified

@@ -4,48 +4,66 @@ A version adapter rewrites one node from the form of its schema at ``from_versio
 since-version on the side of the hop it starts from) to an equivalent node (or subgraph) valid
 at ``to_version`` (the op's since-version on the other side). Names follow ``<op>_<from>_<to>``
 (DESIGN.md "Opset rules"). The conversion driver (``opsets.conversion``) looks adapters up per
-opset hop and runs them *before* handing the rest of the hop to onnx's converter, so ours win
-wherever both exist.
+opset hop and runs them through the rewrite driver *before* handing the rest of the hop to onnx's
+converter, so ours win wherever both exist.
+
+An adapter is ``fn(b: Builder, node) -> values | None`` (the ``bridge.rewriting`` contract): the
+values replacing the node's outputs, or None when the node keeps its place. This module only holds
+the table; importing ``opsets.version_adapters`` fills it (the registry never imports its users).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache
 
 import onnx
 import onnx_ir as ir
 
+from bridge.rewriting import Builder, MatchResult, Rewrite
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
-# An adapter receives the node and returns the nodes that now carry the target form (the node
-# itself when edited in place, or its replacements). The driver keeps those away from onnx's
-# converter for the rest of the hop.
-AdapterFn = Callable[[ir.Node], Sequence[ir.Node]]
+AdapterFn = Callable[[Builder, ir.Node], Sequence[ir.Value] | None]
 
 
-@dataclass(frozen=True)
-class VersionAdapter:
-    domain: str
-    op: str
-    from_version: int
-    to_version: int
-    fn: AdapterFn
+class VersionAdapter(Rewrite):
+    """One registered adapter, as a rewrite the driver can run (``required``: a node it cannot convert
+    is an error naming the hop, raised by the adapter itself)."""
+
+    required = True
+
+    def __init__(self, domain: str, op: str, from_version: int, to_version: int, fn: AdapterFn) -> None:
+        self.domain = domain
+        self.op_type = op
+        self.from_version = from_version
+        self.to_version = to_version
+        self.fn = fn
+
+    @property
+    def op(self) -> str:
+        return self.op_type
 
     @property
     def name(self) -> str:
         return f"{self.op.lower()}_{self.from_version}_{self.to_version}"
 
     @property
+    def rewrite_name(self) -> str:
+        return self.name
+
+    @property
     def up(self) -> bool:
         return self.to_version > self.from_version
 
-    def __call__(self, node: ir.Node) -> Sequence[ir.Node]:
-        return self.fn(node)
+    def check(self, node: ir.Node, opset: int) -> MatchResult:
+        return MatchResult.success()  # the hop was chosen by the driver; adapters raise on what they cannot do
+
+    def rewrite(self, b: Builder, node: ir.Node) -> Sequence[ir.Value] | None:
+        return self.fn(b, node)
 
 
 _REGISTRY: dict[tuple[str, str, int, int], VersionAdapter] = {}
@@ -65,20 +83,13 @@ def register(op: str, from_version: int, to_version: int, domain: str = "") -> C
 
 
 def lookup(domain: str, op: str, from_version: int, to_version: int) -> VersionAdapter | None:
-    _load_adapters()
+    """The adapter registered for this hop (import ``opsets.version_adapters`` first to fill the table)."""
     domain = "" if domain in DEFAULT_DOMAINS else domain
     return _REGISTRY.get((domain, op, from_version, to_version))
 
 
 def all_adapters() -> list[VersionAdapter]:
-    _load_adapters()
     return sorted(_REGISTRY.values(), key=lambda a: (a.domain, a.op, a.from_version, a.to_version))
-
-
-@cache
-def _load_adapters() -> None:
-    # importing the package registers every adapter module (imports are for their side effect)
-    import opsets.adapters  # noqa: F401
 
 
 @cache

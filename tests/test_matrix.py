@@ -58,11 +58,13 @@ def _max_abs(ref: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> float:
 
 def _tf_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdir: Path) -> tuple[dict[str, np.ndarray], Any]:
     from bridge.runtimes.tensorflow import TensorFlowRuntime
+    from bridge.targets.tensorflow import export_saved_model
 
-    rt = TensorFlowRuntime(model, workdir=workdir)
+    target_result = export_saved_model(model, Path(workdir) / "saved_model")
+    rt = TensorFlowRuntime(target_result.path)
     rt.activate()
     try:
-        return rt.infer(feeds), rt.target_result
+        return rt.infer(feeds), target_result
     finally:
         rt.deactivate()
 
@@ -192,8 +194,9 @@ def test_mxnet_ssd_to_tensorflow_saved_model(tmp_path: Path, request: pytest.Fix
     reference = get_adapter("mxnet").reference_runner(Source(location=str(SSD_SYMBOL), weights=params), export)
     reference.activate()
     from bridge.runtimes.tensorflow import TensorFlowRuntime
+    from bridge.targets.tensorflow import export_saved_model
 
-    tf_rt = TensorFlowRuntime(model, workdir=tmp_path / "tf")
+    tf_rt = TensorFlowRuntime(export_saved_model(model, tmp_path / "tf" / "saved_model").path)
     tf_rt.activate()
     recalls, worst = [], 0.0
     for image in _ssd_images(4):

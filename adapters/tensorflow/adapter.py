@@ -29,8 +29,8 @@ from adapters.tensorflow.runner import make_runner
 from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Source
 from bridge.errors import ExportError, UsageError
+from bridge.frameworks import import_tensorflow
 from bridge.runtimes.base import Runtime
-from bridge.runtimes.tensorflow import import_tensorflow
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from bridge.config import Source
 from bridge.errors import BadInputFileError, SourceNotFoundError, UsageError
-from bridge.runtimes.tensorflow import import_tensorflow, is_saved_model_dir
+from bridge.frameworks import import_tensorflow, is_saved_model_dir
 
 logger = logging.getLogger(__name__)
 

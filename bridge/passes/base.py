@@ -1,7 +1,9 @@
-"""Shared helpers for ONNX-stage passes (all passes follow onnx_ir's pass contract).
+"""The base of bridge's ONNX-stage passes and helpers they share (all follow onnx_ir's pass contract).
 
-``graph_fingerprint`` gives wrapped library passes an honest ``modified`` flag; ``node_label`` is
-how every pass names a node in an error (name, or op and position when the exporter left it blank).
+``BridgePass`` declares the warnings channel: a pass appends plain-words warnings to ``warnings``
+(reset at the start of every run); the pipeline runner collects them into the conversion's warnings.
+``graph_fingerprint`` gives wrapped library passes an honest ``modified`` flag. Nodes are named in
+errors with ``bridge.rewriting.node_label``.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ import hashlib
 import onnx_ir as ir
 
 
-def node_label(node: ir.Node) -> str:
-    if node.name:
-        return node.name
-    graph = node.graph
-    index = list(graph).index(node) if graph is not None else -1
-    return f"<unnamed {node.op_type} #{index}>"
+class BridgePass(ir.passes.InPlacePass):
+    """An in-place pass with a declared warnings channel the pipeline reads after every run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+    def __call__(self, model: ir.Model) -> ir.passes.PassResult:
+        self.warnings = []
+        return super().__call__(model)
 
 
 def graph_fingerprint(model: ir.Model) -> str:
@@ -32,14 +38,6 @@ def graph_fingerprint(model: ir.Model) -> str:
         h.update(repr([(v.name, str(v.shape)) for v in (*graph.inputs, *graph.outputs)]).encode())
     h.update(repr(sorted(model.opset_imports.items())).encode())
     return h.hexdigest()
-
-
-def default_opset(model: ir.Model) -> int:
-    """The model's default-domain ('' / ai.onnx) opset version."""
-    version = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
-    if version is None:
-        raise ValueError("model imports no default-domain opset")
-    return int(version)
 
 
 def all_values(model: ir.Model) -> list[ir.Value]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from bridge.passes.base import default_opset
+from bridge.rewriting import default_opset
 from opsets.conversion import check_target, convert_opset
 
 

@@ -19,6 +19,7 @@ from onnx_ir.passes.common import CheckerPass, RemoveUnusedOpsetsPass, Topologic
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
 from bridge.model import ModelContainer, PassRecord
+from bridge.passes.base import BridgePass
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.contrib import (
     LowerBoxDecodePass,
@@ -33,6 +34,7 @@ from bridge.passes.shapes import (
     InferShapesPass,
     NameDynamicAxesPass,
     NameOutputDimsByProbePass,
+    Probe,
     RequireStaticShapesPass,
 )
 
@@ -63,8 +65,10 @@ def conversion_pipeline(
     detection_format: str = "mxnet",
     max_detections: int | None = None,
     full_check: bool = True,
+    probe: Probe | None = None,
 ) -> list[Step]:
-    """The passes ``bridge convert`` runs, in order."""
+    """The passes ``bridge convert`` runs, in order. ``probe`` runs the model to name output dims that
+    inference loses behind data-dependent ops (``bridge.validation.probe``); without it that step is left out."""
     steps = [
         Step(CheckerPass(full_check=False),
              "reject a malformed export before anything rewrites it (errors then point at the exporter, not bridge)"),
@@ -99,8 +103,8 @@ def conversion_pipeline(
         Step(InferShapesPass(),
              "re-derive every intermediate shape from the final inputs (keeping named output dims)"),
     ]
-    if dynamic:
-        steps.append(Step(NameOutputDimsByProbePass(dynamic, inputs),
+    if dynamic and probe is not None:
+        steps.append(Step(NameOutputDimsByProbePass(dynamic, inputs, probe),
                           "outputs behind data-dependent ops (NMS) lose their axis names in inference; name them "
                           "from runs at two sizes, after inference so only dims it could not follow are probed"))
     if not dynamic:
@@ -130,9 +134,8 @@ def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Pro
             raise _as_pass_error(step.name, exc) from _root_cause(exc)
         container.model = result.model
         container.history.append(PassRecord(step.name, step.reason, bool(result.modified), time.perf_counter() - start))
-        extra = getattr(step.pass_, "warnings", None)
-        if extra:
-            container.warnings.extend(extra)
+        if isinstance(step.pass_, BridgePass):  # the declared warnings channel (reset by the pass on every run)
+            container.warnings.extend(step.pass_.warnings)
 
 
 def _root_cause(exc: BaseException) -> BaseException:

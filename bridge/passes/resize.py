@@ -19,7 +19,8 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from bridge.passes.base import node_label
+from bridge.passes.base import BridgePass
+from bridge.rewriting import Builder, MatchResult, Rewrite, apply_rewrites, node_label
 from opsets.resize_forms import asymmetric_floor_equivalent
 from opsets.support import runtime_support
 
@@ -28,52 +29,60 @@ logger = logging.getLogger(__name__)
 _TARGET_COORD, _TARGET_ROUNDING = "asymmetric", "floor"
 
 
-class CanonicalizeResizePass(ir.passes.InPlacePass):
+class CanonicalizeResizePass(BridgePass, Rewrite):
+    """Rewrite (in place) every nearest Resize the target rejects whose exact equivalent it accepts."""
+
+    op_type = "Resize"
+
     def __init__(self, target: str = "onnx-tf") -> None:
         super().__init__()
         self.support = runtime_support(target)
         self.target = target
-        self.warnings: list[str] = []
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.warnings = []
-        modified = False
-        for node in model.graph.all_nodes():
-            if node.op_type != "Resize" or node.domain not in ("", "ai.onnx"):
-                continue
-            modified |= self._visit(node)
-        return ir.passes.PassResult(model, modified)
+    def matches(self, node: ir.Node) -> bool:
+        # Resize-10 (X, scales) is asymmetric by definition; forms the target accepts need nothing
+        return (super().matches(node) and len(node.inputs) >= 3
+                and not self.support.accepts_resize(*_form(node)[:2], _form(node)[2] if _form(node)[0] == "nearest" else None))
 
-    def _visit(self, node: ir.Node) -> bool:
-        if len(node.inputs) < 3:  # Resize-10 (X, scales): asymmetric by definition, nothing to choose
-            return False
-        mode = _attr(node, "mode", "nearest")
-        coord = _attr(node, "coordinate_transformation_mode", "half_pixel")
-        rounding = _attr(node, "nearest_mode", "round_prefer_floor")
-        if self.support.accepts_resize(mode, coord, rounding if mode == "nearest" else None):
-            return False
-        label = f"Resize '{node_label(node)}' ({mode}, {coord}" + (f", {rounding})" if mode == "nearest" else ")")
+    def check(self, node: ir.Node, opset: int) -> MatchResult:
+        mode, coord, rounding = _form(node)
         if mode != "nearest":
-            self._warn(f"{label}: {self.target} does not accept it and no exact equivalent is known; left as is")
-            return False
-        x = node.inputs[0]
-        in_shape: list[object] | None = list(x.shape) if x is not None and x.shape is not None else None
-        scales = _scales(node, in_shape)
+            return MatchResult.fail(f"{self.target} does not accept it and no exact equivalent is known; left as is")
+        scales = _scales(node, _input_shape(node))
         if scales is None:
-            self._warn(f"{label}: scales unknown (not constant, or sizes with a dynamic input); left as is")
-            return False
-        why = asymmetric_floor_equivalent(coord, rounding, scales, in_shape)
+            return MatchResult.fail("scales unknown (not constant, or sizes with a dynamic input); left as is")
+        why = asymmetric_floor_equivalent(coord, rounding, scales, _input_shape(node))
         if why is not None:
-            self._warn(f"{label}: not rewritten for {self.target}: {why}")
-            return False
+            return MatchResult.fail(f"not rewritten for {self.target}: {why}")
+        return MatchResult.success()
+
+    def rewrite(self, b: Builder, node: ir.Node) -> None:
         node.attributes["coordinate_transformation_mode"] = ir.AttrString("coordinate_transformation_mode", _TARGET_COORD)
         node.attributes["nearest_mode"] = ir.AttrString("nearest_mode", _TARGET_ROUNDING)
-        logger.info("%s -> asymmetric/floor (exactly equivalent at scales %s)", label, scales.tolist())
-        return True
+        logger.info("%s -> asymmetric/floor (exactly equivalent)", _describe(node))
+        return None
 
-    def _warn(self, message: str) -> None:
-        logger.warning(message)
-        self.warnings.append(message)
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        outcome = apply_rewrites(model, [self])
+        for node_reason in outcome.left_alone:  # each names the node; say it the way users read it
+            logger.warning(node_reason)
+            self.warnings.append(node_reason)
+        return ir.passes.PassResult(model, outcome.modified)
+
+
+def _form(node: ir.Node) -> tuple[str, str, str]:
+    return (_attr(node, "mode", "nearest"), _attr(node, "coordinate_transformation_mode", "half_pixel"),
+            _attr(node, "nearest_mode", "round_prefer_floor"))
+
+
+def _describe(node: ir.Node) -> str:
+    mode, coord, rounding = _form(node)
+    return f"Resize '{node_label(node)}' ({mode}, {coord}" + (f", {rounding})" if mode == "nearest" else ")")
+
+
+def _input_shape(node: ir.Node) -> list[object] | None:
+    x = node.inputs[0]
+    return list(x.shape) if x is not None and x.shape is not None else None
 
 
 def _attr(node: ir.Node, name: str, default: str) -> str:

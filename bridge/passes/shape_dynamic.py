@@ -28,8 +28,8 @@ import onnx_ir as ir
 
 from bridge.config import DynamicAxis
 from bridge.errors import UsageError
-from bridge.passes.base import node_label
 from bridge.passes.shapes import ClearStaleValueInfoPass, input_for_axis
+from bridge.rewriting import node_label
 
 logger = logging.getLogger(__name__)
 

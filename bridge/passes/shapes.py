@@ -10,14 +10,19 @@ shape inference -> require static, so inference re-derives every intermediate sh
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import ShapeInferencePass
 
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import ExportError, UsageError
-from bridge.passes.base import all_values
+from bridge.passes.base import BridgePass, all_values
+
+# (model, labelled axes, input specs) -> per run: (size of each axis label, output shapes by name)
+Probe = Callable[[onnx.ModelProto, Sequence[DynamicAxis], Sequence[InputSpec]],
+                 list[tuple[dict[str, int], dict[str, tuple[int, ...]]]]]
 
 # ops whose output sizes depend on data, so a "static" model may legitimately keep unknown dims there
 DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If"})
@@ -152,7 +157,7 @@ class FixInputShapesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
 
-class RequireStaticShapesPass(ir.passes.InPlacePass):
+class RequireStaticShapesPass(BridgePass):
     """Static means static: every input, output and value_info dim must be a number after inference.
 
     Intermediate values whose shape inference could not make concrete lose their (stale) shape;
@@ -160,10 +165,6 @@ class RequireStaticShapesPass(ir.passes.InPlacePass):
     data-dependent ops (NonZero, NonMaxSuppression, ...) may keep an unknown dim; that is reported
     as a warning, since no export can make them static.
     """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.warnings: list[str] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph = model.graph
@@ -243,42 +244,34 @@ class InferShapesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
 
-class NameOutputDimsByProbePass(ir.passes.InPlacePass):
-    """Name output dims shape inference could not follow, by running the model at two sizes.
+class NameOutputDimsByProbePass(BridgePass):
+    """Name output dims shape inference could not follow, from runs of the model at two sizes.
 
     Through data-dependent subgraphs (NMS, TopK, Loop) onnx inference loses the link between an
-    output dim and the dynamic input axis it follows. This pass runs the model in onnxruntime at the
-    export sample sizes and at other sizes of every labelled axis, and names an anonymous output dim
-    after the one label whose size it equals in both runs. Nothing is guessed: a dim matching no
-    label, or several, stays anonymous; a model that fails at the other sizes is reported.
+    output dim and the dynamic input axis it follows. ``probe`` (``bridge.validation.probe.
+    probe_output_shapes``, handed in by the caller: a pass never runs a runtime itself) runs the model
+    at the export sample sizes and at other sizes of every labelled axis; an anonymous output dim is
+    named after the one label whose size it equals in both runs. Nothing is guessed: a dim matching
+    no label, or several, stays anonymous; a model that fails at the other sizes is reported.
     """
 
-    def __init__(self, axes: Sequence[DynamicAxis], inputs: Sequence[InputSpec]) -> None:
+    def __init__(self, axes: Sequence[DynamicAxis], inputs: Sequence[InputSpec], probe: Probe) -> None:
         super().__init__()
         self.axes = tuple(axes)
         self.inputs = tuple(inputs)
-        self.warnings: list[str] = []
+        self.probe = probe
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         outputs = [v for v in model.graph.outputs if v.shape is not None and any(_is_anonymous(d) for d in v.shape)]
         if not outputs or not self.axes:
             return ir.passes.PassResult(model, False)
-        from bridge.runtimes import activated, get_runtime
-        from bridge.validation.inputs import make_inputs
-
-        proto = ir.serde.serialize_model(model)
-        sizes: list[dict[str, int]] = []
-        shapes: list[dict[str, tuple[int, ...]]] = []
         try:
-            with activated(get_runtime("onnxruntime", proto, log_severity=4)) as rt:
-                metas = rt.input_metadata()
-                for vary in (False, True):
-                    feeds = make_inputs(metas, self.inputs, vary_dynamic=vary)
-                    sizes.append({a.label: feeds[a.input].shape[a.axis] for a in self.axes})
-                    shapes.append({k: v.shape for k, v in rt.infer(feeds).items()})
+            runs = self.probe(ir.serde.serialize_model(model), self.axes, self.inputs)
         except Exception as exc:  # a model that cannot run at other sizes keeps its anonymous dims
             self.warnings.append(f"could not name output dims by running the model at other sizes: {exc}")
             return ir.passes.PassResult(model, False)
+        sizes = [r[0] for r in runs]
+        shapes = [r[1] for r in runs]
         modified = False
         for v in outputs:
             assert v.shape is not None

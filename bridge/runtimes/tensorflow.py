@@ -1,88 +1,61 @@
-"""TensorFlow as a target runtime: an ONNX model converted to a SavedModel (via onnx-tf), or a SavedModel.
+"""TensorFlow as a candidate runtime: runs a SavedModel's signature behind the Runtime protocol.
 
-``--validate tensorflow`` hands this runtime the converted ONNX model; it converts it with
-``bridge.targets.tensorflow.export_saved_model`` into a temporary folder, loads the SavedModel and
-runs its signature. Given a SavedModel folder instead (e.g. one ``bridge convert --to tensorflow``
-wrote), it loads that directly. Either way feeds and outputs are keyed by the ONNX names: the
-target records which signature key each ONNX name became (``assets.extra/bridge_signature.json``).
+The runtime receives a SavedModel folder, or a loader callable that builds one on ``activate``
+(Polygraphy's "session or loader" runner): converting ONNX to a SavedModel is the TF target's job
+(``bridge.targets``), never the runtime's. Feeds and outputs are keyed by the ONNX names: the target
+records which signature key each ONNX name became (``bridge.frameworks.read_signature_map``).
 
-TensorFlow is imported only inside ``activate``/``import_tensorflow``, never at module import.
+TensorFlow is imported only inside ``activate``, never at module import.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bridge.errors import AdapterUnavailableError, RuntimeLoadError, UsageError
+from bridge.errors import RuntimeLoadError, UsageError
+from bridge.frameworks import import_tensorflow, is_saved_model_dir, read_signature_map
 from bridge.runtimes.base import TensorMeta
 
 logger = logging.getLogger(__name__)
 
-TF_INSTALL_HINT = "pip install 'bridge[tensorflow]'"
-
-
-def import_tensorflow(purpose: str) -> Any:
-    """Import TensorFlow quietly (no C++ INFO banners) or raise AdapterUnavailableError for ``purpose``."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise AdapterUnavailableError("TensorFlow", purpose, TF_INSTALL_HINT) from None
-    return tf
-
-
-def is_saved_model_dir(path: str | Path) -> bool:
-    p = Path(path)
-    return p.is_dir() and ((p / "saved_model.pb").is_file() or (p / "saved_model.pbtxt").is_file())
-
-
 class TensorFlowRuntime:
     """Runs a SavedModel signature on numpy feeds keyed by ONNX input names; outputs keyed by ONNX names.
 
-    ``model``: a SavedModel folder, or an ONNX model (path, bytes, ModelProto) that is converted
-    through the TF target on ``activate``. ``signature`` picks the SavedModel signature.
+    ``model``: a SavedModel folder, or a callable returning one (called on ``activate``; e.g. the TF
+    target converting an ONNX model into a temporary folder). ``signature`` picks the signature.
     """
 
     name = "tensorflow"
 
-    def __init__(self, model: Any, *, signature: str = "serving_default", workdir: str | Path | None = None) -> None:
+    def __init__(self, model: str | Path | Callable[[], str | Path], *, signature: str = "serving_default") -> None:
         self._signature_name = signature
+        self._loader: Callable[[], str | Path] | None = None
         self._saved_model: Path | None = None
-        self._onnx: Any = None
-        if isinstance(model, (str, Path)) and is_saved_model_dir(model):
+        if callable(model):
+            self._loader = model
+        elif is_saved_model_dir(model):
             self._saved_model = Path(model)
-        elif isinstance(model, (str, Path)) and Path(model).is_dir():
+        elif Path(model).is_dir():
             raise UsageError(f"{model} is a folder but not a SavedModel (no saved_model.pb)")
         else:
-            self._onnx = model
-        self._workdir = Path(workdir) if workdir else None
-        self._tmp: Path | None = None
+            raise UsageError(f"{model}: the TensorFlow runtime runs SavedModel folders; convert ONNX models "
+                             "with the TensorFlow target (bridge convert --to tensorflow)")
         self._loaded: Any = None
         self._fn: Any = None
         self._to_tf: dict[str, str] = {}
         self._to_onnx: dict[str, str] = {}
-        self.target_result: Any = None  # the TargetResult when this runtime converted an ONNX model
 
     def activate(self) -> None:
         tf = import_tensorflow("validating in TensorFlow")
+        if self._saved_model is None:
+            assert self._loader is not None
+            self._saved_model = Path(self._loader())
         path = self._saved_model
-        if path is None:
-            from bridge.targets.tensorflow import export_saved_model
-
-            parent = self._workdir or Path(tempfile.mkdtemp(prefix="bridge-tf-"))
-            if self._workdir is None:
-                self._tmp = parent
-            self.target_result = export_saved_model(self._onnx, parent / "saved_model")
-            path = self.target_result.path
-        assert path is not None
         try:
             self._loaded = tf.saved_model.load(str(path))
         except Exception as exc:
@@ -92,8 +65,6 @@ class TensorFlowRuntime:
             raise UsageError(f"--signature {self._signature_name}: {path} has signatures "
                              f"{', '.join(sorted(signatures)) or '(none)'}")
         self._fn = signatures[self._signature_name]
-        from bridge.targets.tensorflow import read_signature_map
-
         names = read_signature_map(path)
         self._to_tf = dict(names.get("inputs", {}))
         self._to_onnx = {tf_key: onnx for onnx, tf_key in names.get("outputs", {}).items()}
@@ -134,6 +105,3 @@ class TensorFlowRuntime:
     def deactivate(self) -> None:
         self._fn = None
         self._loaded = None
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None

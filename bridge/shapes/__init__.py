@@ -2,10 +2,12 @@
 
 ``fix_shapes`` / ``make_dynamic`` / ``buckets`` are the library entry points of ``bridge shapes fix``,
 ``bridge shapes dynamic`` and ``bridge shapes buckets``; each returns a result with ``to_dict()``.
+``BucketedSession`` runs variable-size inputs on the bucket models ``buckets`` writes.
 """
 
 from __future__ import annotations
 
+from bridge.shapes.bucketed import BucketedSession, NoBucketFitsError, RunInfo
 from bridge.shapes.buckets import BucketReport, BucketsResult, bucket_report, buckets, candidates
 from bridge.shapes.dynamic import BakedShapeError, DynamicResult, make_dynamic
 from bridge.shapes.fix import FixResult, fix_shapes
@@ -13,9 +15,12 @@ from bridge.shapes.fix import FixResult, fix_shapes
 __all__ = [
     "BakedShapeError",
     "BucketReport",
+    "BucketedSession",
     "BucketsResult",
     "DynamicResult",
     "FixResult",
+    "NoBucketFitsError",
+    "RunInfo",
     "bucket_report",
     "buckets",
     "candidates",

@@ -2,7 +2,7 @@
 listing symbolic dims, seeded feeds at chosen sizes, and the checked atomic write.
 
 The write is checked the way a user would check it: the model goes to a temporary file beside the
-target, ``bridge.api.inspect`` reads it back, and only if inspect agrees with the promise (no symbolic
+target, ``bridge inspect``'s reader (``bridge.inspection``) reads it back, and only if inspect agrees with the promise (no symbolic
 input/output dim for a static model) is it renamed into place.
 """
 
@@ -17,6 +17,7 @@ import onnx
 
 from bridge.config import InputSpec
 from bridge.errors import ExportError, UsageError
+from bridge.inspection import inspect_model
 from bridge.io import atomic_path, load_model, save_model
 from bridge.runtimes.base import TensorMeta
 
@@ -101,19 +102,17 @@ def parse_specs(items: Sequence[str | InputSpec]) -> tuple[InputSpec, ...]:
 
 
 def write_checked(proto: onnx.ModelProto, output: Path, *, require_static: bool) -> list[str]:
-    """Write ``proto`` atomically after ``bridge.api.inspect`` has read it back; the problems it found.
+    """Write ``proto`` atomically after ``bridge.inspection.inspect_model`` has read it back; the problems it found.
 
     With ``require_static``, any symbolic input/output dim inspect reports is an ExportError and
     nothing is written.
     """
-    from bridge import api  # late: bridge.api re-exports this package
-
     output = Path(output)
     if output.suffix.lower() != ".onnx":
         raise UsageError(f"-o '{output}': the output is an .onnx file")
     with atomic_path(output) as tmp:
         save_model(proto, tmp)
-        report = api.inspect(tmp, load_in_runtime=False)
+        report = inspect_model(tmp, load_in_runtime=False)
         if require_static and report.symbolic:
             raise ExportError(f"{output}: inspect still finds symbolic dims after fixing: {', '.join(report.symbolic)}")
         return [f"{p.kind}: {p.message}" for p in report.problems]

@@ -5,7 +5,7 @@ and derived expressions. Fixing only the graph inputs is not enough: graph outpu
 the old symbols (onnxruntime then warns "Expected shape from model ... does not match actual shape"),
 and Reshape targets built from ``Shape(x)`` stay run-time computations. So the inputs are pinned,
 every other shape is forgotten and re-inferred, the shape subgraphs are folded to constants, and the
-result must be static everywhere, pass the full checker, look static to ``bridge.api.inspect``, and
+result must be static everywhere, pass the full checker, look static to ``bridge.inspection.inspect_model``, and
 compute what the original computes at that shape (both run in onnxruntime).
 """
 
@@ -29,6 +29,7 @@ from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import ResetShapesPass
 from bridge.passes.shapes import ClearStaleValueInfoPass, FixInputShapesPass, RequireStaticShapesPass
+from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.shapes.common import (
     Progress,
     dims,
@@ -40,6 +41,7 @@ from bridge.shapes.common import (
     write_checked,
 )
 from bridge.validation.compare import Comparison
+from bridge.validation.run import FeedSource, run_and_compare
 
 logger = logging.getLogger(__name__)
 
@@ -183,13 +185,7 @@ def fix_shapes(
 def validate_same(original: onnx.ModelProto, candidate: onnx.ModelProto, specs: Sequence[InputSpec],
                   tolerance: Tolerance, seed: int) -> list[Comparison]:
     """Run both models in onnxruntime on the same seeded inputs at ``specs``' shapes and compare."""
-    from bridge.api import _validate_against
-    from bridge.runtimes import activated
-    from bridge.runtimes.onnxruntime import OnnxRuntime
-
-    with activated(OnnxRuntime(original)) as reference:
-        _, _, comparisons = _validate_against(candidate, reference, ["onnxruntime"], specs, tolerance, seed,
-                                              vary_dynamic=False)
-    for c in comparisons:
-        c.reference = "original model (onnxruntime)"
-    return comparisons
+    run = run_and_compare(OnnxRuntime(original), {"onnxruntime": OnnxRuntime(candidate)},
+                          FeedSource(specs=specs, seed=seed, vary_dynamic=False), tolerance,
+                          reference_name="original model (onnxruntime)")
+    return run.comparisons

@@ -1,14 +1,53 @@
-"""Targets: ONNX -> other formats (today: TensorFlow SavedModel through onnx-tf).
+"""Targets: the formats a converted model is delivered in, behind one ``Target`` protocol, and their registry.
 
-Each target module imports its framework lazily, inside its functions, so ``import bridge`` and
-``import bridge.targets`` stay framework-free. ``bridge.targets.tensorflow.export_saved_model`` is
-the TF entry point; ``bridge.targets.onnx_tf_compat`` makes onnx-tf importable on today's stack.
+The registry is the only list of targets. Each target says which runtimes run what it writes
+(``runtimes``), which of them validate it by default (``default_runtimes``), exports a staged artefact
+(``export``) and moves it into place once validation passed (``commit``). ``candidate_runtime`` gives
+validation a runtime for any registered runtime name from the converted ONNX model: directly when the
+runtime runs ONNX, else through the target whose artefact it runs (e.g. TensorFlow runs the TF
+target's SavedModel, converted into a work folder). Target modules import their framework lazily.
 """
 
 from __future__ import annotations
 
-from bridge.targets.base import TargetResult
+import importlib
+from pathlib import Path
+from typing import Any
 
-TARGETS = {"tensorflow": "bridge.targets.tensorflow:export_saved_model"}
+from bridge.errors import UsageError
+from bridge.runtimes import Runtime, get_runtime
+from bridge.targets.base import Target, TargetResult
 
-__all__ = ["TARGETS", "TargetResult"]
+# name -> "module:Class"; imported only when asked for, so `import bridge.targets` stays framework-free
+_TARGETS: dict[str, str] = {
+    "onnx": "bridge.targets.onnx:OnnxTarget",
+    "tensorflow": "bridge.targets.tensorflow:TensorFlowTarget",
+}
+
+
+def registered_targets() -> list[str]:
+    return list(_TARGETS)
+
+
+def get_target(name: str) -> Target:
+    try:
+        module_name, cls_name = _TARGETS[name].split(":")
+    except KeyError:
+        raise UsageError(f"--to '{name}': choose one of {', '.join(_TARGETS)}") from None
+    target: Target = getattr(importlib.import_module(module_name), cls_name)()
+    return target
+
+
+def candidate_runtime(name: str, model: Any, workdir: Path, artefacts: dict[str, Any] | None = None) -> Runtime:
+    """Runtime ``name`` for the converted ``model`` (ONNX): given the artefact a target already wrote for it
+    (``artefacts``: runtime name -> artefact), or the one a target makes in ``workdir`` on activation."""
+    if artefacts and name in artefacts:
+        return get_runtime(name, artefacts[name])
+    for target_name in _TARGETS:
+        target = get_target(target_name)
+        if name in target.runtimes:
+            return target.runtime(name, model, workdir / target_name)
+    return get_runtime(name, model)  # unknown names: the runtime registry says which exist
+
+
+__all__ = ["Target", "TargetResult", "candidate_runtime", "get_target", "registered_targets"]

@@ -1,10 +1,15 @@
-"""What every target (ONNX -> another format) reports back: where it wrote, how, and what to know."""
+"""The Target protocol, and what every target (ONNX -> another format) reports back: where it wrote, how,
+and what to know."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import onnx
+
+from bridge.runtimes.base import Runtime
 
 
 @dataclass
@@ -30,3 +35,20 @@ class TargetResult:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
+
+
+class Target(Protocol):
+    """One delivery format. ``export`` stages the artefact in ``staging`` (None: the .onnx itself is the
+    artefact), ``commit`` moves a validated artefact to ``destination``, ``runtime`` runs the model in
+    this format for validation (building the artefact in ``workdir`` when activated)."""
+
+    name: str
+    artefact: bool  # True: writes an artefact of its own (e.g. a SavedModel folder) besides the .onnx
+    runtimes: tuple[str, ...]  # runtimes that run this target's artefact
+    default_runtimes: tuple[str, ...]  # what `bridge convert --to NAME` validates in by default
+
+    def export(self, model: onnx.ModelProto, staging: Path) -> TargetResult | None: ...
+
+    def commit(self, staged: Path, destination: Path) -> Path: ...
+
+    def runtime(self, name: str, model: Any, workdir: Path) -> Runtime: ...

@@ -151,7 +151,7 @@ def load_onnx_tf() -> Any:
     global _loaded
     if _loaded is not None:
         return _loaded
-    from bridge.runtimes.tensorflow import import_tensorflow
+    from bridge.frameworks import import_tensorflow
 
     import_tensorflow("the TensorFlow target")
     before = set(sys.modules)

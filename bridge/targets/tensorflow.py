@@ -40,13 +40,14 @@ import onnx_ir as ir
 
 from bridge.chatter import quiet, root_cause
 from bridge.errors import BridgeError, ExportError, UnsupportedOpError, UsageError
+from bridge.frameworks import SIGNATURE_MAP
+from bridge.runtimes import Runtime, get_runtime
 from bridge.targets.base import TargetResult
 from opsets.support import ONNX_TF
 
 logger = logging.getLogger(__name__)
 
 TARGET_NAME = "tensorflow (SavedModel)"
-SIGNATURE_MAP = Path("assets.extra") / "bridge_signature.json"
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -318,15 +319,6 @@ def move_saved_model(src: str | Path, out_dir: str | Path) -> Path:
     return out
 
 
-def read_signature_map(saved_model: str | Path) -> dict[str, Any]:
-    """The ONNX -> signature key maps stored by ``export_saved_model`` ({} for other SavedModels)."""
-    path = Path(saved_model) / SIGNATURE_MAP
-    if not path.is_file():
-        return {}
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
 def _replace_dir(new: Path, target: Path) -> None:
     """Rename ``new`` to ``target``; an existing ``target`` is moved aside first and removed after."""
     old = None
@@ -341,3 +333,22 @@ def _replace_dir(new: Path, target: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+class TensorFlowTarget:
+    """``--to tensorflow``: a SavedModel (via onnx-tf) next to the validated ONNX, run by the TF runtime."""
+
+    name = "tensorflow"
+    artefact = True  # writes something besides the validated .onnx
+    runtimes = ("tensorflow",)
+    default_runtimes = ("onnxruntime", "tensorflow")
+
+    def export(self, model: onnx.ModelProto, staging: Path) -> TargetResult:
+        return export_saved_model(model, staging / "saved_model")
+
+    def commit(self, staged: Path, destination: Path) -> Path:
+        return move_saved_model(staged, destination)
+
+    def runtime(self, name: str, model: Any, workdir: Path) -> Runtime:
+        # the SavedModel is built when the runtime is activated (loading apart from running)
+        return get_runtime(name, lambda: export_saved_model(model, Path(workdir) / "saved_model").path)

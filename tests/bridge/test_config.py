@@ -47,11 +47,24 @@ def test_tolerance_overrides_per_output() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
-    ({"framework": "caffe"}, "--framework"),
-    ({"validate": ("tensorrt",)}, "--validate"),
     ({"output": Path("model.pb")}, ".onnx"),
 ])
 def test_convert_config_rejects(kwargs: dict, fragment: str) -> None:
     base = {"source": Source("m.pt"), "output": Path("out.onnx")}
     with pytest.raises(UsageError, match=fragment):
         ConvertConfig(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"framework": "caffe"}, "--framework 'caffe'"),
+    ({"validate": ("tensorrt",)}, "--validate tensorrt"),
+    ({"to": "coreml"}, "--to 'coreml'"),
+])
+def test_convert_checks_names_against_the_registries_before_any_work(kwargs: dict, fragment: str,
+                                                                      tmp_path: Path) -> None:
+    # frameworks, runtimes and targets are listed only by their registries; convert asks them first
+    from bridge.api import convert
+
+    with pytest.raises(UsageError, match=fragment):
+        convert(str(tmp_path / "missing.onnx"), tmp_path / "out.onnx", **kwargs)
+    assert not any(tmp_path.iterdir())

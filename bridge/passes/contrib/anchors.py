@@ -22,15 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from bridge.passes.contrib.builder import F32, Builder
-from bridge.passes.contrib.common import (
-    ShapeOracle,
-    attr_floats,
-    attr_int,
-    builder_for,
-    contrib_nodes,
-    replace_node,
-)
+from bridge.passes.contrib.common import LoweringPass, ShapeOracle, attr_floats, attr_int
+from bridge.rewriting import node_label
+from bridge.rewriting.builder import F32, Builder
 
 f32 = np.float32
 
@@ -93,49 +87,32 @@ def emit_multibox_prior(b: Builder, data: ir.Value, sizes: Sequence[float], rati
     return b.op("Reshape", boxes, b.i64(1, -1, 4))
 
 
-class LowerMultiBoxPriorPass(ir.passes.InPlacePass):
+class LowerMultiBoxPriorPass(LoweringPass):
     """Replace every bridge.contrib MultiBoxPrior by an initializer (static H, W) or a subgraph."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.warnings: list[str] = []
+    op_type = "MultiBoxPrior"
+    input_names = ("data",)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        nodes = contrib_nodes(model, "MultiBoxPrior")
-        oracle = ShapeOracle(model)
-        for node in nodes:
-            data = node.inputs[0]
-            assert data is not None
-            params = dict(sizes=attr_floats(node, "sizes"), ratios=attr_floats(node, "ratios"),
-                          clip=bool(attr_int(node, "clip")), steps=attr_floats(node, "steps"),
-                          offsets=attr_floats(node, "offsets"))
-            b = builder_for(model, node)
-            dims = oracle.dims(data)
-            if dims is not None and len(dims) == 4 and isinstance(dims[2], int) and isinstance(dims[3], int):
-                anchors = multibox_prior(dims[2], dims[3], **params)  # type: ignore[arg-type]
-                if _is_graph_output(model, node):  # a graph output cannot be an initializer: Constant node
-                    replace_node(model, node, b, [b.const(anchors)])
-                else:
-                    old = node.outputs[0]
-                    name = old.name
-                    out = ir.Value(type=ir.TensorType(F32), shape=ir.Shape(anchors.shape))
-                    ir.convenience.replace_all_uses_with(old, out)
-                    model.graph.remove(node, safe=True)
-                    old.name = None
-                    out.name = name
-                    out.const_value = ir.tensor(anchors, name=name)
-                    model.graph.register_initializer(out)
-            else:
-                out = emit_multibox_prior(b, data, **params)  # type: ignore[arg-type]
-                replace_node(model, node, b, [out])
-                self.warnings.append(f"MultiBoxPrior '{node.name}': feature map H/W are dynamic; anchors are "
-                                     "computed in the graph at run time")
-        return ir.passes.PassResult(model, bool(nodes))
+        self._oracle = ShapeOracle(model)  # one shape inference per run, only if a node needs it
+        return super().call(model)
 
-
-def _is_graph_output(model: ir.Model, node: ir.Node) -> bool:
-    outs = {id(v) for v in model.graph.outputs}
-    return any(id(v) in outs for v in node.outputs)
+    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+        data = node.inputs[0]
+        assert data is not None  # check() made sure
+        params = dict(sizes=attr_floats(node, "sizes"), ratios=attr_floats(node, "ratios"),
+                      clip=bool(attr_int(node, "clip")), steps=attr_floats(node, "steps"),
+                      offsets=attr_floats(node, "offsets"))
+        dims = self._oracle.dims(data)
+        if dims is not None and len(dims) == 4 and isinstance(dims[2], int) and isinstance(dims[3], int):
+            anchors = multibox_prior(dims[2], dims[3], **params)  # type: ignore[arg-type]
+            graph_outputs = {id(v) for v in b.graph.outputs}
+            if any(id(v) in graph_outputs for v in node.outputs):  # a graph output cannot be an initializer
+                return [b.const(anchors)]
+            return [b.initializer(anchors)]
+        b.warn(f"MultiBoxPrior '{node_label(node)}': feature map H/W are dynamic; anchors are computed in the "
+               "graph at run time")
+        return [emit_multibox_prior(b, data, **params)]  # type: ignore[arg-type]
 
 
 __all__ = ["LowerMultiBoxPriorPass", "emit_multibox_prior", "multibox_prior"]

@@ -24,18 +24,10 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.errors import NodeError
-from bridge.passes.base import node_label
 from bridge.passes.contrib import nms
-from bridge.passes.contrib.builder import I64, Builder
-from bridge.passes.contrib.common import (
-    attr_float,
-    attr_int,
-    attr_str,
-    builder_for,
-    contrib_nodes,
-    replace_node,
-    require_float32,
-)
+from bridge.passes.contrib.common import LoweringPass, attr_float, attr_int, attr_str
+from bridge.rewriting import node_label
+from bridge.rewriting.builder import I64, Builder
 
 _FORMATS = ("corner", "center")
 
@@ -47,30 +39,23 @@ def _format(node: ir.Node, name: str) -> str:
     return value
 
 
-class LowerBoxNMSPass(ir.passes.InPlacePass):
+class LowerBoxNMSPass(LoweringPass):
     """Lower every bridge.contrib box_nms to class-aware ONNX NonMaxSuppression (module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.warnings: list[str] = []
+    op_type = "box_nms"
+    input_names = ("data",)
+    float32_inputs = (0,)
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        nodes = contrib_nodes(model, "box_nms")
-        for node in nodes:
-            data = node.inputs[0]
-            if data is None:
-                raise NodeError(node_label(node), node.op_type, "needs a data input")
-            require_float32(node, data)
-            b = builder_for(model, node)
-            out = build_box_nms(
-                b, node, data, overlap_thresh=attr_float(node, "overlap_thresh"),
-                valid_thresh=attr_float(node, "valid_thresh"), topk=attr_int(node, "topk"),
-                coord_start=attr_int(node, "coord_start"), score_index=attr_int(node, "score_index"),
-                id_index=attr_int(node, "id_index"), background_id=attr_int(node, "background_id"),
-                force_suppress=bool(attr_int(node, "force_suppress")), in_format=_format(node, "in_format"),
-                out_format=_format(node, "out_format"))
-            replace_node(model, node, b, [out])
-        return ir.passes.PassResult(model, bool(nodes))
+    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+        data = node.inputs[0]
+        assert data is not None  # check() made sure
+        return [build_box_nms(
+            b, node, data, overlap_thresh=attr_float(node, "overlap_thresh"),
+            valid_thresh=attr_float(node, "valid_thresh"), topk=attr_int(node, "topk"),
+            coord_start=attr_int(node, "coord_start"), score_index=attr_int(node, "score_index"),
+            id_index=attr_int(node, "id_index"), background_id=attr_int(node, "background_id"),
+            force_suppress=bool(attr_int(node, "force_suppress")), in_format=_format(node, "in_format"),
+            out_format=_format(node, "out_format"))]
 
 
 def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: float, valid_thresh: float,
@@ -133,26 +118,18 @@ def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: 
     return b.op("Reshape", out, shape)
 
 
-class LowerBoxDecodePass(ir.passes.InPlacePass):
+class LowerBoxDecodePass(LoweringPass):
     """Lower every bridge.contrib box_decode (module docstring)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.warnings: list[str] = []
+    op_type = "box_decode"
+    input_names = ("data", "anchors")
+    float32_inputs = (0, 1)
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        nodes = contrib_nodes(model, "box_decode")
-        for node in nodes:
-            if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
-                raise NodeError(node_label(node), node.op_type, "needs inputs data and anchors")
-            data, anchors = node.inputs[0], node.inputs[1]
-            require_float32(node, data)
-            require_float32(node, anchors)
-            b = builder_for(model, node)
-            out = build_box_decode(b, data, anchors, [attr_float(node, f"std{i}") for i in range(4)],
-                                   clip=attr_float(node, "clip"), anchor_format=_format(node, "format"))
-            replace_node(model, node, b, [out])
-        return ir.passes.PassResult(model, bool(nodes))
+    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+        data, anchors = node.inputs[0], node.inputs[1]
+        assert data is not None and anchors is not None  # check() made sure
+        return [build_box_decode(b, data, anchors, [attr_float(node, f"std{i}") for i in range(4)],
+                                 clip=attr_float(node, "clip"), anchor_format=_format(node, "format"))]
 
 
 def build_box_decode(b: Builder, data: ir.Value, anchors: ir.Value, stds: list[float], *, clip: float,

@@ -1,21 +1,73 @@
-"""Helpers shared by the ``bridge.contrib`` lowering passes: finding nodes, reading the attribute
-contract of adapters/mxnet/contrib.py, checking the opset, and splicing the emitted nodes in."""
+"""``LoweringPass``: the base of every ``bridge.contrib`` lowering, plus the attribute readers they share.
+
+A lowering is one class: a pass (so the pipeline can list it with its reason) that is also a
+``bridge.rewriting.Rewrite`` for one contrib op. It declares the op, the inputs that must be present
+and float32, and implements ``rewrite(b, node)`` returning the new values; the rewrite driver finds
+the nodes (subgraphs included), checks them, splices and collects warnings. ``requires`` fails before
+anything is rewritten when a node cannot be lowered (opset < 13, a float16 input, a missing input);
+``ensures`` checks that no node of the op is left.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
 
 from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import NodeError
-from bridge.passes.base import default_opset, node_label
-from bridge.passes.contrib.builder import MIN_OPSET, Builder
+from bridge.passes.base import BridgePass
+from bridge.rewriting import (
+    MIN_OPSET,
+    MatchResult,
+    Rewrite,
+    all_graphs,
+    apply_rewrites,
+    default_opset,
+    node_label,
+)
 
 
-def contrib_nodes(model: ir.Model, op_type: str) -> list[ir.Node]:
-    return [n for n in model.graph if n.domain == CONTRIB_DOMAIN and n.op_type == op_type]
+class LoweringPass(BridgePass, Rewrite):
+    """Lower every ``bridge.contrib`` node of ``op_type`` to standard ONNX (subclasses set the class attributes)."""
+
+    domain = CONTRIB_DOMAIN
+    required = True  # a contrib op left in the model runs nowhere: failing to lower it is an error
+    min_opset = MIN_OPSET
+    input_names: tuple[str, ...] = ()  # inputs that must be present, in order (named in errors)
+    float32_inputs: tuple[int, ...] = ()  # indices of inputs the lowering supports in float32 only
+
+    def nodes(self, model: ir.Model) -> list[ir.Node]:
+        return [node for graph in all_graphs(model) for node in graph if self.matches(node)]
+
+    def check(self, node: ir.Node, opset: int) -> MatchResult:
+        verdict = super().check(node, opset)
+        if not verdict.ok:
+            return verdict
+        present = [v for v in node.inputs[: len(self.input_names)]]
+        if len(present) < len(self.input_names) or any(v is None for v in present):
+            return MatchResult.fail(f"needs inputs {', '.join(self.input_names)}")
+        for index in self.float32_inputs:
+            value = node.inputs[index] if index < len(node.inputs) else None
+            if value is not None and value.dtype is not None and value.dtype != ir.DataType.FLOAT:
+                return MatchResult.fail(f"input '{value.name}' is {value.dtype}; the lowering supports float32 only")
+        return MatchResult.success()
+
+    def requires(self, model: ir.Model) -> None:
+        opset = default_opset(model)
+        for node in self.nodes(model):
+            verdict = self.check(node, opset)
+            if not verdict.ok:
+                raise NodeError(node_label(node), node.op_type, f"lowering bridge.contrib {node.op_type}: {verdict.reason}")
+
+    def ensures(self, model: ir.Model) -> None:
+        left = [node_label(n) for n in self.nodes(model)]
+        if left:
+            raise NodeError(left[0], self.op_type, f"{len(left)} {self.op_type} node(s) were not lowered: {left}")
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        outcome = apply_rewrites(model, [self])
+        self.warnings.extend(outcome.warnings)
+        return ir.passes.PassResult(model, outcome.modified)
 
 
 def _attr(node: ir.Node, name: str) -> ir.Attr:
@@ -40,37 +92,6 @@ def attr_int(node: ir.Node, name: str) -> int:
 
 def attr_str(node: ir.Node, name: str) -> str:
     return str(_attr(node, name).as_string())
-
-
-def builder_for(model: ir.Model, node: ir.Node) -> Builder:
-    opset = default_opset(model)
-    if opset < MIN_OPSET:
-        raise NodeError(node_label(node), node.op_type,
-                        f"lowering bridge.contrib {node.op_type} needs default opset >= {MIN_OPSET} (model: {opset}); "
-                        f"convert with --opset {MIN_OPSET} or higher")
-    return Builder(model.graph, opset, prefix=node_label(node))
-
-
-def replace_node(model: ir.Model, node: ir.Node, builder: Builder, new_outputs: Sequence[ir.Value]) -> None:
-    """Insert the builder's nodes before ``node`` and let ``new_outputs`` take over its outputs (names too)."""
-    graph = model.graph
-    graph.insert_before(node, list(builder.nodes))
-    for old, new in zip(node.outputs, new_outputs, strict=True):
-        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
-        name, new.name = old.name, None
-        old.name = None
-        new.name = name
-        if new.type is None:
-            new.type = old.type
-        if new.shape is None:
-            new.shape = old.shape
-    graph.remove(node, safe=True)
-
-
-def require_float32(node: ir.Node, value: ir.Value) -> None:
-    if value.dtype is not None and value.dtype != ir.DataType.FLOAT:
-        raise NodeError(node_label(node), node.op_type,
-                        f"input '{value.name}' is {value.dtype}; the lowering supports float32 only")
 
 
 def static_dims(value: ir.Value) -> list[int | None] | None:

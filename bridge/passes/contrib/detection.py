@@ -25,22 +25,16 @@ anchor), decoded boxes [B, N, 4], class probabilities [B, C, N] without the back
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx_ir as ir
 
+from bridge.config import DETECTION_META
 from bridge.errors import NodeError, UsageError
-from bridge.passes.base import node_label
 from bridge.passes.contrib import nms
-from bridge.passes.contrib.builder import BOOL, F32, I64, Builder
-from bridge.passes.contrib.common import (
-    attr_float,
-    attr_floats,
-    attr_int,
-    builder_for,
-    contrib_nodes,
-    replace_node,
-    require_float32,
-)
+from bridge.passes.contrib.common import LoweringPass, attr_float, attr_floats, attr_int
+from bridge.rewriting import BOOL, F32, I64, Builder, Expansion, node_label
 
 
 def _check_format(output_format: str, max_detections: int | None) -> None:
@@ -51,64 +45,58 @@ def _check_format(output_format: str, max_detections: int | None) -> None:
         raise UsageError(f"max_detections must be >= 1 (got {max_detections})")
 
 
-class LowerMultiBoxDetectionPass(ir.passes.InPlacePass):
+class LowerMultiBoxDetectionPass(LoweringPass):
     """Lower every bridge.contrib MultiBoxDetection; see the module docstring for the semantics.
 
     ``output_format``: "mxnet" | "boxes-scores-classes" | "indices". ``max_detections`` caps the
     rows of boxes-scores-classes (None: one row per anchor). Formats other than mxnet replace the
     node's graph output by several outputs named ``<output>_boxes``, ``<output>_scores``, ...
+    The graph outputs produced are recorded in the model's metadata (``DETECTION_META``: output
+    name -> format) so validation compares them detection by detection.
     """
+
+    op_type = "MultiBoxDetection"
+    input_names = ("cls_prob", "loc_pred", "anchors")
+    float32_inputs = (0, 1, 2)
 
     def __init__(self, output_format: str = "mxnet", max_detections: int | None = None) -> None:
         super().__init__()
         _check_format(output_format, max_detections)
         self.output_format = output_format
         self.max_detections = max_detections
-        self.warnings: list[str] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        nodes = contrib_nodes(model, "MultiBoxDetection")
-        for node in nodes:
-            self._lower(model, node)
-        return ir.passes.PassResult(model, bool(nodes))
+        graph_outputs = {str(v.name) for v in model.graph.outputs}
+        detections = {str(n.outputs[0].name): self.output_format for n in self.nodes(model)
+                      if n.outputs[0].name in graph_outputs}
+        result = super().call(model)
+        if detections:
+            recorded = json.loads(model.metadata_props.get(DETECTION_META, "{}"))
+            model.metadata_props[DETECTION_META] = json.dumps({**recorded, **detections})
+        return result
 
-    def _lower(self, model: ir.Model, node: ir.Node) -> None:
+    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value] | Expansion:
         label = node_label(node)
-        if len(node.inputs) < 3 or any(v is None for v in node.inputs[:3]):
-            raise NodeError(label, node.op_type, "needs inputs cls_prob, loc_pred, anchors")
-        cls_prob, loc_pred, anchors = (v for v in node.inputs[:3])
-        assert cls_prob is not None and loc_pred is not None and anchors is not None
-        for v in (cls_prob, loc_pred, anchors):
-            require_float32(node, v)
+        cls_prob, loc_pred, anchors = node.inputs[0], node.inputs[1], node.inputs[2]
+        assert cls_prob is not None and loc_pred is not None and anchors is not None  # check() made sure
         variances = attr_floats(node, "variances")
         if len(variances) != 4:
             raise NodeError(label, node.op_type, f"variances must have 4 values (got {variances})")
-        b = builder_for(model, node)
         parts = build_multibox_detection(
             b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"), clip=bool(attr_int(node, "clip")),
             variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
             force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))
-        out = node.outputs[0]
         if self.output_format == "mxnet":
-            replace_node(model, node, b, [parts.mxnet_rows(b)])
-            return
-        graph = model.graph
+            return [parts.mxnet_rows(b)]
+        out = node.outputs[0]
         if out.uses():
             raise NodeError(label, node.op_type, f"output format '{self.output_format}' replaces the graph output; "
                             f"'{out.name}' is consumed by other nodes")
-        if out not in graph.outputs:
-            self.warnings.append(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
-            graph.insert_before(node, list(b.nodes))
-            graph.remove(node, safe=True)
-            return
+        if out not in b.graph.outputs:
+            b.warn(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
+            return Expansion([[]])
         batch = out.shape[0] if out.shape is not None and len(out.shape) == 3 else None
-        new = parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch)
-        graph.insert_before(node, list(b.nodes))
-        index = list(graph.outputs).index(out)
-        graph.outputs.pop(index)
-        for i, v in enumerate(new):
-            graph.outputs.insert(index + i, v)
-        graph.remove(node, safe=True)
+        return Expansion([parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch)])
 
 
 class MultiBoxParts:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from bridge.passes.contrib.builder import BOOL, F32, I64, LOWEST_F32, Builder
+from bridge.rewriting.builder import BOOL, F32, I64, LOWEST_F32, Builder
 
 OUTPUT_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
 # names (suffixes) of the outputs of each format, in order

@@ -22,6 +22,7 @@ from bridge.errors import (
 from bridge.model import ModelContainer
 from bridge.passes.pipeline import Step, conversion_pipeline, run_pipeline
 from bridge.passes.shapes import NameDynamicAxesPass, NameOutputDimsByProbePass, RequireStaticShapesPass
+from bridge.validation.probe import probe_output_shapes
 from bridge.runtimes import activated, get_runtime
 
 
@@ -160,7 +161,8 @@ def test_probe_names_output_dims_inference_left_anonymous() -> None:
          helper.make_tensor_value_info("t", TensorProto.FLOAT, [None, "unk__8"])],
     )
     c = _container(proto)
-    run_pipeline(c, [Step(NameOutputDimsByProbePass([DynamicAxis("x", 0, "batch")], [InputSpec("x", (2, 3))]), "t")])
+    run_pipeline(c, [Step(NameOutputDimsByProbePass([DynamicAxis("x", 0, "batch")], [InputSpec("x", (2, 3))],
+                                                    probe_output_shapes), "t")])
     out = c.to_proto()
     assert dims_of(out.graph.output[0]) == ["batch", ""]  # axis 1 is constant 3: not a label
     assert dims_of(out.graph.output[1]) == ["", "batch"]

@@ -1,4 +1,4 @@
-"""TensorFlowRuntime: the Runtime protocol over a SavedModel, given one or given an ONNX model to convert."""
+"""TensorFlowRuntime: the Runtime protocol over a SavedModel, given one or a loader that builds one."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from bridge.errors import UsageError
 from bridge.runtimes.base import Runtime, activated
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.runtimes.tensorflow import TensorFlowRuntime
+from bridge.targets import candidate_runtime
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,20 +59,24 @@ def saved_model(gemm_model: onnx.ModelProto, tmp_path_factory: pytest.TempPathFa
     return export_saved_model(gemm_model, tmp_path_factory.mktemp("rt") / "sm").path
 
 
-def test_onnx_model_is_converted_on_activate_and_cleaned_up(gemm_model: onnx.ModelProto) -> None:
-    rt = runtimes.get_runtime("tensorflow", gemm_model)
-    assert isinstance(rt, Runtime) and rt.name == "tensorflow"
+def test_onnx_model_is_converted_by_the_target_on_activate(gemm_model: onnx.ModelProto, tmp_path: Path) -> None:
+    # the runtime never converts: the TF target hands it a loader that builds the SavedModel on activate
+    rt = candidate_runtime("tensorflow", gemm_model, tmp_path)
+    assert isinstance(rt, TensorFlowRuntime) and isinstance(rt, Runtime) and rt.name == "tensorflow"
+    assert not any(tmp_path.iterdir())  # loading apart from running: nothing converted yet
     x = np.random.default_rng(1).standard_normal((5, 6)).astype(np.float32)  # another batch than any sample
     with activated(rt):
         assert [(m.name, m.shape, m.dtype) for m in rt.input_metadata()] == [("x.1", (None, 6), "float32")]
         got = rt.infer({"x.1": x})
-        assert isinstance(rt, TensorFlowRuntime)
-        result = rt.target_result
-        assert result is not None and result.opset_out == 16
-        workdir = result.path.parent
-        assert workdir.is_dir()
-    assert not workdir.exists()  # the temporary SavedModel is gone after deactivate
+    assert (tmp_path / "tensorflow" / "saved_model" / "saved_model.pb").is_file()
     np.testing.assert_allclose(got["y:0"], OnnxRuntime(gemm_model).infer({"x.1": x})["y:0"], atol=1e-5)
+
+
+def test_an_onnx_model_given_to_the_runtime_itself_is_a_usage_error(tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    with pytest.raises(UsageError, match="TensorFlow target"):
+        TensorFlowRuntime(model)
 
 
 def test_saved_model_folder_is_loaded_directly(saved_model: Path, gemm_model: onnx.ModelProto) -> None:

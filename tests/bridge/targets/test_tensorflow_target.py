@@ -20,6 +20,7 @@ if importlib.util.find_spec("onnx_tf") is None:  # importing it directly fails b
 
 from adapters.tensorflow.detection import match_detections
 from bridge.errors import UnsupportedOpError, UsageError
+from bridge.frameworks import read_signature_map
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.runtimes.tensorflow import TensorFlowRuntime
 from bridge.targets.tensorflow import (
@@ -27,7 +28,6 @@ from bridge.targets.tensorflow import (
     export_saved_model,
     move_saved_model,
     prepare_for_onnx_tf,
-    read_signature_map,
     unsupported_nodes,
 )
 

@@ -10,6 +10,12 @@ returned as the bucket produced them (``RunInfo.padded_outputs`` names them).
 Batches larger than the largest batch bucket are split into chunks and the outputs concatenated
 along their batch axis (only when every output has one).
 
+Both layouts of ``bridge shapes buckets`` are served. ``static``: one model per (batch, height, width),
+the input padded to its bucket. ``per-batch``: one model per batch with height/width dynamic; the
+input is routed by the same bucket list (so inputs beyond the largest bucket are refused, as a
+runtime profile's max would) and padded on the batch only, height and width run at their real size
+(``pad_spatial=True`` pads them to the bucket too, e.g. to reuse a runtime's per-shape plans).
+
 Whether the un-padded result equals a run at the exact size depends on the model: it does when
 padding is neutral - padded positions stay zero until a layer that zero-pads anyway (pointwise ops
 and bias-free 1x1 convolutions keep zeros zero; a k x k convolution spreads real values into the
@@ -58,16 +64,27 @@ class RunInfo:
 class BucketedSession:
     """Route, pad, run and un-pad over a folder written by ``bridge shapes buckets``."""
 
-    def __init__(self, out_dir: str | Path, *, pad_value: float = 0.0, intra_op_threads: int | None = None) -> None:
+    def __init__(self, out_dir: str | Path, *, pad_value: float = 0.0, intra_op_threads: int | None = None,
+                 pad_spatial: bool | None = None) -> None:
         self.manifest: Manifest = read_manifest(out_dir)
         self.folder = self.manifest.path.parent
         self.pad_value = pad_value
+        per_batch = self.manifest.model_layout == "per-batch"
+        if pad_spatial is False and not per_batch:
+            raise UsageError(f"{self.folder}: static bucket models need height/width padded to the bucket "
+                             "(pad_spatial=False is for the per-batch layout)")
+        self.pad_spatial = (not per_batch) if pad_spatial is None else pad_spatial
         self._threads = intra_op_threads
         self._sessions: dict[str, Any] = {}
         self.last_run: RunInfo | None = None
         missing = [b.file for b in self.manifest.buckets if not (self.folder / b.file).is_file()]
         if missing:
             raise UsageError(f"{self.folder}: bucket model(s) missing: {', '.join(missing)}")
+
+    @property
+    def layout(self) -> str:
+        """``static`` or ``per-batch`` (from buckets.json)."""
+        return self.manifest.model_layout
 
     @property
     def buckets(self) -> list[Bucket]:
@@ -131,7 +148,12 @@ class BucketedSession:
     def _run_one(self, given: Mapping[str, np.ndarray], x: np.ndarray) -> tuple[dict[str, np.ndarray], RunInfo]:
         lay = self.manifest.layout
         bucket = self.select(x.shape)
-        padded = np.full(bucket.shape, self.pad_value, dtype=x.dtype)
+        target = list(bucket.shape)
+        if not self.pad_spatial:
+            for axis in (lay.height, lay.width):
+                if axis is not None:
+                    target[axis] = x.shape[axis]
+        padded = np.full(target, self.pad_value, dtype=x.dtype)
         padded[tuple(slice(0, n) for n in x.shape)] = x
         feeds = {lay.input: padded}
         for name, value in given.items():
@@ -152,7 +174,7 @@ class BucketedSession:
         for ax, cap in (("batch", bucket.batch), ("height", bucket.height), ("width", bucket.width)):
             have = actual[ax]
             if cap is not None and have is not None:
-                padding[ax] = cap - have
+                padding[ax] = cap - have if (ax == "batch" or self.pad_spatial) else 0
         out, cut, kept = {}, [], []
         for name, value in raw.items():
             rules = self.manifest.unpad.get(name)
@@ -170,7 +192,7 @@ class BucketedSession:
                 index[rule["axis"]] = slice(0, min(value.shape[rule["axis"]], math.ceil(n * num / den)))
             out[name] = value[tuple(index)]
             cut.append(name)
-        info = RunInfo(bucket.file, list(bucket.shape), list(x.shape), padding,
+        info = RunInfo(bucket.file, target, list(x.shape), padding,
                        1.0 - x.size / padded.size if padded.size else 0.0, cut, kept)
         return out, info
 

@@ -11,21 +11,21 @@ import math
 
 import onnx_ir as ir
 
-from opsets.adapters._util import attr_int, const, const_array, fail, input_or_none, replace, static_shape
+from bridge.rewriting import Builder
 from opsets.registry import register
+from opsets.version_adapters._util import Rewritten, attr_int, const_array, fail, input_or_none, static_shape
 
 
-def _rebuild(node: ir.Node, inputs: list[ir.Value | None], attrs: dict[str, object]) -> list[ir.Node]:
-    tape = ir.tape.Tape()
-    outs = tape.op_multi_out("Split", inputs, attributes=attrs, num_outputs=len(node.outputs))  # type: ignore[arg-type]
-    return replace(node, tape, list(outs))
+def _rebuild(b: Builder, node: ir.Node, inputs: list[ir.Value | None], attrs: dict[str, object]) -> Rewritten:
+    outs = b.op_multi("Split", *inputs, **attrs, num_outputs=len(node.outputs))  # type: ignore[arg-type]
+    return list(outs)
 
 
 @register("Split", 18, 13)
-def split_18_13(node: ir.Node) -> list[ir.Node]:
+def split_18_13(b: Builder, node: ir.Node) -> Rewritten:
     axis = attr_int(node, "axis", 0)
     if input_or_none(node, 1) is not None:
-        return _rebuild(node, list(node.inputs), {"axis": axis})
+        return _rebuild(b, node, list(node.inputs), {"axis": axis})
     n = attr_int(node, "num_outputs", len(node.outputs))
     shape = static_shape(node.inputs[0])
     if shape is None:
@@ -34,15 +34,14 @@ def split_18_13(node: ir.Node) -> list[ir.Node]:
     chunk = math.ceil(dim / n)
     sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
     if dim % n == 0:
-        return _rebuild(node, [node.inputs[0]], {"axis": axis})  # equal parts: Split-13's default
-    tape = ir.tape.Tape()
-    split = const(tape, sizes, "int64")
-    outs = tape.op_multi_out("Split", [node.inputs[0], split], attributes={"axis": axis}, num_outputs=n)
-    return replace(node, tape, list(outs))
+        return _rebuild(b, node, [node.inputs[0]], {"axis": axis})  # equal parts: Split-13's default
+    split = b.const(sizes, "int64")
+    outs = b.op_multi("Split", node.inputs[0], split, axis=axis, num_outputs=n)
+    return list(outs)
 
 
 @register("Split", 13, 11)
-def split_13_11(node: ir.Node) -> list[ir.Node]:
+def split_13_11(b: Builder, node: ir.Node) -> Rewritten:
     axis = attr_int(node, "axis", 0)
     split_value = input_or_none(node, 1)
     attrs: dict[str, object] = {"axis": axis}
@@ -51,4 +50,4 @@ def split_13_11(node: ir.Node) -> list[ir.Node]:
         if sizes is None:
             raise fail(node, "split_13_11", "the split input is computed; Split-11 needs constant sizes")
         attrs["split"] = [int(s) for s in sizes]
-    return _rebuild(node, [node.inputs[0]], attrs)
+    return _rebuild(b, node, [node.inputs[0]], attrs)

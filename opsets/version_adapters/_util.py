@@ -1,25 +1,27 @@
-"""Small graph-editing helpers shared by the version adapters (onnx_ir + tape based)."""
+"""Attribute and constant readers shared by the version adapters, and their error.
+
+Adapters build nodes with ``bridge.rewriting.Builder`` and return the new values; the rewrite driver
+(``opsets.conversion`` calls it per hop) splices them. ``Rewritten`` is what an adapter returns:
+the values replacing the node's outputs, or None when the node keeps its place (edited in place,
+e.g. with ``in_place``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
-from bridge.passes.base import node_label
+from bridge.rewriting import node_label
 from opsets.errors import OpsetConversionError
+
+Rewritten = Sequence[ir.Value] | None
 
 
 def fail(node: ir.Node, hop: str, why: str) -> OpsetConversionError:
     """An error naming the adapter hop, the op and the node that cannot be converted."""
     return OpsetConversionError(f"cannot convert {node.op_type} node '{node_label(node)}' ({hop}): {why}")
-
-
-def const(tape: ir.tape.Tape, array: np.ndarray | Sequence[int] | Sequence[float], dtype: Any = None) -> ir.Value:
-    """A Constant node's output holding ``array`` (Constant nodes also work inside subgraphs)."""
-    return tape.op("Constant", [], attributes={"value": ir.tensor(np.asarray(array, dtype=dtype))})
 
 
 def const_array(value: ir.Value | None) -> np.ndarray | None:
@@ -34,25 +36,12 @@ def input_or_none(node: ir.Node, index: int) -> ir.Value | None:
     return node.inputs[index] if index < len(node.inputs) else None
 
 
-def replace(node: ir.Node, tape: ir.tape.Tape, outputs: Sequence[ir.Value]) -> list[ir.Node]:
-    """Replace ``node`` by the nodes recorded on ``tape``; ``outputs`` take the place of its outputs."""
-    graph = node.graph
-    assert graph is not None, "adapters only see nodes that sit in a graph"
-    new_nodes = list(tape.nodes)
-    for i, new in enumerate(new_nodes):
-        # keep the original name on the node that produces the result; helpers get suffixed names
-        new.name = node.name if i == len(new_nodes) - 1 else f"{node.name or node.op_type}_{new.op_type.lower()}_{i}"
-    ir.convenience.replace_nodes_and_values(graph, node, [node], new_nodes, list(node.outputs), list(outputs))
-    return new_nodes
-
-
-def in_place(node: ir.Node, *, set_attrs: dict[str, ir.Attr] | None = None, drop_attrs: Sequence[str] = ()) -> list[ir.Node]:
-    """Edit ``node``'s attributes in place; returns ``[node]`` for the driver."""
+def in_place(node: ir.Node, *, set_attrs: dict[str, ir.Attr] | None = None, drop_attrs: Sequence[str] = ()) -> None:
+    """Edit ``node``'s attributes in place; returns None (the node keeps its place) for the driver."""
     for name in drop_attrs:
         node.attributes.pop(name, None)
     for name, attr in (set_attrs or {}).items():
         node.attributes[name] = attr
-    return [node]
 
 
 def attr_int(node: ir.Node, name: str, default: int) -> int:

@@ -15,18 +15,19 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from opsets.adapters._util import (
+from bridge.rewriting import Builder
+from opsets.registry import register
+from opsets.version_adapters._util import (
+    Rewritten,
     attr_int,
     attr_ints,
     attr_str,
-    const,
     const_array,
     fail,
     in_place,
     input_or_none,
     static_shape,
 )
-from opsets.registry import register
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def _known_scales(node: ir.Node, scales_index: int, sizes_index: int | None) -> 
 
 
 @register("Resize", 10, 11)
-def resize_10_11(node: ir.Node) -> list[ir.Node]:
+def resize_10_11(b: Builder, node: ir.Node) -> Rewritten:
     # Resize-10: (X, scales); Resize-11: (X, roi, scales[, sizes]) + coordinate/nearest attributes
     mode = attr_str(node, "mode", "nearest")
     attrs = {"coordinate_transformation_mode": ir.AttrString("coordinate_transformation_mode", "asymmetric")}
@@ -62,9 +63,7 @@ def resize_10_11(node: ir.Node) -> list[ir.Node]:
                        "Resize-10 floors one way and ceils the other, which no single Resize-11 reproduces")
         attrs["nearest_mode"] = ir.AttrString("nearest_mode", rounding)
     x, scales_value = node.inputs[0], node.inputs[1]
-    tape = ir.tape.Tape()
-    roi = const(tape, np.zeros(0, np.float32))
-    _insert_before(node, tape)
+    roi = b.const(np.zeros(0, np.float32))
     node.resize_inputs(3)
     node.replace_input_with(0, x)
     node.replace_input_with(1, roi)
@@ -73,7 +72,7 @@ def resize_10_11(node: ir.Node) -> list[ir.Node]:
 
 
 @register("Resize", 11, 10)
-def resize_11_10(node: ir.Node) -> list[ir.Node]:
+def resize_11_10(b: Builder, node: ir.Node) -> Rewritten:
     hop = "resize_11_10"
     mode = attr_str(node, "mode", "nearest")
     coord = attr_str(node, "coordinate_transformation_mode", "half_pixel")
@@ -103,9 +102,7 @@ def resize_11_10(node: ir.Node) -> list[ir.Node]:
         raise fail(node, hop, f"linear with {coord} coordinates: Resize-10 only has asymmetric")
     if coord == "tf_crop_and_resize":
         raise fail(node, hop, "Resize-10 has no tf_crop_and_resize")
-    tape = ir.tape.Tape()
-    scales_value = const(tape, scales.astype(np.float32))
-    _insert_before(node, tape)
+    scales_value = b.const(scales.astype(np.float32))
     x = node.inputs[0]
     node.resize_inputs(2)
     node.replace_input_with(0, x)
@@ -114,26 +111,24 @@ def resize_11_10(node: ir.Node) -> list[ir.Node]:
 
 
 @register("Resize", 13, 11)
-def resize_13_11(node: ir.Node) -> list[ir.Node]:
+def resize_13_11(b: Builder, node: ir.Node) -> Rewritten:
     # Resize-13 made roi optional and lets scales be absent when sizes are given; Resize-11 needs
     # both inputs present (an empty tensor stands for "not given")
-    tape = ir.tape.Tape()
     inputs = list(node.inputs) + [None] * (4 - len(node.inputs))
     if inputs[1] is None:
-        inputs[1] = const(tape, np.zeros(0, np.float32))
+        inputs[1] = b.const(np.zeros(0, np.float32))
     if inputs[2] is None:
-        inputs[2] = const(tape, np.zeros(0, np.float32))
+        inputs[2] = b.const(np.zeros(0, np.float32))
     if inputs[3] is None:
         inputs = inputs[:3]
-    _insert_before(node, tape)
     node.resize_inputs(len(inputs))
     for i, value in enumerate(inputs):
         node.replace_input_with(i, value)
-    return [node]
+    return None
 
 
 @register("Resize", 18, 13)
-def resize_18_13(node: ir.Node) -> list[ir.Node]:
+def resize_18_13(b: Builder, node: ir.Node) -> Rewritten:
     hop = "resize_18_13"
     mode = attr_str(node, "mode", "nearest")
     if attr_int(node, "antialias", 0) and mode != "nearest":
@@ -146,26 +141,25 @@ def resize_18_13(node: ir.Node) -> list[ir.Node]:
         raise fail(node, hop, f"keep_aspect_ratio_policy={policy} has no Resize-13 equivalent")
     axes = attr_ints(node, "axes")
     if axes is not None:
-        _expand_axes(node, axes, hop)
+        _expand_axes(b, node, axes, hop)
     return in_place(node, drop_attrs=["antialias", "axes", "keep_aspect_ratio_policy"])
 
 
 @register("Resize", 19, 18)
-def resize_19_18(node: ir.Node) -> list[ir.Node]:
+def resize_19_18(b: Builder, node: ir.Node) -> Rewritten:
     coord = attr_str(node, "coordinate_transformation_mode", "half_pixel")
     if coord == "half_pixel_symmetric":
         raise fail(node, "resize_19_18", "half_pixel_symmetric coordinates do not exist before Resize-19")
-    return [node]
+    return None
 
 
-def _expand_axes(node: ir.Node, axes: list[int], hop: str) -> None:
+def _expand_axes(b: Builder, node: ir.Node, axes: list[int], hop: str) -> None:
     """Turn Resize-18's per-axis scales/sizes into full-rank ones (1 / the input dim elsewhere)."""
     shape = static_shape(node.inputs[0])
     rank = len(node.inputs[0].shape) if node.inputs[0] is not None and node.inputs[0].shape is not None else None
     if rank is None:
         raise fail(node, hop, "the axes attribute needs the input rank to be known")
     axes = [a % rank for a in axes]
-    tape = ir.tape.Tape()
     for index, fill_from_shape in ((2, False), (3, True)):
         given = const_array(input_or_none(node, index))
         if given is None or not given.size:
@@ -179,13 +173,4 @@ def _expand_axes(node: ir.Node, axes: list[int], hop: str) -> None:
         else:
             full = np.ones(rank, dtype=given.dtype)
         full[axes] = given
-        node.replace_input_with(index, const(tape, full))
-    _insert_before(node, tape)
-
-
-def _insert_before(node: ir.Node, tape: ir.tape.Tape) -> None:
-    if tape.nodes:
-        assert node.graph is not None
-        for i, new in enumerate(tape.nodes):
-            new.name = f"{node.name or node.op_type}_{new.op_type.lower()}_{i}"
-        node.graph.insert_before(node, list(tape.nodes))
+        node.replace_input_with(index, b.const(full))

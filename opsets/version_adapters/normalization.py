@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opsets.adapters._util import attr_int, const, fail, input_or_none, replace
+from bridge.rewriting import Builder
 from opsets.registry import register
+from opsets.version_adapters._util import Rewritten, attr_int, fail, input_or_none
 
 
 @register("LayerNormalization", 17, 16)
-def layernormalization_17_16(node: ir.Node) -> list[ir.Node]:
+def layernormalization_17_16(b: Builder, node: ir.Node) -> Rewritten:
     hop = "layernormalization_17_16"
     if any(out.uses() for out in node.outputs[1:]) or any(out.is_graph_output() for out in node.outputs[1:]):
         raise fail(node, hop, "the Mean/InvStdDev outputs are used; the decomposition only yields Y")
@@ -30,14 +31,12 @@ def layernormalization_17_16(node: ir.Node) -> list[ir.Node]:
     axes = list(range(axis, rank))
     dtype = x.dtype.numpy() if x.dtype is not None else np.float32
     eps = node.attributes["epsilon"].as_float() if "epsilon" in node.attributes else 1e-5
-    tape = ir.tape.Tape()
-    mean = tape.op("ReduceMean", [x], attributes={"axes": axes, "keepdims": 1})
-    centred = tape.op("Sub", [x, mean])
-    var = tape.op("ReduceMean", [tape.op("Mul", [centred, centred])], attributes={"axes": axes, "keepdims": 1})
-    std = tape.op("Sqrt", [tape.op("Add", [var, const(tape, np.asarray(eps, dtype=dtype))])])
-    y = tape.op("Mul", [tape.op("Div", [centred, std]), node.inputs[1]])
+    mean = b.op("ReduceMean", x, axes=axes, keepdims=1)
+    centred = b.op("Sub", x, mean)
+    var = b.op("ReduceMean", b.op("Mul", centred, centred), axes=axes, keepdims=1)
+    std = b.op("Sqrt", b.op("Add", var, b.const(np.asarray(eps, dtype=dtype))))
+    y = b.op("Mul", b.op("Div", centred, std), node.inputs[1])
     bias = input_or_none(node, 2)
     if bias is not None:
-        y = tape.op("Add", [y, bias])
-    new_nodes = replace(node, tape, [y])
-    return new_nodes
+        y = b.op("Add", y, bias)
+    return [y]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from opsets.adapters._util import const, const_array, fail, input_or_none, replace
+from bridge.rewriting import Builder
 from opsets.registry import register
+from opsets.version_adapters._util import Rewritten, const_array, fail, input_or_none
 
 
 def _np_dtype(value: ir.Value | None) -> np.dtype:
@@ -21,10 +22,9 @@ def _np_dtype(value: ir.Value | None) -> np.dtype:
 
 
 @register("Clip", 6, 11)
-def clip_6_11(node: ir.Node) -> list[ir.Node]:
+def clip_6_11(b: Builder, node: ir.Node) -> Rewritten:
     x = node.inputs[0]
     dtype = _np_dtype(x)
-    tape = ir.tape.Tape()
     bounds: list[ir.Value | None] = []
     for key in ("min", "max"):
         attr = node.attributes.get(key)
@@ -35,16 +35,15 @@ def clip_6_11(node: ir.Node) -> list[ir.Node]:
         if np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
             value = float(np.clip(value, info.min, info.max))  # Clip-6's default bounds are float lowest/max
-        bounds.append(const(tape, np.asarray(value).astype(dtype)))
+        bounds.append(b.const(np.asarray(value).astype(dtype)))
     while bounds and bounds[-1] is None:
         bounds.pop()
-    out = tape.op("Clip", [x, *bounds])
-    return replace(node, tape, [out])
+    out = b.op("Clip", x, *bounds)
+    return [out]
 
 
 @register("Clip", 11, 6)
-def clip_11_6(node: ir.Node) -> list[ir.Node]:
-    tape = ir.tape.Tape()
+def clip_11_6(b: Builder, node: ir.Node) -> Rewritten:
     attrs: dict[str, float] = {}
     for index, key in ((1, "min"), (2, "max")):
         bound = input_or_none(node, index)
@@ -54,17 +53,17 @@ def clip_11_6(node: ir.Node) -> list[ir.Node]:
         if value is None:
             raise fail(node, "clip_11_6", f"Clip-6 needs a constant {key}; the {key} input is computed")
         attrs[key] = float(np.asarray(value).reshape(()))
-    out = tape.op("Clip", [node.inputs[0]], attributes=attrs)
-    return replace(node, tape, [out])
+    out = b.op("Clip", node.inputs[0], **attrs)
+    return [out]
 
 
 @register("Clip", 12, 11)
-def clip_12_11(node: ir.Node) -> list[ir.Node]:
+def clip_12_11(b: Builder, node: ir.Node) -> Rewritten:
     # Clip-12 only added integer types; integer Clips are rewritten in double by opsets.legalize
     # after the last hop (an intermediate hop may not be the target)
-    return [node]
+    return None
 
 
 @register("Clip", 13, 12)
-def clip_13_12(node: ir.Node) -> list[ir.Node]:
-    return [node]  # Clip-13 only added bfloat16
+def clip_13_12(b: Builder, node: ir.Node) -> Rewritten:
+    return None  # Clip-13 only added bfloat16

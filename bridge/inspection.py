@@ -1,16 +1,27 @@
-"""Problems ``bridge inspect`` finds in an ONNX model, each in plain words with the node and op.
+"""What ``bridge inspect`` reports about an ONNX file, and the problems it finds in plain words.
 
-Three sources: the onnx checker, graph rules for known traps (Clip on integers before opset 12,
-custom-domain ops that still need lowering), and onnxruntime's own load error, explained.
+``inspect_model`` gives opsets, IR version, signature (symbolic dims flagged), op histogram, size and
+bridge's own metadata. ``find_problems`` has three sources: the onnx checker, graph rules for known
+traps (Clip on integers before opset 12, custom-domain ops that still need lowering), and
+onnxruntime's own load error, explained. Used by ``bridge.api.inspect`` and by the shape tools'
+checked write (they read back what they wrote the way a user would).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import onnx
 
 from bridge.config import CONTRIB_DOMAIN
+from bridge.io import load_model
+from bridge.model import bridge_metadata
+from bridge.runtimes.base import TensorMeta
 
 
 @dataclass(frozen=True)
@@ -89,3 +100,64 @@ def find_problems(model: onnx.ModelProto, *, load_in_runtime: bool = True) -> li
     if load_in_runtime and not needs_lowering:  # a contrib op would only repeat "no op registered"
         problems += runtime_problems(model)
     return problems
+
+
+@dataclass
+class InspectReport:
+    path: str
+    ir_version: int
+    opset_imports: dict[str, int]
+    producer: str
+    inputs: list[TensorMeta]
+    outputs: list[TensorMeta]
+    op_histogram: dict[str, int]
+    parameter_count: int
+    parameter_bytes: int
+    problems: list[Problem]
+    bridge: dict[str, str]
+
+    @property
+    def symbolic(self) -> list[str]:
+        return [f"{m.name}[{i}]={d}" for m in (*self.inputs, *self.outputs) for i, d in m.symbolic_dims]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["symbolic_dims"] = self.symbolic
+        return d
+
+
+def inspect_model(model: str | Path, *, load_in_runtime: bool = True) -> InspectReport:
+    """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems."""
+    proto = load_model(model)
+    hist = Counter((f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
+                   for n in _all_nodes(proto.graph))
+    count = 0
+    nbytes = 0
+    for init in proto.graph.initializer:
+        n = int(np.prod(init.dims)) if init.dims else 1
+        count += n
+        nbytes += n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize
+    return InspectReport(
+        path=str(model), ir_version=proto.ir_version,
+        opset_imports={o.domain or "ai.onnx": o.version for o in proto.opset_import},
+        producer=f"{proto.producer_name} {proto.producer_version}".strip(),
+        inputs=graph_metas(proto.graph.input, proto), outputs=graph_metas(proto.graph.output, proto),
+        op_histogram=dict(hist.most_common()), parameter_count=count, parameter_bytes=nbytes,
+        problems=find_problems(proto, load_in_runtime=load_in_runtime), bridge=bridge_metadata(proto),
+    )
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            for g in attr.graphs:
+                yield from _all_nodes(g)
+
+
+def graph_metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -> list[TensorMeta]:
+    """The declared signature entries that are real inputs/outputs (initializers listed as inputs excluded)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [TensorMeta.from_value_info(vi) for vi in values if vi.name not in inits]

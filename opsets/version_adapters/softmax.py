@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from opsets.adapters._util import attr_int, fail, in_place, replace
+from bridge.rewriting import Builder
 from opsets.registry import register
+from opsets.version_adapters._util import Rewritten, attr_int, fail, in_place
 
 
 def _rank(node: ir.Node) -> int | None:
@@ -24,7 +25,7 @@ def _rank(node: ir.Node) -> int | None:
     return None if x is None or x.shape is None else len(x.shape)
 
 
-def _per_axis_to_flattened(node: ir.Node, hop: str) -> list[ir.Node]:
+def _per_axis_to_flattened(b: Builder, node: ir.Node, hop: str) -> Rewritten:
     """Opset-13 per-axis form -> opset-11 flattening form."""
     rank = _rank(node)
     axis = attr_int(node, "axis", -1)
@@ -39,43 +40,41 @@ def _per_axis_to_flattened(node: ir.Node, hop: str) -> list[ir.Node]:
     back = [0] * rank
     for i, p in enumerate(perm):
         back[p] = i
-    tape = ir.tape.Tape()
-    moved = tape.op("Transpose", [node.inputs[0]], attributes={"perm": perm})
-    normed = tape.op(node.op_type, [moved], attributes={"axis": rank - 1})
-    out = tape.op("Transpose", [normed], attributes={"perm": back})
-    return replace(node, tape, [out])
+    moved = b.op("Transpose", node.inputs[0], perm=perm)
+    normed = b.op(node.op_type, moved, axis=rank - 1)
+    out = b.op("Transpose", normed, perm=back)
+    return [out]
 
 
-def _flattened_to_per_axis(node: ir.Node) -> list[ir.Node]:
+def _flattened_to_per_axis(b: Builder, node: ir.Node) -> Rewritten:
     """Opset-11 flattening form -> opset-13 per-axis form (Flatten, normalise rows, restore shape)."""
     rank = _rank(node)
     axis = attr_int(node, "axis", 1)
     if rank is not None and axis % rank == rank - 1:
         return in_place(node, set_attrs={"axis": ir.AttrInt64("axis", -1)})
-    tape = ir.tape.Tape()
     x = node.inputs[0]
-    shape = tape.op("Shape", [x])
-    flat = tape.op("Flatten", [x], attributes={"axis": axis})
-    normed = tape.op(node.op_type, [flat], attributes={"axis": -1})
-    out = tape.op("Reshape", [normed, shape])
-    return replace(node, tape, [out])
+    shape = b.op("Shape", x)
+    flat = b.op("Flatten", x, axis=axis)
+    normed = b.op(node.op_type, flat, axis=-1)
+    out = b.op("Reshape", normed, shape)
+    return [out]
 
 
 @register("Softmax", 13, 11)
-def softmax_13_11(node: ir.Node) -> list[ir.Node]:
-    return _per_axis_to_flattened(node, "softmax_13_11")
+def softmax_13_11(b: Builder, node: ir.Node) -> Rewritten:
+    return _per_axis_to_flattened(b, node, "softmax_13_11")
 
 
 @register("LogSoftmax", 13, 11)
-def logsoftmax_13_11(node: ir.Node) -> list[ir.Node]:
-    return _per_axis_to_flattened(node, "logsoftmax_13_11")
+def logsoftmax_13_11(b: Builder, node: ir.Node) -> Rewritten:
+    return _per_axis_to_flattened(b, node, "logsoftmax_13_11")
 
 
 @register("Hardmax", 13, 11)
-def hardmax_13_11(node: ir.Node) -> list[ir.Node]:
-    return _per_axis_to_flattened(node, "hardmax_13_11")
+def hardmax_13_11(b: Builder, node: ir.Node) -> Rewritten:
+    return _per_axis_to_flattened(b, node, "hardmax_13_11")
 
 
 @register("Hardmax", 11, 13)
-def hardmax_11_13(node: ir.Node) -> list[ir.Node]:
-    return _flattened_to_per_axis(node)
+def hardmax_11_13(b: Builder, node: ir.Node) -> Rewritten:
+    return _flattened_to_per_axis(b, node)

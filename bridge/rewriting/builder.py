@@ -1,11 +1,13 @@
-"""A small graph builder on top of ``onnx_ir.tape.Tape`` for the contrib lowerings and NMS grafting.
+"""The one graph builder of bridge's rewrites (contrib lowerings, opset version adapters, NMS grafting).
 
-The lowerings emit dozens of small nodes (Shape, Gather, Where, ...); this wraps the tape with
+It wraps ``onnx_ir.tape.Tape``. The lowerings emit dozens of small nodes (Shape, Gather, Where, ...); this wraps the tape with
 constant helpers, opset-aware spellings of the few ops whose signature changed between opsets
 (Reduce* axes became an input in 13 (ReduceSum) and 18 (ReduceMin/ReduceMax)), and fresh value
-names that cannot collide with the names already in the graph. Everything emitted is standard ONNX
-at the model's default-domain opset, which must be >= 13 (Squeeze/Unsqueeze/ReduceSum with axes
-inputs, GatherND with batch_dims, TopK's lower-index-first tie rule).
+names that cannot collide with the names already in the graph (one name set shared by every
+builder of a rewrite run, so a run over N nodes scans the graph once, not N times). The contrib
+lowerings emit standard ONNX at the model's default-domain opset, which must be >= ``MIN_OPSET`` = 13
+(Squeeze/Unsqueeze/ReduceSum with axes inputs, GatherND with batch_dims, TopK's lower-index-first tie
+rule); version adapters emit whatever their target opset takes, through ``op``/``op_multi``/``const``.
 """
 
 from __future__ import annotations
@@ -36,13 +38,21 @@ def existing_names(graph: ir.Graph) -> set[str]:
 class Builder:
     """Emit nodes onto a tape; ``nodes`` are inserted into the graph by the caller."""
 
-    def __init__(self, graph: ir.Graph, opset: int, prefix: str) -> None:
+    def __init__(self, graph: ir.Graph, opset: int, prefix: str, taken: set[str] | None = None,
+                 model: ir.Model | None = None) -> None:
         self.graph = graph
+        self.model = model  # the model being rewritten, when the driver made this builder
         self.opset = opset
         self.prefix = prefix
         self.tape = ir.tape.Tape()
-        self._taken = existing_names(graph)
+        self._taken = existing_names(graph) if taken is None else taken
         self._count = 0
+        self.warnings: list[str] = []  # collected by the rewrite driver
+        self.initializers: list[ir.Value] = []  # registered on the graph by the driver when it splices
+
+    def warn(self, message: str) -> None:
+        """Record a warning about this rewrite (the driver hands it to the pass's warnings channel)."""
+        self.warnings.append(message)
 
     @property
     def nodes(self) -> Sequence[ir.Node]:
@@ -72,6 +82,14 @@ class Builder:
     def const(self, array: Any, dtype: Any = None) -> ir.Value:
         arr = np.asarray(array, dtype=dtype)
         return self.op("Constant", value=ir.tensor(arr))
+
+    def initializer(self, array: Any, dtype: Any = None) -> ir.Value:
+        """A new initializer (registered when the rewrite is spliced in; a graph output cannot be one)."""
+        arr = np.asarray(array, dtype=dtype)
+        value = ir.Value(name=self.fresh("init"), type=ir.TensorType(ir.DataType.from_numpy(arr.dtype)),
+                         shape=ir.Shape(arr.shape), const_value=ir.tensor(arr))
+        self.initializers.append(value)
+        return value
 
     def i64(self, *values: int) -> ir.Value:
         """A 1-D int64 constant (shapes, axes, starts/ends)."""

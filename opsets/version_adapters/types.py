@@ -13,8 +13,9 @@ from collections.abc import Callable
 import onnx
 import onnx_ir as ir
 
-from opsets.adapters._util import const_array, fail
+from bridge.rewriting import Builder
 from opsets.registry import register
+from opsets.version_adapters._util import Rewritten, const_array, fail
 
 Droppable = Callable[[ir.Node, object], bool]  # (node, attribute value) -> may the attribute go?
 
@@ -92,7 +93,7 @@ _TYPES_ONLY: list[tuple[str, int, int, dict[str, Droppable]]] = [
 ]
 
 
-def _check_older_schema(node: ir.Node, to: int, hop: str, neutral: dict[str, Droppable]) -> list[ir.Node]:
+def _check_older_schema(b: Builder, node: ir.Node, to: int, hop: str, neutral: dict[str, Droppable]) -> Rewritten:
     schema = onnx.defs.get_schema(node.op_type, to, "")
     known = set(schema.attributes)
     for name in list(node.attributes):
@@ -114,14 +115,14 @@ def _check_older_schema(node: ir.Node, to: int, hop: str, neutral: dict[str, Dro
             raise fail(node, hop, f"{formal.name} is {type_str}, which {node.op_type}-{schema.since_version} does not take")
     if node.op_type == "Pad" and node.attributes.get("mode") is not None and node.attributes["mode"].value == "wrap":
         raise fail(node, hop, "mode=wrap does not exist before Pad-19")
-    return [node]
+    return None
 
 
 def _make(op: str, frm: int, to: int, neutral: dict[str, Droppable]) -> None:
     name = f"{op.lower()}_{frm}_{to}"
 
-    def adapter(node: ir.Node) -> list[ir.Node]:
-        return _check_older_schema(node, to, name, neutral)
+    def adapter(b: Builder, node: ir.Node) -> Rewritten:
+        return _check_older_schema(b, node, to, name, neutral)
 
     adapter.__name__ = adapter.__qualname__ = name
     register(op, frm, to)(adapter)
