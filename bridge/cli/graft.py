@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from bridge.cli.render import out
 from bridge.errors import UsageError
-
-out = Console()
 
 
 def parse_variances(text: str | None) -> tuple[float, ...] | None:

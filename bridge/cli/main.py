@@ -6,115 +6,90 @@ No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch, 2 usage
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import sys
 import traceback
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from typer.exceptions import TyperException
 
+from adapters import registered_frameworks
+from bridge.cli import render
+from bridge.cli.options import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    OPSET_DEFAULT,
+    AsJsonOpt,
+    AtolOpt,
+    DynamicOpt,
+    FeedsOpt,
+    InputOpt,
+    OpsetOpt,
+    ReportOpt,
+    RtolOpt,
+    SeedOpt,
+    ToleranceOpt,
+    WeightsOpt,
+    runtimes_from,
+    tolerance_from,
+)
+from bridge.cli.render import err, out
 from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, ValidationMismatch
+from bridge.runtimes import available_runtimes
+from bridge.targets import registered_targets
 
 app = typer.Typer(
     name="bridge", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     help="Convert PyTorch / MXNet / TensorFlow / ONNX models to ONNX and prove them in each target runtime.",
 )
-out = Console()
-err = Console(stderr=True)
-
-InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
-SeedOpt = Annotated[int, typer.Option(help="seed for generated validation inputs")]
-
-
 @app.callback()
 def _root(verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug")] = 0) -> None:
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
-@contextlib.contextmanager
-def _progress(what: str) -> Iterator[Callable[[str], None]]:
-    """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise."""
-    log = logging.getLogger("bridge.cli")
-    if err.is_terminal:
-        with err.status(what) as status:
-            yield lambda msg: status.update(f"{what}: {msg}")
-    else:
-        yield lambda msg: log.info("%s: %s", what, msg)
-
-
-def _tolerance(atol: float, rtol: float, per_output: list[str]) -> Any:
-    from bridge.config import Tolerance
-
-    return Tolerance.parse_override(Tolerance(atol, rtol), per_output)
-
-
-def _runtimes(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    if text.strip().lower() == "none":
-        return []
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-def _print_comparisons(comparisons: list[Any]) -> None:
-    for comp in comparisons:
-        table = Table(title=f"{comp.candidate} vs {comp.reference}: {'PASS' if comp.passed else 'FAIL'}",
-                      title_justify="left")
-        for col in ("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"):
-            table.add_column(col)
-        for o in comp.outputs:
-            table.add_row(o.name, "yes" if o.passed else "[red]NO[/red]", str(o.cand_shape),
-                          f"{o.max_abs:.3g}" if o.max_abs is not None else "-",
-                          f"{o.max_rel:.3g}" if o.max_rel is not None else "-",
-                          f"{o.mismatch_fraction:.3g}" if o.mismatch_fraction is not None else "-", o.note)
-        out.print(table)
-
-
 @app.command()
 def convert(
     source: Annotated[str, typer.Argument(help="model file, folder, or module.path:factory")],
     output: Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")],
-    framework: Annotated[str | None, typer.Option(help="torch|tensorflow|mxnet|onnx (default: detect)")] = None,
+    framework: Annotated[str | None, typer.Option(help=f"{'|'.join(registered_frameworks())} (default: detect)")] = None,
     input: InputOpt = [],  # noqa: B006 - typer needs a literal default
-    dynamic: Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")] = [],  # noqa: B006
-    opset: Annotated[int, typer.Option(help="target default-domain opset")] = 17,
-    validate: Annotated[str | None, typer.Option(help="runtimes to validate in: onnxruntime[,tensorflow] or none")] = None,
-    report: Annotated[Path | None, typer.Option(help="write a report (.json or .md)")] = None,
-    weights: Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")] = None,
+    dynamic: DynamicOpt = [],  # noqa: B006
+    opset: OpsetOpt = OPSET_DEFAULT,
+    validate: Annotated[str | None, typer.Option(help=f"runtimes to validate in, comma-separated ({','.join(available_runtimes())}) "
+                                                    "or none (default: the target's)")] = None,
+    report: ReportOpt = None,
+    weights: WeightsOpt = None,
     outputs: Annotated[str | None, typer.Option(help="comma-separated internal output names to cut the graph at")] = None,
     output_names: Annotated[str | None, typer.Option(help="comma-separated names for the model's outputs, in order")] = None,
-    atol: Annotated[float, typer.Option(help="absolute tolerance")] = 1e-4,
-    rtol: Annotated[float, typer.Option(help="relative tolerance")] = 1e-3,
-    tolerance: Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL")] = [],  # noqa: B006
+    atol: AtolOpt = DEFAULT_ATOL,
+    rtol: RtolOpt = DEFAULT_RTOL,
+    tolerance: ToleranceOpt = [],  # noqa: B006
     detection_format: Annotated[str, typer.Option(
         help="how lowered detection layers (MultiBoxDetection) emit results: mxnet|boxes-scores-classes|indices")] = "mxnet",
     max_detections: Annotated[int | None, typer.Option(help="rows of the boxes-scores-classes format")] = None,
-    feeds: Annotated[Path | None, typer.Option(help="validation inputs: .npz keyed by input name (default: seeded noise)")] = None,
-    to: Annotated[str, typer.Option(help="onnx, or tensorflow to also write a SavedModel (validated in TF)")] = "onnx",
+    feeds: FeedsOpt = None,
+    to: Annotated[str, typer.Option(help=f"{'|'.join(registered_targets())}: delivery format (tensorflow also writes "
+                                          "a SavedModel, validated in TF)")] = "onnx",
     saved_model: Annotated[Path | None, typer.Option(help="SavedModel folder for --to tensorflow "
                                                            "(default: <output stem>_saved_model)")] = None,
     graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
     signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
     seed: SeedOpt = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    as_json: AsJsonOpt = False,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
 
     options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature}.items() if v}
     try:
-        with _progress(f"converting {source}") as progress:
+        with render.progress(f"converting {source}") as progress:
             result = api.convert(source, output, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
-                                 validate=_runtimes(validate), tolerance=_tolerance(atol, rtol, tolerance),
+                                 validate=runtimes_from(validate), tolerance=tolerance_from(atol, rtol, tolerance),
                                  report=report, weights=weights, options=options, seed=seed, progress=progress,
                                  output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
@@ -128,7 +103,7 @@ def convert(
 
 def _render_convert(result: Any, as_json: bool) -> None:
     if as_json:
-        out.print_json(json.dumps(result.to_dict(), default=str))
+        render.print_json(result)
         return
     out.print(f"[bold]{result.source}[/bold] ({result.framework}) -> {result.output} "
               f"{'[green]written[/green]' if result.written else '[red]not written[/red]'}")
@@ -148,20 +123,20 @@ def _render_convert(result: Any, as_json: bool) -> None:
         out.print(f"[yellow]validation skipped:[/yellow] {escape(result.validation_skipped)}")
     if result.validation_inputs:
         out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.validation_inputs.items()))
-    _print_comparisons(result.validation)
+    render.print_comparisons(result.validation)
 
 
 @app.command()
 def inspect(
     model: Annotated[Path, typer.Argument(help="an .onnx file")],
-    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    as_json: AsJsonOpt = False,
 ) -> None:
     """Opsets, IR version, signature (symbolic dims flagged), op histogram, size, problems."""
     from bridge import api
 
     rep = api.inspect(model)
     if as_json:
-        out.print_json(json.dumps(rep.to_dict(), default=str))
+        render.print_json(rep)
         return
     out.print(f"[bold]{rep.path}[/bold]  IR {rep.ir_version}  opsets "
               + ", ".join(f"{d}={v}" for d, v in rep.opset_imports.items()) + f"  producer: {rep.producer or '-'}")
@@ -196,39 +171,40 @@ def validate(
     runtime: Annotated[str, typer.Option(help="runtime(s) to run MODEL in, comma-separated")] = "onnxruntime",
     framework: Annotated[str | None, typer.Option(help="framework of --source (default: detect)")] = None,
     input: InputOpt = [],  # noqa: B006
-    weights: Annotated[Path | None, typer.Option("--weights", "--params", help="weights of --source")] = None,
-    atol: Annotated[float, typer.Option(help="absolute tolerance")] = 1e-4,
-    rtol: Annotated[float, typer.Option(help="relative tolerance")] = 1e-3,
-    tolerance: Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL")] = [],  # noqa: B006
+    weights: WeightsOpt = None,
+    atol: AtolOpt = DEFAULT_ATOL,
+    rtol: RtolOpt = DEFAULT_RTOL,
+    tolerance: ToleranceOpt = [],  # noqa: B006
     save_reference: Annotated[Path | None, typer.Option(help="save the source run as RunResults (.npz + .json)")] = None,
-    report: Annotated[Path | None, typer.Option(help="write a report (.json or .md)")] = None,
-    feeds: Annotated[Path | None, typer.Option(help="inputs for --source runs: .npz keyed by input name")] = None,
+    report: ReportOpt = None,
+    feeds: FeedsOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
     from bridge import api
 
     try:
-        result = api.validate(model, source=source, reference=reference, runtime=_runtimes(runtime) or [],
+        result = api.validate(model, source=source, reference=reference, runtime=runtimes_from(runtime) or [],
                               framework=framework, inputs=input, weights=weights,
-                              tolerance=_tolerance(atol, rtol, tolerance), seed=seed,
+                              tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
                               save_reference=save_reference, report=report, feeds=feeds)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
-            _print_comparisons(exc.result.comparisons)
+            render.print_comparisons(exc.result.comparisons)
         raise
     out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
-    _print_comparisons(result.comparisons)
+    render.print_comparisons(result.comparisons)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")
 
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import graft, shapes
+    from bridge.cli import graft, migrate, shapes
 
     graft.register(app)
     shapes.register(app)
+    migrate.register(app)
 
 
 _register_command_modules()

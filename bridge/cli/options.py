@@ -1,0 +1,47 @@
+"""Options shared by many ``bridge`` commands, and their parsers (Polygraphy's ``tools/args`` idea).
+
+Every command takes its input, tolerance, seed, opset and JSON options from here, so a flag means
+the same thing and has the same default everywhere; defaults are read from the config types
+(``Tolerance()``, ``DEFAULT_OPSET``), never written out again. The parsers turn option strings
+into config objects; ``bridge.api`` never sees argv.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bridge.config import DEFAULT_OPSET, DEFAULT_TOLERANCE, Tolerance
+
+DEFAULT_ATOL = DEFAULT_TOLERANCE.atol
+DEFAULT_RTOL = DEFAULT_TOLERANCE.rtol
+OPSET_DEFAULT = DEFAULT_OPSET
+
+InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
+DynamicOpt = Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")]
+OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]
+OpsetOpt = Annotated[int, typer.Option(help="target default-domain opset")]
+AtolOpt = Annotated[float, typer.Option(help="absolute tolerance")]
+RtolOpt = Annotated[float, typer.Option(help="relative tolerance")]
+ToleranceOpt = Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL (repeatable)")]
+SeedOpt = Annotated[int, typer.Option(help="seed for generated validation inputs")]
+FeedsOpt = Annotated[Path | None, typer.Option(help="validation inputs: .npz keyed by input name (default: seeded noise)")]
+ReportOpt = Annotated[Path | None, typer.Option(help="write a report (.json or .md)")]
+WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")]
+AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+
+
+def tolerance_from(atol: float, rtol: float, per_output: list[str] | None = None) -> Tolerance:
+    """``--atol/--rtol`` plus ``--tolerance NAME=ATOL,RTOL`` overrides as one Tolerance."""
+    return Tolerance.parse_override(Tolerance(atol, rtol), per_output or [])
+
+
+def runtimes_from(text: str | None) -> list[str] | None:
+    """``onnxruntime,tensorflow`` -> names; ``none`` -> [] (no validation); None -> the default."""
+    if text is None:
+        return None
+    if text.strip().lower() == "none":
+        return []
+    return [t.strip() for t in text.split(",") if t.strip()]
