@@ -10,6 +10,7 @@ from support import REPO
 
 from adapters import _ADAPTERS, registered_frameworks
 from bridge.runtimes import _RUNTIMES, available_runtimes
+from bridge.targets import registered_targets
 
 TEST_HOME = {"torch": "tests/adapters/pytorch", "tensorflow": "tests/adapters/tensorflow",
              "mxnet": "tests/adapters/mxnet", "onnx": "tests/adapters/onnx"}
@@ -30,3 +31,8 @@ def test_every_runtime_has_tests(runtime: str) -> None:
     assert (REPO / "tests" / "bridge" / "runtimes" / f"test_{runtime}.py").is_file()
     module_name, _ = _RUNTIMES[runtime].split(":")
     assert importlib.util.find_spec(module_name) is not None
+
+
+@pytest.mark.parametrize("target", registered_targets())
+def test_every_target_has_tests(target: str) -> None:
+    assert (REPO / "tests" / "bridge" / "targets" / f"test_{target}_target.py").is_file()

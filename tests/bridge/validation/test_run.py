@@ -1,0 +1,87 @@
+"""run_and_compare: one place that runs a reference and candidates on the same inputs and compares them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from bridge.config import InputSpec, Tolerance
+from bridge.errors import ReferenceUnavailableError, RuntimeLoadError
+from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.onnxruntime import OnnxRuntime
+from bridge.validation.results import RunResults
+from bridge.validation.run import FeedSource, run_and_compare
+
+
+def _model(op: str) -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+class Recording:
+    """A Runtime that records its lifecycle (activate/deactivate always paired, even on failure)."""
+
+    name = "recording"
+
+    def __init__(self, fail_on_activate: bool = False) -> None:
+        self.events: list[str] = []
+        self.fail = fail_on_activate
+
+    def activate(self) -> None:
+        self.events.append("activate")
+        if self.fail:
+            raise RuntimeLoadError("cannot load")
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.events.append("infer")
+        return {"y": np.maximum(feeds["x"], 0)}
+
+    def deactivate(self) -> None:
+        self.events.append("deactivate")
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        return [TensorMeta("x", ("n", 3), "float32")]
+
+
+def test_candidates_share_the_inputs_and_loaders_are_called_once() -> None:
+    reference = Recording()
+    loads: list[str] = []
+
+    def loader() -> OnnxRuntime:
+        loads.append("load")
+        return OnnxRuntime(_model("Relu"))
+
+    run = run_and_compare(reference, {"good": loader, "bad": OnnxRuntime(_model("Abs"))},
+                          FeedSource(specs=[InputSpec("x", (4, 3))], seed=3), Tolerance())
+    assert loads == ["load"]
+    assert reference.events == ["activate", "infer", "deactivate"]
+    assert [c.candidate for c in run.comparisons] == ["good", "bad"]
+    assert run.comparisons[0].passed and not run.comparisons[1].passed and not run.passed
+    assert run.feeds["x"].shape[1] == 3 and run.input_shapes() == {"x": list(run.feeds["x"].shape)}
+
+
+def test_a_saved_reference_supplies_inputs_and_outputs(tmp_path: Path) -> None:
+    x = np.array([[-1, 2, -3]], np.float32)
+    RunResults({"x": x}, {"y": np.maximum(x, 0)}, "mxnet", {}).save(tmp_path / "ref.npz")
+    saved = RunResults.load(tmp_path / "ref.npz")
+    run = run_and_compare(saved, {"onnxruntime": OnnxRuntime(_model("Relu"))}, FeedSource(), Tolerance())
+    assert run.passed and run.reference_name == "mxnet"
+    np.testing.assert_array_equal(run.feeds["x"], x)
+
+
+def test_an_unloadable_reference_is_reported_as_unavailable() -> None:
+    reference = Recording(fail_on_activate=True)
+    with pytest.raises(ReferenceUnavailableError, match="source reference unavailable: cannot load"):
+        run_and_compare(reference, {"onnxruntime": OnnxRuntime(_model("Relu"))}, FeedSource(), Tolerance())
+
+
+def test_with_no_candidates_the_reference_still_runs() -> None:
+    run = run_and_compare(Recording(), {}, FeedSource(specs=[InputSpec("x", (2, 3))]), Tolerance())
+    assert run.comparisons == [] and list(run.reference_outputs) == ["y"]
