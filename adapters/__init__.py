@@ -7,6 +7,7 @@ import importlib
 from adapters.base import Adapter, ExportResult
 from bridge.config import Source
 from bridge.errors import UsageError
+from bridge.runtimes.base import Runtime
 
 # framework -> "module:Class". Order matters for detection: the first adapter that claims a source wins.
 _ADAPTERS: dict[str, str] = {
@@ -35,6 +36,13 @@ def get_adapter(framework: str) -> Adapter:
     return adapter
 
 
+def reference_runner(framework: str, source: Source, export: ExportResult) -> Runtime:
+    """The source framework's reference runner: a module-level function, so a child process can be handed
+    ``partial(reference_runner, framework, source, export)`` and build the runner (and import the framework)
+    itself (``bridge.runtimes.isolated``)."""
+    return get_adapter(framework).reference_runner(source, export)
+
+
 def detect_adapter(source: Source) -> Adapter:
     """The adapter that claims ``source``; UsageError listing the frameworks when none does."""
     for framework in _ADAPTERS:
@@ -47,4 +55,5 @@ def detect_adapter(source: Source) -> Adapter:
     )
 
 
-__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "register_adapter", "registered_frameworks"]
+__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "reference_runner", "register_adapter",
+           "registered_frameworks"]

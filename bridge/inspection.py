@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +82,17 @@ def checker_problems(model: onnx.ModelProto) -> list[Problem]:
 
 
 def runtime_problems(model: onnx.ModelProto) -> list[Problem]:
-    from bridge.errors import RuntimeLoadError
+    """Whether onnxruntime loads the model, tried in a child process: a model that crashes the loader
+    (e.g. ConvTranspose group=0 raises SIGFPE inside onnxruntime) is a problem to report, not a crash."""
+    from bridge.errors import RuntimeCrashedError, RuntimeLoadError
+    from bridge.runtimes.isolated import isolate
     from bridge.runtimes.onnxruntime import OnnxRuntime
 
-    runtime = OnnxRuntime(model, log_severity=3)
+    runtime = isolate(partial(OnnxRuntime, model.SerializeToString(), log_severity=3), name="onnxruntime",
+                      stage="onnxruntime loading the model", timeout=120)
     try:
         runtime.activate()
-    except RuntimeLoadError as exc:
+    except (RuntimeLoadError, RuntimeCrashedError) as exc:
         return [Problem("runtime-load", str(exc))]
     finally:
         runtime.deactivate()

@@ -90,13 +90,14 @@ def run_and_compare(
     """
     with contextlib.ExitStack() as stack:
         saved = reference if isinstance(reference, RunResults) else None
-        name = reference_name or (saved.runtime if saved is not None else reference.name)  # type: ignore[union-attr]
         if saved is None:
             assert not isinstance(reference, RunResults)
             try:
                 stack.enter_context(activated(reference))
             except (AdapterUnavailableError, RuntimeLoadError) as exc:
                 raise ReferenceUnavailableError(f"source reference unavailable: {exc}") from exc
+        # named after activation: an isolated runtime learns its runner's name from the child
+        name = reference_name or (saved.runtime if saved is not None else reference.name)  # type: ignore[union-attr]
         run: ComparisonRun | None = None
         if saved is not None:
             run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name)
