@@ -48,6 +48,16 @@ class ReferenceUnavailableError(BridgeError):
     validation is skipped with this reason rather than failing the conversion."""
 
 
+class UnsafeSourceError(BridgeError):
+    """Running the source for validation would have side effects (file writes, Python callbacks); refused
+    unless the user trusts the source (``--trust-source``)."""
+
+
+class RuntimeCrashedError(BridgeError):
+    """A framework reference or candidate runtime died in its child process (signal, time or memory limit),
+    or raised something that is not a bridge error; the message names the stage and the cause."""
+
+
 class ExportError(BridgeError):
     """The framework exporter failed, or produced a model that breaks a promise (e.g. static means static)."""
 

@@ -26,6 +26,7 @@ import onnx
 from adapters.base import ExportResult
 from adapters.tensorflow.loading import LoadedTF, TensorSig, load, source_kind
 from adapters.tensorflow.runner import make_runner
+from adapters.tensorflow.trust import refuse_side_effects
 from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Source
 from bridge.errors import ExportError, UsageError
@@ -82,9 +83,19 @@ class TensorFlowAdapter:
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_tensorflow("running the TensorFlow reference")
         loaded = self._load(source)
+        refuse_side_effects(_graph_def_of(loaded), source)  # validation executes the source graph
         by_name = {s.name: s for s in export.inputs}
         inputs = [by_name.get(s.name, InputSpec(s.name, None, s.dtype)) for s in loaded.inputs]
         return make_runner(loaded, inputs, export.output_names)
+
+
+def _graph_def_of(loaded: LoadedTF) -> object | None:
+    """The graph the reference would execute (SavedModel signature with its functions, or a GraphDef)."""
+    if loaded.kind == "graph_def":
+        return loaded.graph_def
+    if loaded.kind == "saved_model" and len(loaded.keep) > 1 and hasattr(loaded.keep[1], "graph"):
+        return loaded.keep[1].graph.as_graph_def()
+    return None
 
 
 def resolve_inputs(sigs: Sequence[TensorSig], spec: ExportSpec, notes: list[str]

@@ -22,17 +22,21 @@ from bridge.cli import render
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
+    DEFAULT_TIMEOUT,
     OPSET_DEFAULT,
     AsJsonOpt,
     AtolOpt,
     DynamicOpt,
     FeedsOpt,
     InputOpt,
+    IsolateOpt,
     OpsetOpt,
     ReportOpt,
     RtolOpt,
     SeedOpt,
+    TimeoutOpt,
     ToleranceOpt,
+    TrustOpt,
     WeightsOpt,
     runtimes_from,
     tolerance_from,
@@ -79,13 +83,17 @@ def convert(
                                                            "(default: <output stem>_saved_model)")] = None,
     graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
     signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
+    trust_source: TrustOpt = False,
+    isolate: IsolateOpt = True,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
 
-    options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature}.items() if v}
+    options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature,
+                                 "trust_source": "1" if trust_source else None}.items() if v}
     try:
         with render.progress(f"converting {source}") as progress:
             result = api.convert(source, output, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
@@ -93,7 +101,7 @@ def convert(
                                  report=report, weights=weights, options=options, seed=seed, progress=progress,
                                  output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
-                                 to=to, saved_model=saved_model)
+                                 to=to, saved_model=saved_model, isolated=isolate, timeout=timeout)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
@@ -178,6 +186,9 @@ def validate(
     save_reference: Annotated[Path | None, typer.Option(help="save the source run as RunResults (.npz + .json)")] = None,
     report: ReportOpt = None,
     feeds: FeedsOpt = None,
+    trust_source: TrustOpt = False,
+    isolate: IsolateOpt = True,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     seed: SeedOpt = 0,
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
@@ -187,7 +198,9 @@ def validate(
         result = api.validate(model, source=source, reference=reference, runtime=runtimes_from(runtime) or [],
                               framework=framework, inputs=input, weights=weights,
                               tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
-                              save_reference=save_reference, report=report, feeds=feeds)
+                              save_reference=save_reference, report=report, feeds=feeds,
+                              options={"trust_source": "1"} if trust_source else None, isolated=isolate,
+                              timeout=timeout)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_comparisons(exc.result.comparisons)

@@ -14,10 +14,12 @@ from typing import Annotated
 import typer
 
 from bridge.config import DEFAULT_OPSET, DEFAULT_TOLERANCE, Tolerance
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
 
 DEFAULT_ATOL = DEFAULT_TOLERANCE.atol
 DEFAULT_RTOL = DEFAULT_TOLERANCE.rtol
 OPSET_DEFAULT = DEFAULT_OPSET
+DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_S
 
 InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
 DynamicOpt = Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")]
@@ -31,6 +33,11 @@ FeedsOpt = Annotated[Path | None, typer.Option(help="validation inputs: .npz key
 ReportOpt = Annotated[Path | None, typer.Option(help="write a report (.json or .md)")]
 WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")]
 AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "
+                                        "side effects (file writes, Python callbacks)")]
+IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run the source reference and each runtime "
+                                          "in a child process with time and memory limits")]
+TimeoutOpt = Annotated[float, typer.Option(help="seconds each reference/runtime step may take in its child process")]
 
 
 def tolerance_from(atol: float, rtol: float, per_output: list[str] | None = None) -> Tolerance:
