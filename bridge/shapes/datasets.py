@@ -11,6 +11,13 @@ Annotation file (JSON, a subset of COCO so COCO files work as they are)::
 
 Each image contributes its height/width and its number of boxes (annotations with its ``image_id``);
 the box count is the batch a per-box second stage (a classifier or recogniser on crops) sees.
+
+Hostile input: a header is a claim, not a fact (a 50-byte PNG can declare 100000 x 100000 pixels).
+Every declared size, from a header or an annotation file, is checked against ``MAX_IMAGE_PIXELS``
+before anything downstream sizes an array from it (bucket models are validated on inputs of the
+bucket's size); a larger claim is an ``ImageTooLargeError`` (exit 3) naming the file, the declared
+size and the limit. It is not skipped like an unreadable file: the data set is wrong and the
+statistics must not quietly leave it out.
 """
 
 from __future__ import annotations
@@ -32,6 +39,24 @@ from bridge.shapes.common import Progress, quiet
 logger = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".ppm", ".pgm", ".pbm", ".pnm", ".bmp", ".npy"})
+# 2**28 = 268,435,456 pixels (16384 x 16384): well above any camera frame, and at float32 x 3 channels
+# already 3 GiB per input, which is what validating a bucket of that size would allocate
+MAX_IMAGE_PIXELS = 2**28
+
+
+class ImageTooLargeError(BadInputFileError):
+    """A header (or annotation) declares more pixels than ``MAX_IMAGE_PIXELS``: never allocated, never skipped."""
+
+
+def check_declared_size(path: Path | str, height: int, width: int, limit: int = MAX_IMAGE_PIXELS) -> tuple[int, int]:
+    """(height, width) if plausible; ImageTooLargeError over ``limit`` pixels, BadInputFileError if not positive."""
+    if height <= 0 or width <= 0:
+        raise BadInputFileError(f"{path}: declared size {height}x{width} (height x width) is not positive")
+    if height * width > limit:
+        raise ImageTooLargeError(f"{path}: declares {height}x{width} pixels (height x width, {height * width:,} "
+                                 f"pixels), over the limit of {limit:,} pixels; the header is corrupt or hostile "
+                                 "(sizes are read from headers only, nothing was decoded)")
+    return height, width
 
 
 @dataclass(frozen=True)
@@ -129,9 +154,16 @@ def _npy(path: Path) -> tuple[int, int]:
     return npy_hw(shape, path)
 
 
-def read_image_size(path: str | Path) -> tuple[int, int]:
-    """(height, width) of an image file from its header; BadInputFileError if it cannot be read."""
+def read_image_size(path: str | Path, max_pixels: int = MAX_IMAGE_PIXELS) -> tuple[int, int]:
+    """(height, width) of an image file from its header, checked by ``check_declared_size``.
+
+    BadInputFileError if it cannot be read; ImageTooLargeError if it claims more than ``max_pixels``.
+    """
     path = Path(path)
+    return check_declared_size(path, *_header_size(path), limit=max_pixels)
+
+
+def _header_size(path: Path) -> tuple[int, int]:
     try:
         with path.open("rb") as f:
             head = f.read(32)
@@ -153,22 +185,26 @@ def read_image_size(path: str | Path) -> tuple[int, int]:
         raise BadInputFileError(f"{path}: unknown image format (PNG, JPEG, PPM/PGM, BMP and .npy are read "
                                 "without Pillow; install Pillow for others)") from None
     try:
-        with Image.open(path) as im:
+        with Image.open(path) as im:  # lazy: reads the header, decodes nothing until .load()
             w, h = im.size
             return int(h), int(w)
     except Exception as exc:
         raise BadInputFileError(f"{path}: unreadable image ({exc})") from exc
 
 
-def scan_images(folder: Path, progress: Progress = quiet) -> tuple[list[Sample], list[str]]:
-    """Sizes of every image under ``folder`` (recursively); unreadable files are listed, not fatal."""
+def scan_images(folder: Path, progress: Progress = quiet,
+                max_pixels: int = MAX_IMAGE_PIXELS) -> tuple[list[Sample], list[str]]:
+    """Sizes of every image under ``folder`` (recursively); unreadable files are listed, not fatal,
+    but a declared size over ``max_pixels`` is (ImageTooLargeError)."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     samples, skipped = [], []
     for k, p in enumerate(files):
         if k and k % 500 == 0:
             progress(f"read {k}/{len(files)} image headers")
         try:
-            h, w = read_image_size(p)
+            h, w = read_image_size(p, max_pixels)
+        except ImageTooLargeError:
+            raise
         except BadInputFileError as exc:
             skipped.append(str(exc))
             continue
@@ -176,7 +212,7 @@ def scan_images(folder: Path, progress: Progress = quiet) -> tuple[list[Sample],
     return samples, skipped
 
 
-def read_annotations(path: Path) -> list[Sample]:
+def read_annotations(path: Path, max_pixels: int = MAX_IMAGE_PIXELS) -> list[Sample]:
     """Samples from a COCO-like annotation file (see the module docstring for the format)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -201,20 +237,23 @@ def read_annotations(path: Path) -> list[Sample]:
             h = w = -1
         if (h is None) != (w is None) or (h is not None and w is not None and (h <= 0 or w <= 0)):
             raise BadInputFileError(f"{path}: images[{k}] needs both a positive integer height and width (or neither)")
+        if h is not None and w is not None:
+            check_declared_size(f"{path}: images[{k}] ({img.get('file_name', img['id'])})", h, w, max_pixels)
         samples.append(Sample(str(img.get("file_name", img["id"])), h, w, counts.get(img["id"], 0)))
     return samples
 
 
-def load_samples(data: str | Path, progress: Progress = quiet) -> tuple[list[Sample], list[str]]:
+def load_samples(data: str | Path, progress: Progress = quiet,
+                 max_pixels: int = MAX_IMAGE_PIXELS) -> tuple[list[Sample], list[str]]:
     """Samples from an image folder or an annotation JSON; (samples, warnings)."""
     path = Path(data)
     if path.is_dir():
-        samples, skipped = scan_images(path, progress)
+        samples, skipped = scan_images(path, progress, max_pixels)
         warnings = [f"{len(skipped)} file(s) skipped: " + "; ".join(skipped[:3])] if skipped else []
     elif path.is_file():
         if path.suffix.lower() != ".json":
             raise UsageError(f"--data {path}: give an image folder or a .json annotation file")
-        samples, warnings = read_annotations(path), []
+        samples, warnings = read_annotations(path, max_pixels), []
     else:
         raise SourceNotFoundError(f"--data {path}: no such file or folder")
     if not samples:

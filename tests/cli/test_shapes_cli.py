@@ -1,4 +1,5 @@
-"""`bridge shapes fix|dynamic|buckets` in a fresh interpreter: exit 0 on success, 2 on bad arguments.
+"""`bridge shapes fix|dynamic|buckets` in a fresh interpreter: exit 0 on success, 2 on bad arguments,
+3 on a hostile image header; the buckets settings (config file, ranges, layouts, defaults) in-process.
 
 Until bridge/cli/main.py registers the group, the commands run through a launcher that registers it
 first (the same `main()` and exit-code mapping); afterwards they run exactly as `bridge shapes ...`.
@@ -33,6 +34,19 @@ def shapes(*args: str) -> subprocess.CompletedProcess[str]:
         return run_cli("shapes", *args)
     return subprocess.run([sys.executable, "-c", _LAUNCHER, "shapes", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=600)
+
+
+def in_process(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`bridge shapes ...` through the same `main()` (exit-code mapping) in this interpreter: the buckets
+    options below need no fresh interpreter each (import and wiring are covered by the runs above)."""
+    from bridge.cli import main as m
+    from bridge.cli.shapes import register
+
+    register(m.app)
+    capsys.readouterr()
+    code = m.main(["shapes", *args])
+    captured = capsys.readouterr()
+    return code, " ".join(captured.out.split()), " ".join(captured.err.split())  # rich wraps at the width
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +95,66 @@ def test_buckets_and_report(files: dict[str, Path]) -> None:
     assert json.loads(r.stdout)["samples"] == 3
 
 
+def test_buckets_config_file_overridden_by_options(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = files["root"] / "auto_scaling.yaml"
+    cfg.write_text("input_shape: -1,3,-1,-1\ndata: data\nstrategy: max_min\nmax_buckets: 3\ninterval: 16\n"
+                   "batch_choices: [1]\nvalidate: false\n")
+    code, out, err = in_process("buckets", str(files["dynamic"]), "--config", str(cfg), "--max-buckets", "1",
+                                "-o", str(files["root"] / "from_config"), "--json", capsys=capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["settings"]["strategy"] == "max_min" and result["settings"]["interval"] == 16  # from the file
+    assert result["settings"]["max_buckets"] == 1  # the option wins
+    assert result["settings"]["data"] == str(files["data"])  # relative to the YAML file
+    assert result["batch"]["source"] == "batch_choices"
+
+
+def test_buckets_layouts_and_single_static(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    common = ("--data", str(files["data"]), "--strategy", "max_min", "--max-buckets", "2", "--interval", "16",
+              "--batch-choices", "1,2", "--no-validate")
+    code, out, err = in_process("buckets", str(files["dynamic"]), "--input-shape", "-1,3,-1,-1", *common,
+                                "--layout", "per-batch", "-o", str(files["root"] / "pb"), capsys=capsys)
+    assert code == 0, err
+    assert "2 per-batch (height/width dynamic) model(s)" in out and "batch (batch_choices)" in out
+    assert sorted(p.name for p in (files["root"] / "pb").glob("*.onnx")) == ["dynamic_dynamic_bs1_hw.onnx",
+                                                                             "dynamic_dynamic_bs2_hw.onnx"]
+    code, out, err = in_process("buckets", str(files["dynamic"]), "--input-shape", "4,3,48,192",
+                                "-o", str(files["root"] / "one"), "--json", capsys=capsys)
+    assert code == 0, err
+    assert json.loads(out)["files"] == ["dynamic_4x3x48x192.onnx"]
+    code, out, err = in_process("buckets", str(files["dynamic"]), "--input-shape", "1,3,-1,-1", "--default-scaling",
+                                "32x32,32x64", "--no-validate", "-o", str(files["root"] / "defaults"), "--json",
+                                capsys=capsys)
+    assert code == 0, err
+    assert [b["shape"] for b in json.loads(out)["buckets"]] == [[1, 3, 32, 32], [1, 3, 32, 64]]
+
+
+def test_buckets_range_report_and_default_batch(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = in_process("buckets", str(files["dynamic"]), "--input-shape", "-1,3,-1,-1", "--data",
+                                str(files["data"]), "--height-range", "16,35", "--no-validate", "--max-buckets", "1",
+                                "-o", str(files["root"] / "ranged"), capsys=capsys)
+    assert code == 0, err
+    assert "range filter: 2 image(s) inside, 1 outside (0 go to the nearest bucket, 1 refused)" in out
+    assert "default batch choices [1, 2, 4, 8] apply" in out
+
+
+def test_hostile_image_header_exits_3(files: dict[str, Path]) -> None:
+    import struct
+    import zlib
+
+    data = files["root"] / "hostile"
+    data.mkdir()
+    ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 2, 0, 0, 0)
+    (data / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr
+                                    + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + bytes(12))
+    r = shapes("buckets", str(files["dynamic"]), "--input-shape", "1,3,-1,-1", "--data", str(data),
+               "-o", str(files["root"] / "never"))
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    text = " ".join(r.stderr.split())
+    assert "bomb.png" in text and "100000x100000" in text and "limit of 268,435,456 pixels" in text
+    assert not (files["root"] / "never").exists()
+
+
 @pytest.mark.parametrize("args", [
     ("fix", "{dynamic}", "-o", "{root}/x.onnx"),  # symbolic input without --input
     ("fix", "{dynamic}", "--input", "x:1,3,a,b", "-o", "{root}/x.onnx"),
@@ -96,3 +170,23 @@ def test_buckets_and_report(files: dict[str, Path]) -> None:
 def test_bad_arguments_exit_2(files: dict[str, Path], args: tuple[str, ...]) -> None:
     r = shapes(*(a.format(**{k: str(v) for k, v in files.items()}) for a in args))
     assert r.returncode == 2, (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--input-shape", "1,3,-1,-1", "--data", "{data}", "--height-range", "500,600"),
+     "all 3 image(s) of --data"),  # the range filters every image
+    (("--config", "{root}/unknown_key.yaml",), "unknown setting 'max_bucket' (did you mean 'max_buckets'?)"),
+    (("--input-shape", "1,3,-1,-1"), "no --data: give --default-scaling"),
+    (("--input-shape", "1,3,-1,-1", "--default-scaling", "32x"), "is not HxW"),
+    (("--input-shape", "1,3,-1,-1", "--default-scaling", "32x32", "--layout", "dyn"), "layout 'dyn'"),
+    (("--input-shape", "1,3,-1,-1", "--width-range", "64"), "MIN,MAX"),
+])
+def test_buckets_bad_settings_exit_2(files: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                     args: tuple[str, ...], message: str) -> None:
+    (files["root"] / "unknown_key.yaml").write_text("input_shape: 1,3,-1,-1\nmax_bucket: 3\n")
+    code, _, err = in_process("buckets", str(files["dynamic"]), *(a.format(**{k: str(v) for k, v in files.items()})
+                                                                 for a in args), "-o", str(files["root"] / "bad"),
+                              capsys=capsys)
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+    assert not (files["root"] / "bad").exists()

@@ -36,7 +36,8 @@ def test_routes_to_smallest_fitting_bucket(bucket_dir: tuple[Path, onnx.ModelPro
     assert session.select((1, 3, 70, 20)).shape == (1, 3, 96, 64)
     assert session.select((1, 3, 20, 20)).shape == (1, 3, 64, 64)
     chosen = session.select((2, 3, 30, 33))
-    assert chosen.batch == 2 and chosen.height >= 30 and chosen.width >= 33
+    assert chosen.batch == 2 and chosen.height is not None and chosen.width is not None
+    assert chosen.height >= 30 and chosen.width >= 33
     assert chosen.volume == min(b.volume for b in session.buckets if b.fits(2, 30, 33))
 
 
@@ -55,6 +56,7 @@ def test_unpadded_outputs_equal_direct_run(bucket_dir: tuple[Path, onnx.ModelPro
         assert info is not None and info.input_shape == list(shape)
         bucket = session.select(shape)
         assert info.bucket == bucket.file
+        assert bucket.batch is not None and bucket.height is not None and bucket.width is not None
         assert info.padding == {"batch": bucket.batch - shape[0], "height": bucket.height - shape[2],
                                 "width": bucket.width - shape[3]}
         assert info.unpadded_outputs == ["y"]

@@ -173,3 +173,217 @@ def test_buckets_usage_errors(tmp_path: Path, fcn: onnx.ModelProto) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="no images"):
         buckets(fcn, tmp_path / "o", input_shape="-1,3,-1,-1", data=tmp_path / "empty")
+
+
+# ------------------------------------------------------------------ issue 16: the rest of the auto-scaling workflow
+
+
+def _crop_classifier(fcn: onnx.ModelProto) -> onnx.ModelProto:
+    """The fcn at 8x8 with only the batch dynamic: a second stage run on box crops."""
+    from bridge.shapes import fix_shapes
+
+    crops = fix_shapes(fcn, None, inputs=["x:1,3,8,8"], validate=False).proto
+    assert crops is not None
+    for vi in (crops.graph.input[0], crops.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    del crops.graph.value_info[:]
+    return crops
+
+
+def _annotations(path: Path, counts: list[int], size: tuple[int, int] | None = None) -> Path:
+    hw = {"height": size[0], "width": size[1]} if size else {}
+    path.write_text(json.dumps({"images": [{"id": i, "file_name": f"{i}.jpg", **hw} for i in range(len(counts))],
+                                "annotations": [{"image_id": i, "bbox": [0, 0, 1, 1]} for i, n in enumerate(counts)
+                                                for _ in range(n)]}))
+    return path
+
+
+@pytest.mark.parametrize(("values", "top", "expected"), [
+    ([100, 200, 280], None, [224, 352]),  # 100..280 raised by 20% reaches 336: steps 218 -> 224, 336 -> 352
+    ([100, 200, 280], 300, [224, 288]),  # capped at the largest multiple of 32 <= 300, which still holds 280
+    ([100, 200, 300], 300, [256, 300]),  # 288 would leave 300 out: MAX itself
+])
+def test_candidates_capped_by_range_top(values: list[int], top: int | None, expected: list[int]) -> None:
+    assert candidates(values, strategy="max_min", expand_ratio=0.2, max_buckets=2, interval=32, top=top) == expected
+
+
+# in every case 20x30 is below the range (it goes to the nearest, smallest bucket) and one image is
+# above it (no bucket holds it: refused)
+@pytest.mark.parametrize(("sizes", "kwargs", "inside", "routed", "refused"), [
+    ([(40, 40), (60, 90), (80, 50), (90, 70), (70, 60), (20, 30), (150, 60)], {"height_range": "32,100"}, 5, 1, 1),
+    ([(40, 40), (60, 50), (80, 50), (90, 70), (70, 60), (20, 30), (50, 95)], {"width_range": "40,80"}, 5, 1, 1),
+    ([(40, 40), (60, 90), (80, 50), (90, 70), (70, 60), (20, 30), (150, 60)],
+     {"height_range": "32,100", "width_range": "32,100"}, 5, 1, 1),
+    ([(40, 40), (60, 90), (80, 50), (90, 70), (70, 60), (20, 30), (150, 60)], {"height_range": "50,100"}, 4, 2, 1),
+])
+def test_ranges_filter_the_statistics(tmp_path: Path, fcn: onnx.ModelProto, sizes: list[tuple[int, int]],
+                                      kwargs: dict, inside: int, routed: int, refused: int) -> None:
+    data = _dataset(tmp_path / "data", sizes)
+    result = buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", data=data, strategy="max_min", expand_ratio=0,
+                     max_buckets=2, interval=32, validate=False, **kwargs)
+    hr, wr = result.ranges.height_range, result.ranges.width_range
+    kept = [(h, w) for h, w in sizes if (hr is None or hr[0] <= h <= hr[1]) and (wr is None or wr[0] <= w <= wr[1])]
+    assert result.ranges.inside == len(kept) == inside
+    assert result.ranges.outside == len(sizes) - inside
+    assert result.stats["height"]["max"] == max(h for h, _ in kept)  # statistics from in-range images only
+    assert result.stats["width"]["min"] == min(w for _, w in kept)
+    assert (result.ranges.routed, result.ranges.refused) == (routed, refused)
+    assert len(result.report.unfit) == refused
+    for axis, r in (("height", hr), ("width", wr)):
+        if r is not None:
+            assert max(result.candidates[axis]) <= r[1]
+    assert result.to_dict()["range"]["refused"] == refused
+
+
+def test_range_that_filters_everything_is_a_clear_error(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    data = _dataset(tmp_path / "data", [(40, 40), (60, 90)])
+    with pytest.raises(UsageError, match=r"all 2 image\(s\) .* fall outside --height-range \(500, 600\)"):
+        buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", data=data, height_range="500,600")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(UsageError, match="MIN,MAX"):
+        buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", data=data, height_range="600,500")
+
+
+def test_default_scaling_without_data(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    result = buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", default_scaling="64x96,32x32,64x96",
+                     validate=False)
+    assert sorted((b.height, b.width) for b in result.buckets) == [(32, 32), (64, 96)]
+    assert result.settings["scaling"] == "default_scaling" and result.report.samples == 0
+    assert all((tmp_path / "out" / f).is_file() for f in result.files)
+
+
+def test_builtin_default_scaling(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    from bridge.shapes.scaling import DEFAULT_SCALING, default_scaling_for
+
+    # long side 640: square, 4:3 (short 480) and 16:9 (short 360 -> 384 at interval 32), both orientations
+    assert default_scaling_for(640, 32) == [(384, 640), (480, 640), (640, 384), (640, 480), (640, 640)]
+    assert DEFAULT_SCALING[640] == default_scaling_for(640)
+    result = buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", limit_side_len=64, interval=16, validate=False)
+    assert sorted((b.height, b.width) for b in result.buckets) == default_scaling_for(64, 16)
+    assert "built-in default" in result.settings["scaling"]
+    with pytest.raises(UsageError, match="no --data: give --default-scaling"):
+        buckets(fcn, tmp_path / "o2", input_shape="1,3,-1,-1")
+
+
+def test_batch_from_box_counts_is_explained(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    ann = _annotations(tmp_path / "ann.json", [0, 1, 2, 2, 3, 8])
+    result = buckets(_crop_classifier(fcn), tmp_path / "out", input_shape="-1,3,8,8", data=ann, strategy="max_min",
+                     expand_ratio=0, max_buckets=2, validate=False)
+    assert result.batch["source"] == "box counts" and result.batch["choices"] == result.candidates["batch"] == [5, 8]
+    text = result.batch["explanation"]
+    assert "5 annotated image(s)" in text and "min 1" in text and "max 8" in text and "[5, 8]" in text
+    assert "1 image(s) without boxes" in text
+    assert read_manifest(tmp_path / "out").raw["batch"] == result.batch
+
+
+def test_image_folder_uses_default_batch_choices(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    from bridge.shapes.scaling import DEFAULT_BATCH_CHOICES
+
+    data = _dataset(tmp_path / "data", [(8, 8)])
+    result = buckets(_crop_classifier(fcn), tmp_path / "out", input_shape="-1,3,8,8", data=data, validate=False)
+    assert result.batch["source"] == "default"
+    assert result.candidates["batch"] == list(DEFAULT_BATCH_CHOICES)
+    assert "image folder has no box counts" in result.batch["explanation"]
+    assert [b.batch for b in result.buckets] == list(DEFAULT_BATCH_CHOICES)
+
+
+def test_config_file_and_overrides(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    from bridge.shapes.scaling import ScalingConfig
+
+    _dataset(tmp_path / "data", [(40, 40), (60, 90), (150, 60)])
+    cfg_path = tmp_path / "auto_scaling.yaml"
+    cfg_path.write_text("input_shape: 1,3,-1,-1\ndata: data\nstrategy: max_min\nexpand-ratio: 0\nmax_buckets: 2\n"
+                        "interval: 32\nheight_range: [32, 100]\nvalidate: false\n")
+    cfg = ScalingConfig.load(cfg_path)
+    assert cfg.data == str(tmp_path / "data") and cfg.height_range == (32, 100) and cfg.expand_ratio == 0
+    result = buckets(fcn, tmp_path / "out", config=cfg_path)
+    assert result.settings["strategy"] == "max_min" and result.ranges.refused == 1
+    # keyword arguments (like command-line options) override the file
+    again = buckets(fcn, tmp_path / "out2", config=cfg_path, max_buckets=1, height_range=None)
+    assert again.settings["max_buckets"] == 1 and again.settings["height_range"] == [32, 100]
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("n_std: 2\nmax_bucket: 3\n", r"unknown setting 'max_bucket' \(did you mean 'max_buckets'\?\)"),
+    ("no_such_thing: 1\n", "unknown setting 'no_such_thing'"),
+    ("interval: 2.5\n", "interval must be an integer"),
+    ("validate: maybe\n", "validate must be true or false"),
+    ("layout: dynamic\n", "layout 'dynamic'"),
+    ("- 1\n- 2\n", "expected a mapping"),
+])
+def test_config_file_errors(tmp_path: Path, text: str, match: str) -> None:
+    from bridge.shapes.scaling import ScalingConfig
+
+    path = tmp_path / "auto_scaling.yaml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=match):
+        ScalingConfig.load(path)
+
+
+def test_unknown_keyword_is_a_usage_error(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    with pytest.raises(UsageError, match="unknown setting 'n_stds'"):
+        buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", default_scaling="32x32", n_stds=2)
+
+
+def test_per_batch_layout(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    from bridge.shapes.buckets import METADATA_KEY
+
+    data = _dataset(tmp_path / "data", [(20, 20), (30, 60), (60, 30), (64, 64), (90, 40)])
+    result = buckets(fcn, tmp_path / "out", input_shape="-1,3,-1,-1", data=data, strategy="max_min", expand_ratio=0,
+                     max_buckets=2, interval=32, batch_choices=[1, 2], layout="per-batch")
+    assert result.files == ["model_dynamic_bs1_hw.onnx", "model_dynamic_bs2_hw.onnx"]
+    pairs = sorted({(int(b.height or 0), int(b.width or 0)) for b in result.buckets})
+    for batch, file in zip([1, 2], result.files, strict=True):
+        model = onnx.load(str(tmp_path / "out" / file))
+        dims = [d.dim_value or d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim]
+        assert dims == [batch, 3, "H", "W"]  # the original model's labels for height and width
+        meta = json.loads({p.key: p.value for p in model.metadata_props}[METADATA_KEY])
+        assert meta["batch"] == batch and [tuple(p) for p in meta["hw"]] == pairs
+        assert meta["max_shape"] == [batch, 3, max(h for h, _ in pairs), max(w for _, w in pairs)]
+        assert "FAIL" not in result.validation[file] and "PASS" in result.validation[file]
+    assert result.report.waste == 0.0  # height/width run at their real size
+    assert read_manifest(tmp_path / "out").model_layout == "per-batch"
+    with pytest.raises(UsageError, match="per-batch"):
+        buckets(_crop_classifier(fcn), tmp_path / "o2", input_shape="-1,3,8,8", batch_choices=[1], layout="per-batch")
+
+
+def test_no_minus_one_gives_one_static_model(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    from bridge.shapes import BucketedSession
+
+    result = buckets(fcn, tmp_path / "out", input_shape="4,3,48,192")
+    assert result.files == ["model_4x3x48x192.onnx"] and "PASS" in result.validation[result.files[0]]
+    model = onnx.load(str(tmp_path / "out" / result.files[0]))
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [4, 4, 24, 96]
+    out = BucketedSession(tmp_path / "out").run(np.zeros((4, 3, 48, 192), np.float32))
+    assert out["y"].shape == (4, 4, 24, 96)
+
+
+# ----------------------------------------------------------------------------- issue 10: hostile image headers
+
+
+def _png_header_only(path: Path, h: int, w: int) -> None:
+    """A PNG of about 50 bytes whose IHDR claims h x w pixels (no image data)."""
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", len(ihdr)) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk + struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND")))
+
+
+def test_absurd_declared_size_is_refused(tmp_path: Path, fcn: onnx.ModelProto) -> None:
+    from bridge.shapes.datasets import MAX_IMAGE_PIXELS, ImageTooLargeError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _png_header_only(data / "ok.png", 40, 60)
+    _png_header_only(data / "bomb.png", 100000, 100000)
+    assert (data / "bomb.png").stat().st_size < 60
+    with pytest.raises(ImageTooLargeError) as err:
+        read_image_size(data / "bomb.png")
+    message = str(err.value)
+    assert "bomb.png" in message and "100000x100000" in message and f"{MAX_IMAGE_PIXELS:,}" in message
+    assert err.value.exit_code == 3
+    with pytest.raises(ImageTooLargeError, match=r"bomb\.png"):  # fatal, not skipped like an unreadable file
+        buckets(fcn, tmp_path / "out", input_shape="1,3,-1,-1", data=data)
+    ann = tmp_path / "ann.json"
+    ann.write_text(json.dumps({"images": [{"id": 7, "file_name": "huge.jpg", "height": 10**6, "width": 10**6}]}))
+    with pytest.raises(ImageTooLargeError, match=r"huge\.jpg.*1000000x1000000"):
+        read_annotations(ann)
