@@ -20,9 +20,9 @@ class BridgePass(ir.passes.InPlacePass):
         super().__init__()
         self.warnings: list[str] = []
 
-    def __call__(self, model: ir.Model) -> ir.passes.PassResult:
+    def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> ir.passes.PassResult:
         self.warnings = []
-        return super().__call__(model)
+        return super().__call__(model_or_result)
 
 
 def graph_fingerprint(model: ir.Model) -> str:

@@ -36,12 +36,13 @@ def input_or_none(node: ir.Node, index: int) -> ir.Value | None:
     return node.inputs[index] if index < len(node.inputs) else None
 
 
-def in_place(node: ir.Node, *, set_attrs: dict[str, ir.Attr] | None = None, drop_attrs: Sequence[str] = ()) -> None:
+def in_place(node: ir.Node, *, set_attrs: dict[str, ir.Attr] | None = None, drop_attrs: Sequence[str] = ()) -> Rewritten:
     """Edit ``node``'s attributes in place; returns None (the node keeps its place) for the driver."""
     for name in drop_attrs:
         node.attributes.pop(name, None)
     for name, attr in (set_attrs or {}).items():
         node.attributes[name] = attr
+    return None
 
 
 def attr_int(node: ir.Node, name: str, default: int) -> int:
