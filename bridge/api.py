@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,15 @@ from bridge.config import (
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, UsageError, ValidationMismatch
 from bridge.inspection import InspectReport, graph_metas, inspect_model
 from bridge.io import load_model
+from bridge.limits import max_memory
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
+from bridge.validation.detection_layouts import DetectionSpec
 from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
-from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs
+from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs, vacuous_warnings
 
 Progress = Callable[[str], None]
 
@@ -80,10 +84,15 @@ class ConvertResult:
     timings: dict[str, float] = field(default_factory=dict)
     written: bool = False
     target: dict[str, Any] | None = None  # e.g. the TensorFlow SavedModel written next to the .onnx
+    strict: bool = False  # a vacuous verdict (nothing real was compared) counts as a failure
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.validation)
+        return all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
+
+    @property
+    def vacuous(self) -> bool:
+        return any(c.vacuous for c in self.validation)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,7 +102,7 @@ class ConvertResult:
             "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
             "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
-            "target": self.target,
+            "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
         }
 
 
@@ -118,11 +127,15 @@ def convert(
     saved_model: str | Path | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    isolated: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    strict: bool = False,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
 
     The model is written only if validation passes (or is skipped); the report is always written.
-    Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance.
+    Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance, or with
+    ``strict`` when the verdict is vacuous (e.g. an all-NaN output, no detections on either side).
     """
     from bridge.targets import get_target
 
@@ -136,12 +149,12 @@ def convert(
         validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
         report=Path(report) if report else None, seed=seed, detection_format=detection_format,
         max_detections=max_detections, feeds=Path(feeds) if feeds else None, to=to,
-        saved_model=Path(saved_model) if saved_model else None,
+        saved_model=Path(saved_model) if saved_model else None, isolate=isolated, timeout=timeout,
     )
-    return _convert(cfg, progress or (lambda _msg: None))
+    return _convert(cfg, progress or (lambda _msg: None), strict=strict)
 
 
-def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
+def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) -> ConvertResult:
     from adapters import detect_adapter, get_adapter
     from bridge.passes.pipeline import conversion_pipeline, run_pipeline
     from bridge.targets import get_target
@@ -174,6 +187,7 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
         opset=cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
         outputs=graph_metas(proto.graph.output, proto),
         notes=list(export.notes), warnings=container.warnings, passes=container.history, timings=timings,
+        strict=strict,
     )
 
     with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
@@ -203,6 +217,12 @@ def _convert(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
     return result
 
 
+def child_memory_limit() -> int:
+    """The address-space limit of a reference/runtime child: twice the memory limit in force (frameworks
+    reserve far more address space than they touch; the limit is there to stop runaway allocations)."""
+    return 2 * max_memory()
+
+
 def _check_runtime_names(names: Sequence[str]) -> None:
     from bridge.runtimes import available_runtimes
 
@@ -214,6 +234,7 @@ def _check_runtime_names(names: Sequence[str]) -> None:
 def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto,
                         runtimes: Sequence[str], artefacts: dict[str, Any], workdir: Path,
                         result: ConvertResult, progress: Progress) -> None:
+    from adapters import reference_runner
     from bridge.targets import candidate_runtime
 
     leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
@@ -227,9 +248,16 @@ def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
         result.warnings.append(result.validation_skipped)
         return
     start = time.perf_counter()
+    # live framework objects (an nn.Module passed to the API) cannot go to a child process: run in-process
+    isolated = cfg.isolate and cfg.source.obj is None
     try:
-        reference = adapter.reference_runner(cfg.source, export)
-        candidates = {name: (lambda name=name: candidate_runtime(name, proto, workdir, artefacts)) for name in runtimes}
+        reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
+                            stage=f"the {adapter.framework} reference", enabled=isolated, timeout=cfg.timeout,
+                            max_memory=child_memory_limit())
+        candidates = {name: partial(isolate, partial(candidate_runtime, name, proto, workdir, artefacts), name=name,
+                                    stage=f"the {name} candidate", enabled=cfg.isolate, timeout=cfg.timeout,
+                                    max_memory=child_memory_limit())
+                      for name in runtimes}
         progress(f"validating in {', '.join(runtimes)} against {reference.name}")
         run = run_and_compare(reference, candidates, FeedSource(cfg.feeds, export.inputs, cfg.seed), cfg.tolerance,
                               detections=saved_detection_outputs(proto))
@@ -240,7 +268,7 @@ def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
         result.validation_skipped = reason if reason.startswith("source reference") else f"source reference unavailable: {reason}"
         result.warnings.append(result.validation_skipped)
     else:
-        result.warnings.extend(_vacuous_checks(run.comparisons))
+        result.warnings.extend(vacuous_warnings(run.comparisons))
         result.validation = run.comparisons
         result.validation_inputs = run.input_shapes()
     result.timings["validate_s"] = time.perf_counter() - start
@@ -261,22 +289,19 @@ def _write_outputs(cfg: ConvertConfig, target: Any, proto: onnx.ModelProto, arte
 
         write_report(result.to_dict(), cfg.report)
     if not result.passed:
-        failing = "; ".join(c.summary() for c in result.validation if not c.passed)
-        raise ValidationMismatch(f"converted model does not match the source ({failing}); "
-                                 f"{cfg.output} was not written", result=result)
+        failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+        what = "does not match the source" if not all(c.passed for c in result.validation) else \
+            "was only checked vacuously (--strict)"
+        raise ValidationMismatch(f"converted model {what} ({failing}); {cfg.output} was not written", result=result)
 
 
-def _vacuous_checks(comparisons: Sequence[Comparison]) -> list[str]:
-    return [f"{c.candidate}: output '{o.name}' had no detections on either side, so its check proves little; "
-            "validate on real inputs with --feeds FILE.npz" for c in comparisons for o in c.outputs
-            if o.note.startswith("detection-aware") and " 0 matched, 0 only in reference, 0 only in candidate" in o.note]
-
-
-def _source_output_names(model: onnx.ModelProto, detections: dict[str, str]) -> tuple[str, ...]:
-    """The model's outputs as the source names them: a detection group stands for its source output."""
-    from bridge.validation.detection import detection_output_names
-
-    group = {n: src for src, fmt in detections.items() for n in detection_output_names(src, fmt)}
+def _source_output_names(model: onnx.ModelProto, detections: Sequence[DetectionSpec]) -> tuple[str, ...]:
+    """The model's outputs as the source names them: a lowered detection group stands for its source output."""
+    group: dict[str, str] = {}
+    for spec in detections:
+        refs = spec.reference_names()
+        if len(refs) == 1:
+            group.update({name: refs[0] for name in spec.candidate_names()})
     names: list[str] = []
     for o in model.graph.output:
         name = group.get(o.name, o.name)
@@ -323,9 +348,10 @@ def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- inspect
 
 
-def inspect(model: str | Path, *, load_in_runtime: bool = True) -> InspectReport:
-    """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems."""
-    return inspect_model(model, load_in_runtime=load_in_runtime)
+def inspect(model: str | Path, *, load_in_runtime: bool = True, nodes: bool = False) -> InspectReport:
+    """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems;
+    ``nodes``: every node's inferred types and shapes, flagging where inference loses a dim."""
+    return inspect_model(model, load_in_runtime=load_in_runtime, nodes=nodes)
 
 
 # ---------------------------------------------------------------------------------------------- validate
@@ -338,13 +364,19 @@ class ValidateResult:
     comparisons: list[Comparison]
     inputs: dict[str, list[int]]
     saved_reference: str | None = None
+    strict: bool = False
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons)
+        return all(c.passed for c in self.comparisons) and not (self.strict and self.vacuous)
+
+    @property
+    def vacuous(self) -> bool:
+        return any(c.vacuous for c in self.comparisons)
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "validate", "model": self.model, "reference": self.reference, "passed": self.passed,
+                "vacuous": self.vacuous, "strict": self.strict,
                 "inputs": self.inputs, "comparisons": [c.to_dict() for c in self.comparisons],
                 "saved_reference": self.saved_reference}
 
@@ -364,11 +396,16 @@ def validate(
     save_reference: str | Path | None = None,
     report: str | Path | None = None,
     feeds: str | Path | None = None,
+    isolated: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    strict: bool = False,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
 
     ``save_reference`` stores the reference run (inputs + outputs) so another environment can
-    validate against it later with ``reference=``. Raises ValidationMismatch (with ``.result``).
+    validate against it later with ``reference=``. ``isolated`` runs the reference and each runtime in a
+    child process with ``timeout`` seconds per step and the memory limit (``bridge.runtimes.isolated``).
+    Raises ValidationMismatch (with ``.result``).
     """
     if (source is None) == (reference is None):
         raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
@@ -379,14 +416,17 @@ def validate(
     specs = _specs(inputs)
     detections = saved_detection_outputs(proto)
     with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
-        candidates = {name: (lambda name=name: candidate_runtime(name, proto, Path(workdir))) for name in runtimes}
+        candidates = {name: partial(isolate, partial(candidate_runtime, name, proto, Path(workdir)), name=name,
+                                    stage=f"the {name} candidate", enabled=isolated, timeout=timeout,
+                                    max_memory=child_memory_limit())
+                      for name in runtimes}
         if reference is not None:
             saved = RunResults.load(Path(reference))
             run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=detections,
                                   reference_name=f"{saved.runtime} ({reference})")
             ref_name = str(reference)
         else:
-            from adapters import detect_adapter, get_adapter
+            from adapters import detect_adapter, get_adapter, reference_runner
             from adapters.base import ExportResult
             from adapters.onnx import graph_input_specs
 
@@ -396,7 +436,9 @@ def validate(
             model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
             export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
                                   output_names=_source_output_names(proto, detections))
-            runner = adapter.reference_runner(src, export)
+            runner = isolate(partial(reference_runner, adapter.framework, src, export), name=adapter.framework,
+                             stage=f"the {adapter.framework} reference", enabled=isolated and src.obj is None,
+                             timeout=timeout, max_memory=child_memory_limit())
             run = run_and_compare(runner, candidates,
                                   FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False),
                                   tolerance, detections=detections)
@@ -405,14 +447,15 @@ def validate(
                 RunResults(dict(run.feeds), run.reference_outputs, runner.name,
                            {"source": src.describe(), "seed": seed}).save(Path(save_reference))
     comparisons = run.comparisons
-    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(),
-                            str(save_reference) if save_reference and source is not None else None)
+    saved = str(save_reference) if save_reference and source is not None else None
+    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved, strict=strict)
     if report:
         from bridge.report import write_report
 
         write_report(result.to_dict(), Path(report))
     if not result.passed:
-        raise ValidationMismatch("; ".join(c.summary() for c in comparisons if not c.passed), result=result)
+        raise ValidationMismatch("; ".join(c.summary() for c in comparisons if not c.passed or c.vacuous),
+                                 result=result)
     return result
 
 
@@ -435,7 +478,48 @@ def migrate(
     when every enabled model passed). ``executor``: "local" (``jobs`` processes at a time),
     "dask://HOST:PORT" or a ``distributed.Client``; ``resume`` reuses outcomes recorded in ``out``;
     ``on_result(ModelResult)`` is called as each model finishes. Reports go to ``out``/report.*."""
-    from bridge.migrate import run
+    from bridge.migrate.batch import run
 
     return run(manifest, convert=convert, out=out, jobs=jobs, resume=resume, only=only, executor=executor,
                on_result=on_result, monitor=monitor)
+
+
+# ---------------------------------------------------------------------------------------------- debug
+
+
+def debug(
+    source: Any,
+    *,
+    model: str | Path | None = None,
+    framework: str | None = None,
+    inputs: Sequence[str | InputSpec] = (),
+    dynamic: Sequence[str | DynamicAxis] = (),
+    opset: int = DEFAULT_OPSET,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    weights: str | Path | None = None,
+    options: dict[str, str] | None = None,
+    detection_format: str = "mxnet",
+    max_detections: int | None = None,
+    feeds: str | Path | None = None,
+    seed: int = 0,
+    report: str | Path | None = None,
+    budget_mb: int = 256,
+    progress: Progress | None = None,
+) -> Any:
+    """Convert ``source`` as ``convert`` does and find where it goes wrong: returns a
+    ``bridge.debug.DebugResult`` (``.culprit()``: the first node whose output diverges while its inputs
+    agree, and the pass or translator that made it; ``.stage``: every pass's before/after comparison).
+    ``model``: compare an already converted ONNX file with the source instead (no passes re-run).
+    ``report``: .html (self-contained, with detection overlays and error histograms), .json or .md."""
+    from bridge.debug.run import debug_conversion, write_debug_report
+
+    cfg = ConvertConfig(
+        source=_source(source, weights, options), output=Path(model or "debug.onnx"), framework=framework,
+        export=ExportSpec(_specs(inputs), _axes(dynamic), opset, ()), tolerance=tolerance, seed=seed,
+        detection_format=detection_format, max_detections=max_detections, feeds=Path(feeds) if feeds else None,
+    )
+    result = debug_conversion(cfg, model=load_model(model) if model else None, budget=budget_mb * 2**20,
+                              progress=progress)
+    if report:
+        write_debug_report(result, Path(report))
+    return result

@@ -204,6 +204,8 @@ class ConvertConfig:
     feeds: Path | None = None  # validation inputs (.npz by input name) instead of seeded random data
     to: str = "onnx"  # "tensorflow" also writes a SavedModel (via onnx-tf) next to the .onnx
     saved_model: Path | None = None  # where the SavedModel goes (default: <output stem>_saved_model)
+    isolate: bool = True  # run the source reference and each runtime in a child process (bridge.runtimes.isolated)
+    timeout: float | None = 600.0  # seconds per reference/runtime step in that child
 
     @property
     def saved_model_dir(self) -> Path:

@@ -19,6 +19,7 @@ from typer.exceptions import TyperException
 
 from adapters import registered_frameworks
 from bridge.cli import render
+from bridge.cli.debug import LocalizeOpt, localize_failure
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -34,6 +35,7 @@ from bridge.cli.options import (
     ReportOpt,
     RtolOpt,
     SeedOpt,
+    StrictOpt,
     TimeoutOpt,
     ToleranceOpt,
     TrustOpt,
@@ -86,8 +88,10 @@ def convert(
     trust_source: TrustOpt = False,
     isolate: IsolateOpt = True,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    strict: StrictOpt = False,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
+    localize: LocalizeOpt = False,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
@@ -101,10 +105,15 @@ def convert(
                                  report=report, weights=weights, options=options, seed=seed, progress=progress,
                                  output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
-                                 to=to, saved_model=saved_model, isolated=isolate, timeout=timeout)
+                                 to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
+                                 strict=strict)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
+        if localize:  # find the node (and pass) where it went wrong; the report becomes the debug report
+            localize_failure(source, framework=framework, inputs=input, dynamic=dynamic, opset=opset, weights=weights,
+                             tolerance=tolerance_from(atol, rtol, tolerance), options=options, seed=seed, feeds=feeds,
+                             detection_format=detection_format, max_detections=max_detections, report=report)
         raise
     _render_convert(result, as_json)
 
@@ -137,12 +146,14 @@ def _render_convert(result: Any, as_json: bool) -> None:
 @app.command()
 def inspect(
     model: Annotated[Path, typer.Argument(help="an .onnx file")],
+    nodes: Annotated[bool, typer.Option("--nodes", help="every node's inferred types and shapes; flags where "
+                                                          "inference loses a dim")] = False,
     as_json: AsJsonOpt = False,
 ) -> None:
     """Opsets, IR version, signature (symbolic dims flagged), op histogram, size, problems."""
     from bridge import api
 
-    rep = api.inspect(model)
+    rep = api.inspect(model, nodes=nodes)
     if as_json:
         render.print_json(rep)
         return
@@ -169,6 +180,8 @@ def inspect(
             out.print(f"[red]problem ({p.kind}){escape(where)}:[/red] {escape(p.message)}")
     else:
         out.print("[green]no problems found[/green] (checker, known traps, onnxruntime load)")
+    if rep.nodes is not None:
+        render.print_node_types(rep.nodes)
 
 
 @app.command()
@@ -189,7 +202,9 @@ def validate(
     trust_source: TrustOpt = False,
     isolate: IsolateOpt = True,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
+    strict: StrictOpt = False,
     seed: SeedOpt = 0,
+    localize: LocalizeOpt = False,
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
     from bridge import api
@@ -200,10 +215,14 @@ def validate(
                               tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
                               save_reference=save_reference, report=report, feeds=feeds,
                               options={"trust_source": "1"} if trust_source else None, isolated=isolate,
-                              timeout=timeout)
+                              timeout=timeout, strict=strict)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_comparisons(exc.result.comparisons)
+        if localize and source is not None:  # compare MODEL's intermediates with the source's, name the culprit
+            localize_failure(source, model=model, framework=framework, inputs=input, weights=weights, seed=seed,
+                             tolerance=tolerance_from(atol, rtol, tolerance), feeds=feeds, report=report,
+                             options={"trust_source": "1"} if trust_source else None)
         raise
     out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
     render.print_comparisons(result.comparisons)
@@ -213,8 +232,9 @@ def validate(
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import graft, migrate, shapes
+    from bridge.cli import debug, graft, migrate, shapes
 
+    debug.register(app)
     graft.register(app)
     shapes.register(app)
     migrate.register(app)

@@ -33,6 +33,8 @@ FeedsOpt = Annotated[Path | None, typer.Option(help="validation inputs: .npz key
 ReportOpt = Annotated[Path | None, typer.Option(help="write a report (.json or .md)")]
 WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")]
 AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
+                                         "all-NaN outputs, a 0-sized dim) fails validation (exit 1)")]
 TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "
                                         "side effects (file writes, Python callbacks)")]
 IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run the source reference and each runtime "

@@ -40,8 +40,10 @@ def print_json(result: Any) -> None:
 def print_comparisons(comparisons: list[Any]) -> None:
     """One table per candidate runtime: every output's verdict and error figures."""
     for comp in comparisons:
-        table = Table(title=f"{comp.candidate} vs {comp.reference}: {'PASS' if comp.passed else 'FAIL'}",
-                      title_justify="left")
+        verdict = "PASS" if comp.passed else "FAIL"
+        if getattr(comp, "vacuous", False):
+            verdict += " [yellow](vacuous: " + escape("; ".join(comp.vacuous_reasons)) + ")[/yellow]"
+        table = Table(title=f"{escape(comp.candidate)} vs {escape(comp.reference)}: {verdict}", title_justify="left")
         for col in ("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"):
             table.add_column(col, overflow="fold", no_wrap=col in ("ok", "max abs", "max rel", "mismatch"))
         for o in comp.outputs:
@@ -57,3 +59,23 @@ def print_summaries(comparisons: list[Any]) -> None:
     for c in comparisons:
         colour = "green" if c.passed else "red"
         out.print(f"[{colour}]{escape(c.summary())}[/{colour}]")
+
+
+def print_node_types(nodes: list[Any]) -> None:
+    """``inspect --nodes``: one row per node with its inferred input/output types; rows where inference
+    loses a dim or the rank although every input was known are marked (the first one is where
+    dynamic-axis and "Expected shape" problems begin)."""
+    table = Table("#", "node", "op", "inputs", "outputs", "inference", title="inferred types and shapes",
+                  title_justify="left")
+    for n in nodes:
+        ins = ", ".join(f"{i.name}: {i.describe()}" for i in n.inputs)
+        outs = ", ".join(f"{o.name}: {o.describe()}" for o in n.outputs)
+        table.add_row(str(n.index), escape(n.name), escape(n.op), escape(ins), escape(outs),
+                      f"[red]{escape(n.loses)}[/red]" if n.loses else "")
+    out.print(table)
+    lost = [n for n in nodes if n.loses]
+    if lost:
+        out.print(f"[yellow]inference first loses a dim at node '{escape(lost[0].name)}' ({escape(lost[0].op)})[/yellow]"
+                  f" ({len(lost)} node(s) in all)")
+    else:
+        out.print("inference keeps every dim of every node whose inputs are known")

@@ -1,4 +1,4 @@
-"""Reports of a command's result: JSON (machine-readable, complete) or Markdown (for people), by suffix."""
+"""Reports of a command's result: JSON (machine-readable, complete), Markdown or HTML (for people), by suffix."""
 
 from __future__ import annotations
 
@@ -17,8 +17,12 @@ def write_report(data: dict[str, Any], path: Path) -> None:
         text = json.dumps(data, indent=2, default=str)
     elif suffix in (".md", ".markdown"):
         text = to_markdown(data)
+    elif suffix in (".html", ".htm"):
+        from bridge.report.html import to_html
+
+        text = to_html(data)
     else:
-        raise UsageError(f"--report {path}: use a .json or .md file")
+        raise UsageError(f"--report {path}: use a .json, .md or .html file")
     atomic_write_text(path, text)
 
 
@@ -39,8 +43,11 @@ def to_markdown(data: dict[str, Any]) -> str:
     out: list[str] = []
     cmd = data.get("command", "bridge")
     verdict = "PASS" if data.get("passed") else "FAIL"
-    if cmd == "convert":
-        out.append(f"# bridge convert: {data['source']}\n")
+    if cmd in ("convert", "debug"):
+        out.append(f"# bridge {cmd}: {data['source']}\n")
+        if cmd == "debug":
+            culprit = data.get("culprit")
+            out.append(f"- culprit: {culprit['summary'] if culprit else 'none (every compared tensor agrees)'}")
         out.append(f"- framework: {data['framework']}; exporter: {data['exporter']}; opset: {data['opset']}")
         out.append(f"- output: `{data['output']}` ({'written' if data['written'] else 'NOT written'})")
         out.append(f"- validation: {verdict if data['validation'] else 'skipped: ' + str(data['validation_skipped'])}")
@@ -64,6 +71,8 @@ def to_markdown(data: dict[str, Any]) -> str:
         comparisons = data["comparisons"]
     for comp in comparisons:
         out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")
+        if comp.get("vacuous"):
+            out.append("**Vacuous:** the check proves little: " + "; ".join(comp.get("vacuous_reasons", [])) + "\n")
         out.append("| output | pass | shape | max abs | max rel | mismatch | atol/rtol | note |\n|---|---|---|---|---|---|---|---|")
         for o in comp["outputs"]:
             out.append(f"| {o['name']} | {'yes' if o['passed'] else 'NO'} | {o['cand_shape']} | {_fmt(o['max_abs'])} | "

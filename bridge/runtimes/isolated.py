@@ -190,7 +190,7 @@ def _rebuild(data: dict[str, Any], stage: str) -> BaseException:
 def _serve(conn: multiprocessing.connection.Connection, factory: Callable[[], Runtime], max_memory: int | None) -> None:
     """The child: build the runtime, then answer commands until deactivate (or the parent goes away)."""
     if max_memory:
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = max_memory if hard == resource.RLIM_INFINITY else min(max_memory, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     runtime: Runtime | None = None

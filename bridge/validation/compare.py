@@ -1,29 +1,51 @@
 """Per-output comparison of a candidate run against a reference run, against a Tolerance.
 
 For every output name: shape and dtype match, max absolute and relative error, the fraction of
-elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics, NaNs equal only to NaNs), and a
-pass/fail verdict. Outputs present on one side only fail with a note.
+elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics), and a pass/fail verdict.
+Outputs present on one side only fail with a note. Detector outputs named by ``DetectionSpec``s
+are compared detection-aware instead (``bridge.validation.detection``; scores judged against the
+same tolerance as tensors: ``atol + rtol * |ref score|``).
+
+Non-finite values are judged, not skipped: NaN, inf and -inf match the same value at the same
+position on the other side (NaN == NaN here); anywhere else they are mismatches, counted in
+``nonfinite_mismatch``. ``max_abs`` is over positions where both sides are finite (None if none).
+``max_rel`` is ``|cand - ref| / |ref|`` over finite positions with ``ref != 0``; where the reference
+is 0 the relative error is undefined and left out (an error there is judged by ``atol`` alone and
+shows in ``max_abs``). With no such position it is 0.0 if nothing differs, else None ("n/a"). An
+error too large for float64 is reported as the largest float64, so figures stay valid JSON. No
+numpy warning escapes (errors are computed under ``np.errstate``).
+
+A verdict can pass and still prove little: it is **vacuous** (``vacuous`` + ``vacuous_reason`` per
+output, ``Comparison.vacuous`` / ``vacuous_reasons`` overall) when an output has no elements (a
+0-sized dimension), is entirely NaN/inf on either side, or the reference holds NaN; when a detector
+output has no detections on either side (or only tie-ambiguous differences); or when the caller
+marks outputs that ignore the input (``insensitive_outputs`` + ``Comparison.mark_vacuous``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
-from bridge.validation.detection import (
-    compare_detections,
-    detection_output_names,
-    from_mxnet,
-    read_detections,
-)
+from bridge.validation.detection import compare_detections
+from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs, read_detection_pair
 
 
 @dataclass
 class OutputComparison:
+    """The verdict on one output (or one detector output group, named by its spec's label).
+
+    ``vacuous`` / ``vacuous_reason``: the check passed or failed on evidence that proves little
+    (module docstring). ``nonfinite_mismatch``: positions whose NaN/inf differs between the sides.
+    ``tie_ambiguous``: detection rows excused as an NMS order difference between tied scores;
+    ``detection`` the full DetectionComparison (tied and mismatched rows listed). ``covers``: the
+    graph outputs this entry stands for (several for a detection group).
+    """
+
     name: str
     passed: bool
     shape_match: bool
@@ -38,6 +60,16 @@ class OutputComparison:
     atol: float = 0.0
     rtol: float = 0.0
     note: str = ""
+    vacuous: bool = False
+    vacuous_reason: str = ""
+    nonfinite_mismatch: int = 0
+    tie_ambiguous: int = 0
+    detection: dict[str, Any] | None = None
+    covers: list[str] = field(default_factory=list)
+
+    def add_vacuous(self, reason: str) -> None:
+        self.vacuous = True
+        self.vacuous_reason = "; ".join(r for r in (self.vacuous_reason, reason) if r)
 
 
 @dataclass
@@ -56,14 +88,45 @@ class Comparison:
     def failures(self) -> list[OutputComparison]:
         return [o for o in self.outputs if not o.passed]
 
+    @property
+    def vacuous(self) -> bool:
+        """Some output's verdict proves little (``--strict`` turns that into a failure)."""
+        return not self.outputs or any(o.vacuous for o in self.outputs)
+
+    @property
+    def vacuous_reasons(self) -> list[str]:
+        if not self.outputs:
+            return ["no outputs were compared"]
+        return [f"{o.name}: {o.vacuous_reason}" for o in self.outputs if o.vacuous]
+
+    @property
+    def tie_ambiguous(self) -> int:
+        return sum(o.tie_ambiguous for o in self.outputs)
+
+    def mark_vacuous(self, names: Iterable[str], reason: str) -> list[str]:
+        """Flag the entries covering any of the graph outputs ``names`` (e.g. from ``insensitive_outputs``)
+        as vacuous with ``reason``; returns the entry names flagged."""
+        wanted = set(names)
+        flagged = []
+        for o in self.outputs:
+            if wanted & {o.name, *o.covers}:
+                o.add_vacuous(reason)
+                flagged.append(o.name)
+        return flagged
+
     def summary(self) -> str:
         worst = max((o.max_abs or 0.0 for o in self.outputs), default=0.0)
         verdict = "PASS" if self.passed else f"FAIL ({', '.join(o.name for o in self.failures)})"
-        return f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, max abs err {worst:.3g}"
+        if self.vacuous:
+            verdict += f" [vacuous: {'; '.join(self.vacuous_reasons)}]"
+        ties = f", {self.tie_ambiguous} tie-ambiguous detections" if self.tie_ambiguous else ""
+        return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
+                f"max abs err {worst:.3g}{ties}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
-                "outputs": [asdict(o) for o in self.outputs]}
+                "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
+                "tie_ambiguous": self.tie_ambiguous, "outputs": [asdict(o) for o in self.outputs]}
 
 
 _INT_DTYPE_KINDS = "iub"
@@ -76,66 +139,157 @@ def compare_outputs(
     *,
     reference_name: str = "reference",
     candidate_name: str = "candidate",
-    detection_outputs: Mapping[str, str] | None = None,
+    detection_outputs: Mapping[str, str] | Sequence[DetectionSpec | str] | None = None,
 ) -> Comparison:
-    """Compare every output; ``detection_outputs`` (reference output name -> the candidate's detection
-    format) are compared detection-aware instead of elementwise (the reference is in MXNet's layout)."""
+    """Compare every output. ``detection_outputs`` - DetectionSpecs (or ``--detections`` strings), or the
+    old mapping reference output name -> the candidate's lowered detection format (reference in MXNet's
+    layout) - name the groups compared detection-aware instead of elementwise."""
     result = Comparison(reference_name, candidate_name)
-    detection_outputs = dict(detection_outputs or {})
-    consumed: set[str] = set()
-    for name, output_format in detection_outputs.items():
-        names = detection_output_names(name, output_format)
-        consumed.update(names)
-        if name not in reference or any(n not in candidate for n in names):
-            result.outputs.append(OutputComparison(name, False, False, False, note="detection output missing"))
-            continue
-        det = compare_detections(from_mxnet(reference[name]), read_detections(candidate, name, output_format),
-                                 reference_name=reference_name, candidate_name=candidate_name)
-        result.outputs.append(OutputComparison(
-            name, passed=det.passed, shape_match=True, dtype_match=True, ref_shape=list(reference[name].shape),
-            cand_shape=list(np.asarray(candidate[names[0]]).shape), max_abs=det.max_score_diff,
-            mismatch_fraction=(det.unmatched_reference + det.unmatched_candidate) / max(det.matched + det.unmatched_reference
-                                                                                        + det.unmatched_candidate, 1),
-            atol=det.score_tolerance, note=f"detection-aware ({output_format}): {det.matched} matched, "
-            f"{det.unmatched_reference} only in reference, {det.unmatched_candidate} only in candidate, "
-            f"min IoU {det.min_iou:.6f}"))
-    for name in [n for n in reference if n not in detection_outputs] + [
-            n for n in candidate if n not in reference and n not in consumed]:
-        atol, rtol = tolerance.for_output(name)
-        if name not in candidate or name not in reference:
-            side = candidate_name if name not in candidate else reference_name
-            result.outputs.append(OutputComparison(name, False, False, False, atol=atol, rtol=rtol,
-                                                   note=f"output missing from {side}"))
-            continue
-        ref = np.asarray(reference[name])
-        cand = np.asarray(candidate[name])
-        item = OutputComparison(
-            name, passed=False, shape_match=ref.shape == cand.shape, dtype_match=_same_kind(ref.dtype, cand.dtype),
-            ref_shape=list(ref.shape), cand_shape=list(cand.shape), ref_dtype=ref.dtype.name,
-            cand_dtype=cand.dtype.name, atol=atol, rtol=rtol,
-        )
-        if not item.shape_match:
-            item.note = f"shape {list(cand.shape)} != reference {list(ref.shape)}"
-        elif ref.size == 0:
-            item.max_abs = item.max_rel = item.mismatch_fraction = 0.0
-            item.passed = item.dtype_match
-        else:
-            r = ref.astype(np.float64)
-            c = cand.astype(np.float64)
-            both_nan = np.isnan(r) & np.isnan(c)
-            diff = np.where(both_nan, 0.0, np.abs(c - r))
-            diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is a full mismatch
-            abs_ref = np.abs(np.nan_to_num(r, nan=0.0))  # a NaN reference must not make the threshold NaN
-            rel = diff / np.maximum(abs_ref, np.finfo(np.float64).tiny)
-            bad = diff > atol + rtol * abs_ref
-            item.max_abs = float(diff.max())
-            item.max_rel = float(np.where(diff == 0, 0.0, rel).max())
-            item.mismatch_fraction = float(bad.mean())
-            item.passed = item.dtype_match and not bad.any()
-            if not item.dtype_match:
-                item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
-        result.outputs.append(item)
+    consumed_ref: set[str] = set()
+    consumed_cand: set[str] = set()
+    for spec in as_detection_specs(detection_outputs):
+        consumed_ref.update(spec.reference_names())
+        consumed_cand.update(spec.candidate_names())
+        result.outputs.append(_compare_detection_group(spec, reference, candidate, tolerance,
+                                                       reference_name, candidate_name))
+    names = [n for n in reference if n not in consumed_ref] + [
+        n for n in candidate if n not in reference and n not in consumed_cand and n not in consumed_ref]
+    for name in names:
+        result.outputs.append(_compare_tensor(name, reference, candidate, tolerance, reference_name, candidate_name))
     return result
+
+
+def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray],
+                    tolerance: Tolerance, reference_name: str, candidate_name: str) -> OutputComparison:
+    atol, rtol = tolerance.for_output(name)
+    if name not in candidate or name not in reference:
+        side = candidate_name if name not in candidate else reference_name
+        return OutputComparison(name, False, False, False, atol=atol, rtol=rtol, note=f"output missing from {side}",
+                                covers=[name])
+    ref = np.asarray(reference[name])
+    cand = np.asarray(candidate[name])
+    item = OutputComparison(
+        name, passed=False, shape_match=ref.shape == cand.shape, dtype_match=_same_kind(ref.dtype, cand.dtype),
+        ref_shape=list(ref.shape), cand_shape=list(cand.shape), ref_dtype=ref.dtype.name,
+        cand_dtype=cand.dtype.name, atol=atol, rtol=rtol, covers=[name],
+    )
+    if not item.shape_match:
+        item.note = f"shape {list(cand.shape)} != reference {list(ref.shape)}"
+        return item
+    if ref.size == 0:
+        item.max_abs = item.max_rel = item.mismatch_fraction = 0.0
+        item.passed = item.dtype_match
+        item.add_vacuous(f"no elements to compare (shape {list(ref.shape)} has a 0-sized dimension)")
+    else:
+        _judge_elements(item, ref, cand, atol, rtol)
+    if not item.dtype_match:
+        item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
+    return item
+
+
+def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: float) -> None:
+    """Fill the error figures, the verdict and the vacuous flag of a same-shape elementwise comparison."""
+    r = ref.astype(np.float64)
+    c = cand.astype(np.float64)
+    with np.errstate(all="ignore"):
+        r_fin, c_fin = np.isfinite(r), np.isfinite(c)
+        both = r_fin & c_fin
+        # NaN matches NaN, inf matches inf of the same sign, at the same position
+        same_nonfinite = ~r_fin & ~c_fin & ((np.isnan(r) & np.isnan(c)) | (r == c))
+        nonfinite_bad = ~both & ~same_nonfinite
+        diff = np.where(both, np.abs(c - r), 0.0)
+        abs_ref = np.where(r_fin, np.abs(r), 0.0)
+        bad = nonfinite_bad | (both & ~(diff <= atol + rtol * abs_ref))
+        defined = both & (abs_ref > 0)
+        rel = np.divide(diff, abs_ref, out=np.zeros_like(diff), where=defined)
+    big = float(np.finfo(np.float64).max)  # an error too large for float64 is reported as the largest float64
+    item.max_abs = min(float(diff[both].max()), big) if both.any() else None
+    if defined.any():
+        item.max_rel = min(float(rel[defined].max()), big)
+    else:  # the reference is 0 (or not finite) everywhere: no error is 0, any error has no relative size
+        item.max_rel = 0.0 if not (diff > 0).any() else None
+    item.mismatch_fraction = float(bad.mean())
+    item.nonfinite_mismatch = int(nonfinite_bad.sum())
+    item.passed = item.dtype_match and not bad.any()
+    if item.nonfinite_mismatch:
+        item.note = f"{item.nonfinite_mismatch} positions NaN/inf on one side only (or of another kind)"
+    if ref.dtype.kind not in "fc" and cand.dtype.kind not in "fc":
+        return
+    for side, fin in (("reference", r_fin), ("candidate", c_fin)):
+        if not fin.any():
+            item.add_vacuous(f"the {side} output is entirely NaN/inf")
+    n_nan = int(np.isnan(r).sum())
+    if n_nan and r_fin.any():
+        item.add_vacuous(f"the reference has {n_nan} NaN values of {r.size}: those positions prove nothing")
+
+
+def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.ndarray],
+                             candidate: Mapping[str, np.ndarray], tolerance: Tolerance, reference_name: str,
+                             candidate_name: str) -> OutputComparison:
+    atol, rtol = _detection_tolerance(spec, tolerance)
+    covers = list(dict.fromkeys([*spec.reference_names(), *spec.candidate_names()]))
+    item = OutputComparison(spec.label, False, False, False, atol=atol, rtol=rtol, covers=covers)
+    missing = [f"'{n}' from {reference_name}" for n in spec.reference_names() if n not in reference] + [
+        f"'{n}' from {candidate_name}" for n in spec.candidate_names() if n not in candidate]
+    if missing:
+        item.note = f"detection output missing: {', '.join(missing)}"
+        return item
+    item.ref_shape = list(np.shape(reference[spec.reference_names()[0]]))
+    item.cand_shape = list(np.shape(candidate[spec.candidate_names()[0]]))
+    try:
+        ref_dets, cand_dets = read_detection_pair(spec, reference, candidate)
+    except (ValueError, KeyError) as exc:
+        item.note = f"detection-aware ({spec.layout}): cannot read detections: {exc}"
+        return item
+    mask_atol, mask_rtol = tolerance.for_output(spec.outputs.get("masks", spec.label))
+    det = compare_detections(ref_dets, cand_dets, score_tol=atol, score_rtol=rtol, mask_tol=mask_atol,
+                             mask_rtol=mask_rtol, reference_name=reference_name, candidate_name=candidate_name)
+    item.passed = det.passed
+    item.shape_match = item.dtype_match = True
+    item.max_abs = det.max_score_diff
+    item.mismatch_fraction = det.mismatched / max(det.reference_count + det.candidate_count, 1)
+    item.tie_ambiguous = det.tie_ambiguous
+    item.detection = det.to_dict()
+    item.note = (f"detection-aware ({spec.layout}): {det.matched} matched, {det.unmatched_reference} only in reference, "
+                 f"{det.unmatched_candidate} only in candidate, min IoU {det.min_iou:.6f}")
+    if det.max_mask_diff is not None:
+        item.note += f", max mask diff {det.max_mask_diff:.3g}"
+    if det.failed_pairs:
+        item.note += f", {det.failed_pairs} matched pairs off (IoU < {det.iou_threshold}, score or mask)"
+    if det.tie_ambiguous:
+        item.note += (f"; {det.tie_ambiguous} rows tie-ambiguous (scores tied within float32 rounding: "
+                      "NMS may keep either)")
+    if det.vacuous:
+        item.add_vacuous(det.vacuous_reason)
+    return item
+
+
+def _detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
+    """Score tolerance of a detection group: a per-output override for the group or its scores output wins."""
+    for key in (spec.label, spec.outputs.get("scores")):
+        if key is not None and key in tolerance.per_output:
+            return tolerance.for_output(key)
+    return tolerance.atol, tolerance.rtol
+
+
+def insensitive_outputs(run_a: Mapping[str, np.ndarray], run_b: Mapping[str, np.ndarray]) -> list[str]:
+    """Outputs (present in both runs, non-empty) that are bitwise the same for two different inputs.
+
+    Given the reference's outputs on two different inputs, these are the outputs that ignore the
+    input - a random-weight model can pass validation that way - so their verdict is vacuous
+    (``Comparison.mark_vacuous``). NaN counts as equal to NaN.
+    """
+    same = []
+    for name, a in run_a.items():
+        if name not in run_b:
+            continue
+        x, y = np.asarray(a), np.asarray(run_b[name])
+        if x.size == 0 or x.shape != y.shape:
+            continue
+        nan_ok = x.dtype.kind in "fc" and y.dtype.kind in "fc"
+        if np.array_equal(x, y, equal_nan=nan_ok):
+            same.append(name)
+    return same
 
 
 def _same_kind(a: np.dtype, b: np.dtype) -> bool:

@@ -1,11 +1,31 @@
 """Detection-aware comparison and mAP: compare detectors by the detections they report, not elementwise.
 
-Two correct NMS implementations can list the same detections in a different order or keep a
-suppressed row's score in place (MXNet), so a tensor diff says little. Here detections are matched
-per image and class, greedily by descending reference score, each to the unmatched candidate of the
-same class with the highest IoU (at least ``match_iou``). The verdict needs every detection matched
-on both sides, every pair's IoU >= ``iou`` (default 0.999) and score difference <= ``score_tol``
-(default 1e-5).
+Two correct NMS implementations can list the same detections in a different order, keep a
+suppressed row's score in place (MXNet), or - when two candidates' scores tie - keep a different
+one of the two. A tensor diff says little, so here detections are matched per image and class,
+greedily by descending reference score, each to the unmatched candidate of the same class with the
+highest IoU (at least ``match_iou``). A matched pair is clean when its IoU >= ``iou`` (default
+0.999) and its score difference <= ``score_tol + score_rtol * |reference score|``.
+
+Scale: per class, only candidates whose corners lie within the window where IoU >= t is possible
+(``|x1_a - x1_b| <= (1 - t) / t * width_a``, the same in y) are examined, found by range queries on
+one sorted key, so time is O(N log N + P) and memory O(N + chunk) for N boxes and P same-class
+pairs inside those windows; detections after NMS keep P = O(N). Nothing N x N is ever allocated (a
+14k-detection model used to need 6 GiB).
+
+Ties: a *problem row* is an unmatched detection or one side of a matched pair that is not clean.
+It is **tie-ambiguous** (reported with its row, not counted as a mismatch) when its score equals,
+within ``tie_ulps`` float32 ulps, (a) the score of an unmatched row of the other side whose box
+is a different candidate (IoU < ``match_iou``; the same box under another label is a real
+difference), paired one to one (two tied candidates, each runtime kept the other), or (b) the score of another detection
+on its own side, or of a candidate that side shows as suppressed (MXNet rows with class -1). Ties
+excuse nothing unless at least one detection matched cleanly: a systematic box error with
+unchanged scores (every row unmatched, each "tied" to its counterpart) must fail. A matched pair
+with tied scores but IoU < ``iou`` needs (b): alone it looks exactly like a box that moved.
+
+Non-finite detections (NaN/inf box or score) are matched only to an identical row (NaN equal to
+NaN); NaN/inf in the reference's detections, or no detection on either side, makes the verdict
+*vacuous* (it proves little), reported in ``vacuous``/``vacuous_reason``.
 
 ``mean_average_precision`` scores detections in MXNet's [B, N, 6] layout (class, score, x1, y1, x2,
 y2; class < 0 = no detection) against ground truth with the PASCAL VOC all-points AP (VOC2010+:
@@ -14,7 +34,7 @@ area under the precision envelope), IoU >= 0.5 by default, "difficult" boxes ign
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,58 +43,102 @@ import numpy as np
 DEFAULT_IOU = 0.999
 DEFAULT_SCORE_TOL = 1e-5
 DEFAULT_MATCH_IOU = 0.5
+DEFAULT_TIE_ULPS = 4
+DEGENERATE_EPS = 1e-6  # corners this close make two zero-area boxes "the same box"
+PAIR_CHUNK = 1 << 20  # candidate pairs examined at once: bounds the matcher's memory
+MAX_LISTED = 50  # rows listed per category in a DetectionComparison (counts are always complete)
 
 
 @dataclass(frozen=True)
 class Detections:
-    """The detections of one image: boxes [K, 4] corner (x1, y1, x2, y2), scores [K], classes [K] int."""
+    """The detections of one image: boxes [K, 4] corner (x1, y1, x2, y2), scores [K], classes [K] int.
+
+    ``rows`` is where each detection sits in the output it was read from (reports name it);
+    ``suppressed_scores`` the scores of candidates the output shows as suppressed (MXNet keeps
+    them, class -1), evidence that two candidates tied; ``masks`` [K, ...] instance masks
+    (torchvision Mask R-CNN), compared between matched detections.
+    """
 
     boxes: np.ndarray
     scores: np.ndarray
     classes: np.ndarray
+    rows: np.ndarray | None = None
+    suppressed_scores: np.ndarray | None = None
+    masks: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "boxes", np.asarray(self.boxes, np.float64).reshape(-1, 4))
+        object.__setattr__(self, "scores", np.asarray(self.scores, np.float64).reshape(-1))
+        object.__setattr__(self, "classes", as_class_ids(self.classes))
         if not (len(self.boxes) == len(self.scores) == len(self.classes)):
             raise ValueError("boxes, scores and classes must have the same length")
+        if self.rows is not None and len(self.rows) != len(self.scores):
+            raise ValueError("rows must have one entry per detection")
+        if self.masks is not None and len(self.masks) != len(self.scores):
+            raise ValueError("masks must have one entry per detection")
 
     def __len__(self) -> int:
         return len(self.scores)
 
+    def row_ids(self) -> np.ndarray:
+        return np.arange(len(self)) if self.rows is None else np.asarray(self.rows)
+
+    def take(self, index: np.ndarray) -> Detections:
+        return Detections(self.boxes[index], self.scores[index], self.classes[index], self.row_ids()[index],
+                          self.suppressed_scores, None if self.masks is None else self.masks[index])
+
+
+def _detections(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, rows: np.ndarray | None = None,
+                suppressed: np.ndarray | None = None) -> Detections:
+    return Detections(np.asarray(boxes, np.float64).reshape(-1, 4), np.asarray(scores, np.float64).reshape(-1),
+                      as_class_ids(classes), None if rows is None else np.asarray(rows, np.int64), suppressed)
+
+
+def as_class_ids(classes: np.ndarray) -> np.ndarray:
+    """Class ids as int64 (float ids from GluonCV / TF are cast; a NaN id becomes a class of its own)."""
+    c = np.asarray(classes).reshape(-1)
+    if c.dtype.kind == "f":
+        c = np.where(np.isfinite(c), c, -(2**62))  # a NaN class is a class of its own, not 0
+    return c.astype(np.int64)
+
 
 def from_mxnet(detections: np.ndarray) -> list[Detections]:
-    """[B, N, 6] (class, score, x1, y1, x2, y2) rows; rows with class < 0 are not detections."""
+    """[B, N, 6] (class, score, x1, y1, x2, y2) rows; rows with class < 0 are not detections (those
+    with a score >= 0 are candidates NMS suppressed, kept as tie evidence)."""
     arr = np.asarray(detections)
     if arr.ndim == 2:
         arr = arr[None]
     out = []
     for rows in arr:
-        keep = rows[:, 0] >= 0
-        out.append(Detections(rows[keep, 2:6].astype(np.float64), rows[keep, 1].astype(np.float64),
-                              rows[keep, 0].astype(np.int64)))
+        cls = rows[:, 0]
+        keep = ~(cls < 0)  # NaN classes stay: a NaN model must not look empty
+        suppressed = rows[(cls < 0) & (rows[:, 1] >= 0), 1].astype(np.float64)
+        out.append(_detections(rows[keep, 2:6], rows[keep, 1], cls[keep], np.flatnonzero(keep), suppressed))
     return out
 
 
 def from_padded(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, num_detections: np.ndarray) -> list[Detections]:
     """The TF combined-NMS layout: [B, K, 4], [B, K], [B, K], [B] (first num rows are real)."""
-    return [Detections(np.asarray(bx)[:n].astype(np.float64), np.asarray(sc)[:n].astype(np.float64),
-                       np.asarray(cl)[:n].astype(np.int64))
-            for bx, sc, cl, n in zip(boxes, scores, classes, np.asarray(num_detections).astype(int), strict=True)]
+    counts = np.asarray(num_detections).reshape(-1)
+    return [_detections(np.asarray(bx)[:n], np.asarray(sc)[:n], np.asarray(cl)[:n], np.arange(n))
+            for bx, sc, cl, n in zip(boxes, scores, classes, counts.astype(np.int64), strict=True)]
 
 
 def from_indices(selected: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> list[Detections]:
     """ONNX NonMaxSuppression output [K, 3] (batch, class, box) with boxes [B, N, 4] and scores [B, C, N]."""
     sel = np.asarray(selected).astype(np.int64).reshape(-1, 3)
+    boxes, scores = np.asarray(boxes), np.asarray(scores)
     out = []
     for image in range(len(boxes)):
-        rows = sel[sel[:, 0] == image]
-        out.append(Detections(np.asarray(boxes)[image, rows[:, 2]].astype(np.float64),
-                              np.asarray(scores)[image, rows[:, 1], rows[:, 2]].astype(np.float64),
-                              rows[:, 1].copy()))
+        rows = np.flatnonzero(sel[:, 0] == image)
+        picked = sel[rows]
+        out.append(_detections(boxes[image, picked[:, 2]], scores[image, picked[:, 1], picked[:, 2]],
+                               picked[:, 1], rows))
     return out
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of corner boxes a [K, 4] and b [M, 4] (float64).
+    """Pairwise IoU of corner boxes a [K, 4] and b [M, 4] (float64); K x M memory, for small sets.
 
     Degenerate (zero-area) boxes - common after clipping to [0, 1] - have no overlap to measure; they
     count as IoU 1 with a box whose corners are the same within 1e-6 and 0 otherwise, so identical
@@ -82,17 +146,212 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     a = np.asarray(a, np.float64).reshape(-1, 4)
     b = np.asarray(b, np.float64).reshape(-1, 4)
-    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
-    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
-    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
-    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
-    area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-    union = area_a[:, None] + area_b[None, :] - inter
-    same_corners = np.all(np.abs(a[:, None, :] - b[None, :, :]) <= 1e-6, axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(union > 0, inter / np.where(union > 0, union, 1), np.where(same_corners, 1.0, 0.0))
+    return pair_iou(np.repeat(a, len(b), axis=0), np.tile(b, (len(a), 1))).reshape(len(a), len(b))
+
+
+def pair_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of a[i] with b[i] for corner boxes of equal count (the degenerate rule of ``iou_matrix``)."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    return _iou_cols(tuple(a.T), tuple(b.T))
+
+
+def _iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> np.ndarray:
+    """IoU from the four coordinate columns of each side (1-D gathers are much cheaper than rows)."""
+    ax1, ay1, ax2, ay2 = a
+    bx1, by1, bx2, by2 = b
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        iw = np.minimum(ax2, bx2) - np.maximum(ax1, bx1)
+        ih = np.minimum(ay2, by2) - np.maximum(ay1, by1)
+        inter = np.maximum(iw, 0) * np.maximum(ih, 0)
+        union = np.maximum(ax2 - ax1, 0) * np.maximum(ay2 - ay1, 0) + np.maximum(bx2 - bx1, 0) * np.maximum(by2 - by1, 0)
+        union -= inter
+        ok = union > 0
+        iou = np.divide(inter, union, out=np.zeros_like(inter), where=ok)
+        degenerate = np.flatnonzero(~ok)
+        if len(degenerate):  # zero-area pairs: the same box (corners within DEGENERATE_EPS) or nothing
+            same = np.ones(len(degenerate), bool)
+            for ac, bc in zip(a, b, strict=True):
+                same &= np.abs(ac[degenerate] - bc[degenerate]) <= DEGENERATE_EPS
+            iou[degenerate] = same.astype(np.float64)
+    return iou
+
+
+def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MATCH_IOU
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Greedy class-aware matching: reference detections by descending score (stable), each to the
+    unused candidate of its class with the highest IoU >= match_iou (lowest index on equal IoU).
+
+    Returns (reference indices, candidate indices, IoU) of the matched pairs. Only candidates that
+    can reach match_iou are examined (``_window_pairs``), in chunks of about PAIR_CHUNK pairs; boxes
+    must be finite.
+    """
+    none = np.zeros(0, np.int64)
+    if len(ref) == 0 or len(cand) == 0:
+        return none, none, np.zeros(0)
+    rb, cb = np.asarray(ref.boxes, np.float64), np.asarray(cand.boxes, np.float64)
+    r_cols = tuple(np.ascontiguousarray(c) for c in rb.T)
+    c_cols = tuple(np.ascontiguousarray(c) for c in cb.T)
+    rank = np.empty(len(ref), np.int64)
+    rank[np.argsort(-np.asarray(ref.scores, np.float64), kind="stable")] = np.arange(len(ref))
+    c_order = np.argsort(cand.classes, kind="stable")
+    c_classes = cand.classes[c_order]
+    used = bytearray(len(cand))
+    out_i: list[int] = []
+    out_j: list[int] = []
+    out_iou: list[float] = []
+    for cls in np.unique(ref.classes):
+        lo_k, hi_k = np.searchsorted(c_classes, cls, "left"), np.searchsorted(c_classes, cls, "right")
+        if lo_k == hi_k:
+            continue
+        members = c_order[lo_k:hi_k]
+        refs = np.flatnonzero(ref.classes == cls)
+        refs = refs[np.argsort(rank[refs], kind="stable")]
+        for pi, pj in _window_pairs(rb[refs], cb[members], match_iou):
+            pi, pj = refs[pi], members[pj]
+            ious = _iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols))
+            keep = ious >= match_iou
+            pi, pj, ious = pi[keep], pj[keep], ious[keep]
+            order = np.lexsort((pj, -ious, rank[pi]))
+            prev, taken = -1, False
+            for i, j, v in zip(pi[order].tolist(), pj[order].tolist(), ious[order].tolist(), strict=True):
+                if i != prev:
+                    prev, taken = i, False
+                if taken or used[j]:
+                    continue
+                used[j] = 1
+                taken = True
+                out_i.append(i)
+                out_j.append(j)
+                out_iou.append(v)
+    return np.asarray(out_i, np.int64), np.asarray(out_j, np.int64), np.asarray(out_iou, np.float64)
+
+
+def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(reference, candidate) index pairs that may have IoU >= match_iou, grouped by reference in order.
+
+    IoU >= t needs each corner within ``(1 - t) / t`` of the reference's width (x) and height (y): the
+    overlap must cover t of both widths, so the other width is >= t * w and the x offset <= (1 - t) *
+    the larger width. Candidates are bucketed by x1 into cells of the mean x radius and sorted by y1
+    inside a cell (one sorted key: cell * span + y1), so each reference makes ~4 range queries on
+    average. Chunks end at reference boundaries (the greedy needs all of a reference's pairs at once).
+    """
+    n = len(rb)
+    if match_iou <= 0:  # every pair can match: all of them, chunk by chunk
+        step = max(1, PAIR_CHUNK // max(len(cb), 1))
+        for s in range(0, n, step):
+            e = min(n, s + step)
+            yield np.repeat(np.arange(s, e), len(cb)), np.tile(np.arange(len(cb)), e - s)
+        return
+    ratio = (1.0 - match_iou) / match_iou if match_iou < 1 else 0.0
+    rx = ratio * np.clip(rb[:, 2] - rb[:, 0], 0, None) * (1 + 1e-9) + DEGENERATE_EPS
+    ry = ratio * np.clip(rb[:, 3] - rb[:, 1], 0, None) * (1 + 1e-9) + DEGENERATE_EPS
+    xmin = min(cb[:, 0].min(), (rb[:, 0] - rx).min())
+    xspan = max(cb[:, 0].max(), (rb[:, 0] + rx).max()) - xmin
+    ymin = min(cb[:, 1].min(), (rb[:, 1] - ry).min())
+    span = (max(cb[:, 1].max(), (rb[:, 1] + ry).max()) - ymin) * (1 + 1e-9) + 1.0  # cells never touch
+    cell = max(float(rx.mean()), xspan / max(len(cb), 1), 1e-12)
+    key = np.floor((cb[:, 0] - xmin) / cell) * span + (cb[:, 1] - ymin)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    slack = 8 * float(np.spacing(abs(key[-1]) + span))  # rounding of cell * span + y: stay conservative
+    q_lo = np.floor((rb[:, 0] - rx - xmin) / cell).astype(np.int64)
+    nq = np.floor((rb[:, 0] + rx - xmin) / cell).astype(np.int64) - q_lo + 1
+    q_ref = np.repeat(np.arange(n), nq)
+    q_cell = np.repeat(q_lo, nq) + (np.arange(len(q_ref)) - np.repeat(np.cumsum(nq) - nq, nq))
+    base = q_cell * span - ymin
+    lo = np.searchsorted(key, base + rb[q_ref, 1] - ry[q_ref] - slack, "left")
+    hi = np.searchsorted(key, base + rb[q_ref, 1] + ry[q_ref] + slack, "right")
+    counts = np.maximum(hi - lo, 0)
+    per_ref = np.cumsum(np.bincount(q_ref, weights=counts, minlength=n))
+    q_end = np.cumsum(nq)
+    s = 0
+    while s < n:
+        done = per_ref[s - 1] if s else 0.0
+        e = max(int(np.searchsorted(per_ref, done + PAIR_CHUNK, "right")), s + 1)
+        qs, qe = (q_end[s - 1] if s else 0), q_end[e - 1]
+        cnt = counts[qs:qe]
+        total = int(cnt.sum())
+        if total:
+            offsets = np.repeat(np.cumsum(cnt) - cnt, cnt)
+            yield np.repeat(q_ref[qs:qe], cnt), order[np.arange(total) - offsets + np.repeat(lo[qs:qe], cnt)]
+        s = e
+
+
+def _match_nonfinite(ref: Detections, cand: Detections) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with a NaN/inf box or score match only an identical row (NaN equal to NaN)."""
+    def key(d: Detections, k: int) -> tuple[Any, ...]:
+        values = np.concatenate([d.boxes[k], [d.scores[k]]])
+        return (int(d.classes[k]), *("nan" if np.isnan(v) else float(v) for v in values))
+
+    pool: dict[tuple[Any, ...], list[int]] = {}
+    for k in range(len(cand)):
+        pool.setdefault(key(cand, k), []).append(k)
+    pairs = [(k, pool[key(ref, k)].pop(0)) for k in range(len(ref)) if pool.get(key(ref, k))]
+    return (np.asarray([p[0] for p in pairs], np.int64), np.asarray([p[1] for p in pairs], np.int64))
+
+
+def _finite_rows(d: Detections) -> np.ndarray:
+    return np.isfinite(d.boxes).all(axis=1) & np.isfinite(d.scores)
+
+
+def tie_tolerance(scores: np.ndarray, ulps: int = DEFAULT_TIE_ULPS) -> np.ndarray:
+    """``ulps`` float32 ulps at each score: how far two scores may be and still count as equal."""
+    mag = np.abs(np.asarray(scores, np.float64)).astype(np.float32)
+    return ulps * np.spacing(mag).astype(np.float64)
+
+
+def _tied_within(values: np.ndarray, pool: np.ndarray, ulps: int, minimum: int) -> np.ndarray:
+    """For each value: at least ``minimum`` entries of ``pool`` lie within its tie tolerance."""
+    if len(values) == 0:
+        return np.zeros(0, bool)
+    sorted_pool = np.sort(pool[np.isfinite(pool)])
+    tol = tie_tolerance(values, ulps)
+    lo = np.searchsorted(sorted_pool, values - tol, "left")
+    hi = np.searchsorted(sorted_pool, values + tol, "right")
+    return (hi - lo) >= minimum
+
+
+def _pair_ties(ref: Detections, ref_rows: np.ndarray, cand: Detections, cand_rows: np.ndarray, ulps: int,
+               match_iou: float) -> tuple[list[int], list[int]]:
+    """One-to-one pairs (positions in ref_rows / cand_rows) of rows whose scores tie and whose boxes
+    are different candidates (IoU < match_iou: the same box under another label is no tie swap)."""
+    rs, cs = ref.scores[ref_rows], cand.scores[cand_rows]
+    co = np.argsort(cs, kind="stable")
+    sorted_cs = cs[co]
+    tol = tie_tolerance(rs, ulps)
+    lo = np.searchsorted(sorted_cs, rs - tol, "left")
+    hi = np.searchsorted(sorted_cs, rs + tol, "right")
+    used = np.zeros(len(cand_rows), bool)
+    out_r: list[int] = []
+    out_c: list[int] = []
+    for i in np.argsort(-rs, kind="stable").tolist():
+        if hi[i] <= lo[i]:
+            continue
+        window = co[lo[i]:min(hi[i], lo[i] + 64)]  # bounded scan: a heuristic for masses of equal scores
+        window = window[~used[window]]
+        if not len(window):
+            continue
+        ious = pair_iou(np.repeat(ref.boxes[ref_rows[i]][None], len(window), axis=0), cand.boxes[cand_rows[window]])
+        free = np.flatnonzero(ious < match_iou)
+        if len(free):
+            j = int(window[free[0]])
+            used[j] = True
+            out_r.append(i)
+            out_c.append(j)
+    return out_r, out_c
+
+
+@dataclass
+class DetectionRow:
+    """One detection named in a report: which side, image and output row, and what it is."""
+
+    side: str
+    image: int
+    row: int
+    label: int
+    score: float | None
+    box: list[float | None]
 
 
 @dataclass
@@ -103,32 +362,53 @@ class ImageMatch:
     unmatched_candidate: int
     max_score_diff: float
     min_iou: float
+    failed_pairs: int = 0
+    tie_ambiguous: int = 0
+    mismatched: int = 0
 
 
 @dataclass
 class DetectionComparison:
-    """Detection-level verdict of a candidate against a reference (all images)."""
+    """Detection-level verdict of a candidate against a reference (all images).
+
+    ``matched`` counts pairs (clean or not), ``failed_pairs`` the matched pairs that are not clean;
+    ``mismatched`` the problem rows (both sides) not excused as ties, ``tie_ambiguous`` the excused
+    ones. ``max_score_diff`` / ``min_iou`` are over matched pairs that are not tie-ambiguous.
+    ``tied_rows`` / ``mismatched_rows`` list up to MAX_LISTED of each.
+    """
 
     reference: str
     candidate: str
     iou_threshold: float
     score_tolerance: float
+    score_rtol: float = 0.0
     matched: int = 0
     unmatched_reference: int = 0
     unmatched_candidate: int = 0
+    failed_pairs: int = 0
+    mismatched: int = 0
+    tie_ambiguous: int = 0
     max_score_diff: float = 0.0
     min_iou: float = 1.0
+    max_mask_diff: float | None = None
+    reference_count: int = 0
+    candidate_count: int = 0
+    vacuous: bool = False
+    vacuous_reason: str = ""
+    tied_rows: list[DetectionRow] = field(default_factory=list)
+    mismatched_rows: list[DetectionRow] = field(default_factory=list)
     images: list[ImageMatch] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return (self.unmatched_reference == 0 and self.unmatched_candidate == 0
-                and self.min_iou >= self.iou_threshold and self.max_score_diff <= self.score_tolerance)
+        return self.mismatched == 0
 
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
-        return (f"{self.candidate} vs {self.reference}: {verdict}, {self.matched} matched, "
-                f"{self.unmatched_reference} only in reference, {self.unmatched_candidate} only in candidate, "
+        ties = f", {self.tie_ambiguous} tie-ambiguous" if self.tie_ambiguous else ""
+        vacuous = f" (vacuous: {self.vacuous_reason})" if self.vacuous else ""
+        return (f"{self.candidate} vs {self.reference}: {verdict}{vacuous}, {self.matched} matched, "
+                f"{self.unmatched_reference} only in reference, {self.unmatched_candidate} only in candidate{ties}, "
                 f"min IoU {self.min_iou:.6f} (>= {self.iou_threshold}), max score diff {self.max_score_diff:.3g} "
                 f"(<= {self.score_tolerance:g})")
 
@@ -137,6 +417,182 @@ class DetectionComparison:
         data["passed"] = self.passed
         return data
 
+
+def compare_detections(
+    reference: Sequence[Detections],
+    candidate: Sequence[Detections],
+    *,
+    iou: float = DEFAULT_IOU,
+    score_tol: float = DEFAULT_SCORE_TOL,
+    score_rtol: float = 0.0,
+    match_iou: float = DEFAULT_MATCH_IOU,
+    tie_ulps: int = DEFAULT_TIE_ULPS,
+    mask_tol: float = 1e-4,
+    mask_rtol: float = 1e-3,
+    reference_name: str = "reference",
+    candidate_name: str = "candidate",
+) -> DetectionComparison:
+    """Match detections image by image (module docstring) and judge them, ties and non-finite rows included.
+
+    When both sides carry masks, a matched pair is clean only if its masks agree elementwise within
+    ``mask_tol + mask_rtol * |reference mask|`` (and have the same shape); ``max_mask_diff`` reports the worst.
+    """
+    if len(reference) != len(candidate):
+        raise ValueError(f"reference has {len(reference)} images, candidate {len(candidate)}")
+    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol)
+    problems: list[tuple[int, Detections, Detections, dict[str, Any]]] = []
+    clean_total = 0
+    nonfinite_reference = 0
+    for image, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
+        m, clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, (mask_tol, mask_rtol))
+        if detail["mask_diff"] is not None:
+            result.max_mask_diff = max(result.max_mask_diff or 0.0, detail["mask_diff"])
+        m.image = image
+        result.images.append(m)
+        result.matched += m.matched
+        result.unmatched_reference += m.unmatched_reference
+        result.unmatched_candidate += m.unmatched_candidate
+        result.failed_pairs += m.failed_pairs
+        result.reference_count += len(ref)
+        result.candidate_count += len(cand)
+        nonfinite_reference += int((~_finite_rows(ref)).sum())
+        clean_total += clean
+        problems.append((image, ref, cand, detail))
+    for image, ref, cand, detail in problems:
+        m = result.images[image]
+        tied_r, tied_c = _excused(ref, cand, detail, tie_ulps, match_iou) if clean_total else (
+            np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
+        m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
+        m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
+        result.tie_ambiguous += m.tie_ambiguous
+        result.mismatched += m.mismatched
+        for side, d, rows, tied in (("reference", ref, detail["ref_rows"], tied_r),
+                                    ("candidate", cand, detail["cand_rows"], tied_c)):
+            for k, is_tied in zip(rows.tolist(), tied.tolist(), strict=True):
+                target = result.tied_rows if is_tied else result.mismatched_rows
+                if len(target) < MAX_LISTED:
+                    target.append(_row(side, image, d, k))
+        # pair figures: failing pairs whose two rows are both tie-ambiguous do not set min IoU / max score diff
+        failing = len(detail["pair_iou"])
+        pair_tied = tied_r[detail["pair_ref_pos"]] & tied_c[detail["pair_cand_pos"]]
+        counted = np.concatenate([np.ones(len(detail["all_pair_iou"]) - failing, bool), ~pair_tied])
+        ious, diffs = detail["all_pair_iou"][counted], detail["all_pair_diff"][counted]
+        if len(ious):
+            m.min_iou, m.max_score_diff = float(ious.min()), float(diffs.max())
+            result.min_iou = min(result.min_iou, m.min_iou)
+            result.max_score_diff = max(result.max_score_diff, m.max_score_diff)
+    reasons = []
+    if result.reference_count == 0 and result.candidate_count == 0:
+        reasons.append("no detections on either side")
+    if nonfinite_reference:
+        reasons.append(f"{nonfinite_reference} reference detections have NaN/inf boxes or scores")
+    if result.tie_ambiguous and result.tie_ambiguous >= clean_total:
+        reasons.append(f"{result.tie_ambiguous} rows differ only by tied scores, more than the {clean_total} clean matches")
+    result.vacuous, result.vacuous_reason = bool(reasons), "; ".join(reasons)
+    return result
+
+
+def _row(side: str, image: int, d: Detections, k: int) -> DetectionRow:
+    def num(v: float) -> float | None:
+        return float(v) if np.isfinite(v) else None
+
+    return DetectionRow(side, image, int(d.row_ids()[k]), int(d.classes[k]), num(d.scores[k]),
+                        [num(v) for v in d.boxes[k]])
+
+
+def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float, score_tol: float,
+                 score_rtol: float, mask_tol: tuple[float, float]) -> tuple[ImageMatch, int, dict[str, Any]]:
+    """Match one image; returns the counts, the number of clean pairs and the problem rows."""
+    rf, cf = _finite_rows(ref), _finite_rows(cand)
+    r_idx, c_idx = np.flatnonzero(rf), np.flatnonzero(cf)
+    pi, pj, ious = match_pairs(ref.take(r_idx), cand.take(c_idx), match_iou)
+    pi, pj = r_idx[pi], c_idx[pj]
+    ni, nj = _match_nonfinite(ref.take(np.flatnonzero(~rf)), cand.take(np.flatnonzero(~cf)))
+    ni, nj = np.flatnonzero(~rf)[ni], np.flatnonzero(~cf)[nj]
+    diff = np.abs(ref.scores[pi] - cand.scores[pj])
+    clean = (ious >= iou) & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))
+    mask_diff = None
+    if ref.masks is not None and cand.masks is not None:
+        mask_ok, mask_diff = _compare_masks(ref.masks, cand.masks, pi, pj, *mask_tol)
+        clean &= mask_ok
+    ref_matched = np.zeros(len(ref), bool)
+    cand_matched = np.zeros(len(cand), bool)
+    ref_matched[pi] = ref_matched[ni] = True
+    cand_matched[pj] = cand_matched[nj] = True
+    bad_i, bad_j = pi[~clean], pj[~clean]
+    ref_rows = np.concatenate([np.flatnonzero(~ref_matched), bad_i])
+    cand_rows = np.concatenate([np.flatnonzero(~cand_matched), bad_j])
+    n_unmatched_r, n_unmatched_c = int((~ref_matched).sum()), int((~cand_matched).sum())
+    detail = {
+        "ref_rows": ref_rows, "cand_rows": cand_rows,
+        "ref_unmatched": np.arange(len(ref_rows)) < n_unmatched_r,
+        "cand_unmatched": np.arange(len(cand_rows)) < n_unmatched_c,
+        # failing pairs: positions of their two rows inside ref_rows / cand_rows
+        "pair_ref_pos": n_unmatched_r + np.arange(len(bad_i)), "pair_cand_pos": n_unmatched_c + np.arange(len(bad_j)),
+        "pair_iou": ious[~clean],
+        # figures over every matched pair, failing pairs last (so tied failing pairs can be left out)
+        "all_pair_iou": np.concatenate([ious[clean], ious[~clean]]),
+        "all_pair_diff": np.concatenate([diff[clean], diff[~clean]]),
+        "mask_diff": mask_diff,
+    }
+    matched = len(pi) + len(ni)
+    m = ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, 0.0, 1.0, failed_pairs=int((~clean).sum()))
+    return m, int(clean.sum()) + len(ni), detail
+
+
+def _compare_masks(ref: np.ndarray, cand: np.ndarray, pi: np.ndarray, pj: np.ndarray, atol: float, rtol: float
+                   ) -> tuple[np.ndarray, float]:
+    """Per matched pair: masks equal within atol + rtol * |ref| (NaN equal to NaN); and the worst difference."""
+    ok = np.ones(len(pi), bool)
+    worst = 0.0
+    if ref.shape[1:] != cand.shape[1:]:
+        return np.zeros(len(pi), bool), float(np.finfo(np.float64).max)  # shapes differ: as bad as it gets
+    with np.errstate(all="ignore"):
+        for k, (i, j) in enumerate(zip(pi.tolist(), pj.tolist(), strict=True)):  # one pair at a time: masks are big
+            r, c = np.asarray(ref[i], np.float64), np.asarray(cand[j], np.float64)
+            d = np.abs(c - r)
+            same = (d <= atol + rtol * np.abs(r)) | (np.isnan(r) & np.isnan(c)) | (r == c)
+            ok[k] = bool(same.all())
+            finite = np.isfinite(d)
+            if finite.any():
+                worst = max(worst, float(d[finite].max()))
+    return ok, worst
+
+
+def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int,
+             match_iou: float) -> tuple[np.ndarray, np.ndarray]:
+    """Which problem rows of one image are tie-ambiguous (module docstring, rules a and b).
+
+    Rows with a NaN/inf box or score are never excused. A failing matched pair is excused as a whole
+    when either row ties with a candidate its side shows as suppressed (that side saw both candidates).
+    """
+    ref_rows, cand_rows = detail["ref_rows"], detail["cand_rows"]
+    finite_r, finite_c = _finite_rows(ref)[ref_rows], _finite_rows(cand)[cand_rows]
+    tied_r, tied_c = np.zeros(len(ref_rows), bool), np.zeros(len(cand_rows), bool)
+    # (a) unmatched rows of both sides paired one to one by tied scores
+    ur = np.flatnonzero(detail["ref_unmatched"] & finite_r)
+    uc = np.flatnonzero(detail["cand_unmatched"] & finite_c)
+    pr, pc = _pair_ties(ref, ref_rows[ur], cand, cand_rows[uc], ulps, match_iou)
+    tied_r[ur[pr]] = True
+    tied_c[uc[pc]] = True
+    # (b) tied with another detection of its own side, or with a candidate that side shows suppressed
+    pooled = []
+    for d, rows, tied in ((ref, ref_rows, tied_r), (cand, cand_rows, tied_c)):
+        values = d.scores[rows]
+        tied |= _tied_within(values, d.scores, ulps, 2)
+        pool = np.zeros(len(rows), bool)
+        if d.suppressed_scores is not None and len(d.suppressed_scores):
+            pool = _tied_within(values, np.asarray(d.suppressed_scores, np.float64), ulps, 1)
+        tied |= pool
+        pooled.append(pool)
+    pos_r, pos_c = detail["pair_ref_pos"], detail["pair_cand_pos"]
+    either = pooled[0][pos_r] | pooled[1][pos_c]
+    tied_r[pos_r] |= either
+    tied_c[pos_c] |= either
+    return tied_r & finite_r, tied_c & finite_c
+
+
+# -- the lowering's output groups (bridge.passes.contrib.detection) ---------------------------------
 
 DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
 
@@ -158,48 +614,6 @@ def read_detections(outputs: Mapping[str, np.ndarray], name: str, output_format:
     if output_format == "boxes-scores-classes":
         return from_padded(*arrays)
     return from_indices(*arrays)
-
-
-def compare_detections(
-    reference: Sequence[Detections],
-    candidate: Sequence[Detections],
-    *,
-    iou: float = DEFAULT_IOU,
-    score_tol: float = DEFAULT_SCORE_TOL,
-    match_iou: float = DEFAULT_MATCH_IOU,
-    reference_name: str = "reference",
-    candidate_name: str = "candidate",
-) -> DetectionComparison:
-    """Match detections image by image (same class, greedy by reference score, best IoU >= match_iou)."""
-    if len(reference) != len(candidate):
-        raise ValueError(f"reference has {len(reference)} images, candidate {len(candidate)}")
-    result = DetectionComparison(reference_name, candidate_name, iou, score_tol)
-    for image, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
-        m = _match_image(ref, cand, match_iou)
-        m.image = image
-        result.images.append(m)
-        result.matched += m.matched
-        result.unmatched_reference += m.unmatched_reference
-        result.unmatched_candidate += m.unmatched_candidate
-        result.max_score_diff = max(result.max_score_diff, m.max_score_diff)
-        result.min_iou = min(result.min_iou, m.min_iou)
-    return result
-
-
-def _match_image(ref: Detections, cand: Detections, match_iou: float) -> ImageMatch:
-    ious = iou_matrix(ref.boxes, cand.boxes)
-    used = np.zeros(len(cand), dtype=bool)
-    matched, max_diff, min_iou = 0, 0.0, 1.0
-    for i in np.argsort(-np.asarray(ref.scores), kind="stable"):
-        options = (~used) & (cand.classes == ref.classes[i]) & (ious[i] >= match_iou) if len(cand) else used
-        if not options.any():
-            continue
-        j = int(np.argmax(np.where(options, ious[i], -1.0)))
-        used[j] = True
-        matched += 1
-        max_diff = max(max_diff, float(abs(ref.scores[i] - cand.scores[j])))
-        min_iou = min(min_iou, float(ious[i, j]))
-    return ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, max_diff, min_iou)
 
 
 # -- mAP ----------------------------------------------------------------------------------------------

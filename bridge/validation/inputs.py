@@ -1,22 +1,40 @@
-"""Seeded input data generated from a model's signature.
+"""Validation inputs: seeded data generated from a model's signature, or real data from ``--feeds``.
 
 Dynamic dims are filled with a size that differs from the export sample, so validation proves the
 model really works at other sizes: the batch axis (0) gets sample + 1; other axes get sample plus
 the largest power of two dividing it (64 -> 128, 96 -> 128, 100 -> 104), which keeps the sample's
 divisibility so stride-s networks still tile.
+
+Values: standard normal floats, small non-negative integers, random bools - except for inputs whose
+consumer accepts only some values (Gather indices, Reshape shapes, Resize scales, Reduce axes, ...),
+which get values valid for that consumer (``bridge.validation.constraints``). Every size is checked
+against the memory limit before anything is allocated. Strings, sequences and dtypes numpy cannot
+hold are refused with a request for ``--feeds``. Feeds are checked against the model's signature
+(names, rank, concrete dims, dtype kind) before any framework sees them.
 """
 
 from __future__ import annotations
 
-import zipfile
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
 
 from bridge.config import InputSpec
-from bridge.errors import BadInputFileError, SourceNotFoundError, UsageError
+from bridge.errors import BadInputFileError, UsageError
+from bridge.io import npz_keys, read_npz
+from bridge.limits import check_allocation, nbytes_of
 from bridge.runtimes.base import TensorMeta
+from bridge.validation.constraints import NoValidValues, valid_values
+
+log = logging.getLogger(__name__)
+
+# numpy dtype names onnxruntime exchanges as numpy arrays (its Python API has no bfloat16/float8 arrays)
+GENERATED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                    "uint8", "uint16", "uint32", "uint64", "bool")
+_FEEDS_HINT = "give its values with --feeds FILE.npz (numpy.savez(FILE, NAME=array, ...))"
 
 
 def other_size(axis: int, sample: int) -> int:
@@ -47,6 +65,27 @@ def resolve_shape(meta: TensorMeta, spec: InputSpec | None, vary_dynamic: bool) 
     return tuple(dims)
 
 
+def input_dtype(meta: TensorMeta) -> np.dtype:
+    """The numpy dtype bridge generates for ``meta``; UsageError asking for --feeds when there is none."""
+    kind = meta.dtype
+    if kind.startswith(("seq(", "map(", "optional(", "sequence", "map", "optional")):
+        raise UsageError(f"input '{meta.name}' is a {kind}, not a tensor; bridge generates tensors only: {_FEEDS_HINT}")
+    if kind in ("object", "str", "string", "tensor(string)") or kind.startswith("<U"):
+        raise UsageError(f"input '{meta.name}' holds strings; bridge cannot invent meaningful text: {_FEEDS_HINT}")
+    if kind not in GENERATED_DTYPES:
+        raise UsageError(f"input '{meta.name}' has dtype {kind}, which bridge cannot generate data for "
+                         f"(it generates {', '.join(GENERATED_DTYPES)}): {_FEEDS_HINT}")
+    return np.dtype(kind)
+
+
+def _generic(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "f":
+        return rng.standard_normal(shape, dtype=np.float32 if dtype.itemsize <= 4 else np.float64).astype(dtype)
+    if dtype.kind in "iu":
+        return rng.integers(0, 10, size=shape, dtype=np.int64).astype(dtype)
+    return rng.integers(0, 2, size=shape).astype(bool)
+
+
 def make_inputs(
     metas: Sequence[TensorMeta],
     specs: Sequence[InputSpec] = (),
@@ -54,23 +93,75 @@ def make_inputs(
     seed: int = 0,
     vary_dynamic: bool = True,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    model: onnx.ModelProto | None = None,
 ) -> dict[str, np.ndarray]:
-    """One array per input: standard normal for floats, small non-negative ints, random bools."""
+    """One array per input: standard normal floats, small non-negative ints, random bools.
+
+    With ``model`` (the ONNX graph the inputs feed), inputs read as indices, axes, shapes, scales or
+    counts get values their consumer accepts; when none can be derived, UsageError naming the input
+    and the consumer asks for ``--feeds``.
+    """
     rng = np.random.default_rng(seed)
     by_name = {s.name: s for s in specs}
-    feeds: dict[str, np.ndarray] = {}
+    concrete: dict[str, tuple[int, ...]] = {}
+    dtypes: dict[str, np.dtype] = {}
     for meta in metas:
         shape = (shapes or {}).get(meta.name) or resolve_shape(meta, by_name.get(meta.name), vary_dynamic)
-        dtype = np.dtype(meta.dtype)
-        if dtype.kind == "f":
-            feeds[meta.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            feeds[meta.name] = rng.integers(0, 10, size=shape).astype(dtype)
-        elif dtype.kind == "b":
-            feeds[meta.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            raise UsageError(f"input '{meta.name}' has dtype {meta.dtype}; bridge cannot generate data for it")
+        dtype = input_dtype(meta)
+        if any(d < 0 for d in shape):
+            raise UsageError(f"input '{meta.name}' has a negative dim {list(shape)}; give its shape with --input")
+        check_allocation(nbytes_of(shape, dtype.itemsize),
+                         f"generated input '{meta.name}' ({dtype.name}{list(shape)})")
+        concrete[meta.name] = tuple(int(d) for d in shape)
+        dtypes[meta.name] = dtype
+    special: dict[str, np.ndarray] = {}
+    if model is not None:
+        try:
+            special, reasons = valid_values(model, concrete, dtypes, rng)
+        except NoValidValues as exc:
+            message, name = exc.args[0], exc.args[1] if len(exc.args) > 1 else "?"
+            raise UsageError(f"input '{name}' feeds {message}, so bridge cannot generate valid values for it; "
+                             f"{_FEEDS_HINT}") from None
+        for name, why in reasons.items():
+            log.info("input '%s': values chosen valid for %s", name, why)
+    feeds: dict[str, np.ndarray] = {}
+    for meta in metas:
+        name = meta.name
+        feeds[name] = special[name] if name in special else _generic(rng, concrete[name], dtypes[name])
     return feeds
+
+
+def _compatible(meta: TensorMeta, arr: np.ndarray, path: Path) -> np.ndarray:
+    """``arr`` as the dtype ``meta`` declares, when that loses nothing; UsageError naming input and file."""
+    where = f"--feeds {path}: input '{meta.name}'"
+    if meta.shape is not None:
+        if arr.ndim != len(meta.shape):
+            raise UsageError(f"{where} has rank {arr.ndim} (shape {list(arr.shape)}); the model expects rank "
+                             f"{len(meta.shape)} ({list(meta.shape)})")
+        wrong = [(i, d, a) for i, (d, a) in enumerate(zip(meta.shape, arr.shape, strict=True))
+                 if isinstance(d, int) and d != a]
+        if wrong:
+            i, d, a = wrong[0]
+            raise UsageError(f"{where} has shape {list(arr.shape)}; the model fixes axis {i} to {d}, not {a}")
+    if meta.dtype in ("object", "string", "str"):
+        if arr.dtype.kind not in "US":
+            raise UsageError(f"{where} is {arr.dtype.name}; the model expects strings")
+        return arr.astype(object)
+    try:
+        want = np.dtype(meta.dtype)
+    except TypeError:
+        return arr
+    if arr.dtype == want:
+        return arr
+    ok = (want.kind == "f" and arr.dtype.kind in "fiub") or (want.kind in "iu" and arr.dtype.kind in "iub") \
+        or (want.kind == "b" and arr.dtype.kind == "b")
+    if ok and want.kind in "iu" and arr.size:
+        info = np.iinfo(want)
+        ok = bool(arr.min() >= info.min and arr.max() <= info.max)
+    if not ok:
+        raise UsageError(f"{where} is {arr.dtype.name}; the model expects {want.name} and converting would change "
+                         "the values (save the array as that dtype)")
+    return arr.astype(want)
 
 
 def load_feeds(path: Path | str, metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
@@ -78,18 +169,26 @@ def load_feeds(path: Path | str, metas: Sequence[TensorMeta]) -> dict[str, np.nd
 
     Real data matters for models whose outputs are empty on noise (a detector predicts background
     everywhere on random pixels, and an empty-vs-empty detection comparison proves nothing).
+    Only the arrays of the model's inputs are read (others are named in a warning, never decompressed);
+    each is checked against the input's rank, concrete dims and dtype.
     """
     path = Path(path)
-    if not path.is_file():
-        raise SourceNotFoundError(f"--feeds {path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k.removeprefix("input/"): data[k] for k in data.files if not k.startswith("output/")}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise BadInputFileError(f"--feeds {path} is not a readable .npz: {exc}") from exc
+    keys = npz_keys(path, "--feeds")
+    names = {m.name for m in metas}
+    by_input = {k.removeprefix("input/"): k for k in keys if not k.startswith("output/")}
+    missing = [m.name for m in metas if m.name not in by_input]
+    if missing:
+        raise UsageError(f"--feeds {path} has no array for input '{missing[0]}' (it has: {', '.join(sorted(by_input))})")
+    unknown = sorted(n for n in by_input if n not in names)
+    if unknown:  # extra arrays (labels, a typo beside the right name) are not read, but said
+        log.warning("--feeds %s: arrays %s are not inputs of the model and are not read (its inputs: %s)",
+                    path, unknown, sorted(names))
+    wanted = {by_input[m.name] for m in metas}
+    arrays = read_npz(path, wanted.__contains__, what="--feeds")
     feeds: dict[str, np.ndarray] = {}
     for meta in metas:
-        if meta.name not in arrays:
-            raise UsageError(f"--feeds {path} has no array for input '{meta.name}' (it has: {', '.join(sorted(arrays))})")
-        feeds[meta.name] = arrays[meta.name].astype(np.dtype(meta.dtype), copy=False)
+        arr = arrays.get(by_input[meta.name])
+        if arr is None:
+            raise BadInputFileError(f"--feeds {path}: the array for input '{meta.name}' could not be read")
+        feeds[meta.name] = _compatible(meta, arr, path)
     return feeds

@@ -9,16 +9,15 @@ order of names, the runtime that produced them and free-form provenance.
 from __future__ import annotations
 
 import json
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bridge import __version__
 from bridge.errors import BadInputFileError, SourceNotFoundError
-from bridge.io import atomic_path, atomic_write_text
+from bridge.io import atomic_path, atomic_write_text, read_npz
+from bridge.version import __version__
 
 
 @dataclass
@@ -54,18 +53,17 @@ class RunResults:
         path = Path(path)
         if not path.is_file():
             raise SourceNotFoundError(f"no such results file: {path}")
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise BadInputFileError(f"{path} is not a readable RunResults .npz: {exc}") from exc
+        # member by member, sizes checked before decompressing (bridge.io.read_npz)
+        arrays = read_npz(path, what="results file")
         sidecar = cls.sidecar(path)
         info: dict[str, Any] = {}
         if sidecar.is_file():
             try:
                 info = json.loads(sidecar.read_text())
-            except json.JSONDecodeError as exc:
-                raise BadInputFileError(f"{sidecar} is not valid JSON: {exc}") from exc
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+                raise BadInputFileError(f"{sidecar} is not valid JSON: {exc!r}") from exc
+            if not isinstance(info, dict):
+                raise BadInputFileError(f"{sidecar} is not a RunResults sidecar (a JSON object)")
         bad = [k for k in arrays if not k.startswith(("input/", "output/"))]
         if bad or not any(k.startswith("output/") for k in arrays):
             raise BadInputFileError(f"{path} is not a bridge RunResults file (keys: {sorted(arrays)[:5]})")

@@ -16,7 +16,6 @@ caller can skip validation with the reason instead of failing the conversion.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from bridge.config import DETECTION_META, InputSpec, Tolerance
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs
+from bridge.validation.detection_layouts import DetectionSpec, load_detection_specs
 from bridge.validation.inputs import load_feeds, make_inputs
 from bridge.validation.results import RunResults
 
@@ -67,10 +67,17 @@ class ComparisonRun:
         return {k: list(v.shape) for k, v in self.feeds.items()}
 
 
-def saved_detection_outputs(model: onnx.ModelProto) -> dict[str, str]:
-    """The detection outputs the ONNX stage recorded in the model (``DETECTION_META``): compared detection-aware."""
+def saved_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
+    """The detection outputs recorded in the model (``DETECTION_META``, written by the pass that produced
+    them, or by convert for detected/declared ones): compared detection by detection."""
     raw = next((p.value for p in model.metadata_props if p.key == DETECTION_META), None)
-    return dict(json.loads(raw)) if raw else {}
+    return load_detection_specs(raw)
+
+
+def vacuous_warnings(comparisons: Sequence[Comparison]) -> list[str]:
+    """One warning per candidate whose verdict proves little (no detections, all-NaN output, ...)."""
+    return [f"{c.candidate}: the check proves little ({'; '.join(c.vacuous_reasons)}); validate on real inputs "
+            "(--feeds FILE.npz), and use --strict to fail on this" for c in comparisons if c.vacuous]
 
 
 def run_and_compare(
@@ -79,14 +86,14 @@ def run_and_compare(
     feeds: FeedSource,
     tolerance: Tolerance,
     *,
-    detections: Mapping[str, str] | None = None,
+    detections: Sequence[DetectionSpec] | Mapping[str, str] | None = None,
     reference_name: str | None = None,
 ) -> ComparisonRun:
     """Run ``reference`` and every candidate on the same inputs; compare each candidate with the reference.
 
     Inputs come from the saved run when ``reference`` is a RunResults, else from ``feeds`` sized by the
-    first candidate's input metadata. ``detections`` (output name -> detection format) are compared
-    detection by detection instead of elementwise.
+    first candidate's input metadata. ``detections`` (DetectionSpecs, or the legacy output name -> format
+    map) are compared detection by detection instead of elementwise.
     """
     with contextlib.ExitStack() as stack:
         saved = reference if isinstance(reference, RunResults) else None

@@ -68,3 +68,27 @@ def test_convert_checks_names_against_the_registries_before_any_work(kwargs: dic
     with pytest.raises(UsageError, match=fragment):
         convert(str(tmp_path / "missing.onnx"), tmp_path / "out.onnx", **kwargs)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"atol": float("nan")}, {"rtol": float("nan")}, {"atol": float("inf")}, {"rtol": float("-inf")},
+    {"atol": -1e-4}, {"rtol": -1.0}, {"per_output": {"y": (float("nan"), 0.0)}}, {"per_output": {"y": (0.0, -1.0)}},
+    {"per_output": {"y": (1e-3,)}}, {"atol": "abc"},
+])
+def test_tolerance_rejects_nan_inf_and_negative_values(kwargs: dict) -> None:
+    """--atol nan made every |err| <= tol comparison false, so a 1.2e4 error passed."""
+    with pytest.raises(UsageError, match=r"--(atol|rtol|tolerance)") as info:
+        Tolerance(**kwargs)
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize("text", ["y=nan,0", "y=0,nan", "y=inf,0", "y=-1e-3,0", "y=1e-3,-0.5", "y=1e-3,inf"])
+def test_tolerance_override_rejects_nan_inf_and_negative_values(text: str) -> None:
+    with pytest.raises(UsageError, match="finite number >= 0") as info:
+        Tolerance.parse_override(Tolerance(), [text])
+    assert text in str(info.value)
+
+
+def test_tolerance_accepts_zero_and_numeric_strings() -> None:
+    assert Tolerance(atol=0, rtol=0).for_output("y") == (0.0, 0.0)
+    assert Tolerance.parse_override(Tolerance(), ["y= 1e-2 , 0 "]).for_output("y") == (1e-2, 0.0)

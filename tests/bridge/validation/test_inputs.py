@@ -1,12 +1,23 @@
-"""Seeded input generation: reproducible, dtype-aware, dynamic dims varied away from the export sample."""
+"""Validation inputs: seeded generation (reproducible, every numpy dtype onnxruntime takes, dynamic dims varied,
+sizes checked before allocating) and --feeds files (only the model's arrays read, each checked)."""
+
+import logging
+import zipfile
+from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper
+from support import make_model
 
 from bridge.config import InputSpec
-from bridge.errors import UsageError
+from bridge.errors import BadInputFileError, ResourceLimitError, UsageError
+from bridge.limits import memory_limit
 from bridge.runtimes.base import TensorMeta
-from bridge.validation.inputs import make_inputs, other_size
+from bridge.runtimes.onnxruntime import OnnxRuntime
+from bridge.validation.inputs import GENERATED_DTYPES, load_feeds, make_inputs, other_size
 
 
 @pytest.mark.parametrize(("axis", "sample", "expected"), [(0, 4, 5), (0, 1, 2), (2, 64, 128), (2, 96, 128), (3, 100, 104)])
@@ -34,3 +45,121 @@ def test_dynamic_dims_take_other_sizes_static_dims_stay() -> None:
 def test_symbolic_dim_without_sample_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="--input images"):
         make_inputs([TensorMeta("images", ("batch", 3), "float32")])
+
+
+# ---- every dtype onnxruntime exchanges, strings/sequences refused, sizes checked before allocating ----
+
+ORT_TENSOR_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.INT16,
+                    TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
+                    TensorProto.UINT64, TensorProto.BOOL]
+
+
+def _identity(elem: int, shape: list[int] | None = None) -> onnx.ModelProto:
+    return make_model([helper.make_node("Identity", ["x"], ["y"])], [helper.make_tensor_value_info("x", elem, shape or [2, 3])],
+                      [helper.make_tensor_value_info("y", elem, shape or [2, 3])], opset=17)
+
+
+@pytest.mark.parametrize("elem", ORT_TENSOR_TYPES, ids=[TensorProto.DataType.Name(e) for e in ORT_TENSOR_TYPES])
+def test_every_numpy_tensor_dtype_is_generated_and_runs(elem: int) -> None:
+    rt = OnnxRuntime(_identity(elem))
+    metas = rt.input_metadata()
+    feeds = make_inputs(metas)
+    assert feeds["x"].dtype == helper.tensor_dtype_to_np_dtype(elem)
+    np.testing.assert_array_equal(rt.infer(feeds)["y"], feeds["x"])
+
+
+def test_generated_dtypes_cover_what_onnxruntime_exchanges_as_numpy() -> None:
+    assert {helper.tensor_dtype_to_np_dtype(e).name for e in ORT_TENSOR_TYPES} == set(GENERATED_DTYPES)
+
+
+@pytest.mark.parametrize(("model", "needle"), [
+    (_identity(TensorProto.STRING), "strings"),
+    (make_model([helper.make_node("SequenceLength", ["x"], ["y"])],
+                [helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [2])],
+                [helper.make_tensor_value_info("y", TensorProto.INT64, [])]), "seq"),
+    (_identity(TensorProto.BFLOAT16), "bfloat16"),
+], ids=["string", "sequence", "bfloat16"])
+def test_inputs_bridge_cannot_invent_ask_for_feeds(model: onnx.ModelProto, needle: str) -> None:
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    metas = [TensorMeta(i.name, tuple(i.shape), {"tensor(string)": "object"}.get(i.type, i.type)) for i in sess.get_inputs()]
+    with pytest.raises(UsageError, match=f"input 'x'.*{needle}.*--feeds"):
+        make_inputs(metas)
+
+
+def test_absurd_declared_size_is_refused_before_allocating() -> None:
+    with pytest.raises(ResourceLimitError, match=r"generated input 'x' \(float32\[1000000, 1000000\]\).*3.64 TiB"):
+        make_inputs([TensorMeta("x", (10**6, 10**6), "float32")])
+    with memory_limit("1M"), pytest.raises(ResourceLimitError, match="memory limit of 1 MiB"):
+        make_inputs([TensorMeta("x", (1024, 1024), "float32")])
+
+
+# ---- --feeds: only the model's arrays are read, each checked against the signature ----
+
+
+def _feeds(tmp_path: Path, **arrays: np.ndarray) -> Path:
+    p = tmp_path / "feeds.npz"
+    np.savez(p, **arrays)  # type: ignore[arg-type]
+    return p
+
+
+X = [TensorMeta("x", ("N", 3), "float32")]
+
+
+def test_feeds_round_trip_and_lossless_casts(tmp_path: Path) -> None:
+    feeds = load_feeds(_feeds(tmp_path, x=np.ones((4, 3), np.float64)), X)
+    assert feeds["x"].dtype == np.float32 and feeds["x"].shape == (4, 3)
+    ids = load_feeds(_feeds(tmp_path, **{"input/i": np.arange(3, dtype=np.int32)}), [TensorMeta("i", (3,), "int64")])
+    assert ids["i"].dtype == np.int64
+
+
+@pytest.mark.parametrize(("arrays", "meta", "needle"), [
+    ({"x": np.ones((4, 2), np.float32)}, X[0], "fixes axis 1 to 3, not 2"),
+    ({"x": np.ones(3, np.float32)}, X[0], "rank 1"),
+    ({"i": np.full(3, 0.5)}, TensorMeta("i", (3,), "int64"), "expects int64"),
+    ({"i": np.array([300], np.int64)}, TensorMeta("i", (1,), "uint8"), "expects uint8"),
+    ({"y": np.ones((1, 3), np.float32)}, X[0], "no array for input 'x'"),
+])
+def test_feeds_that_do_not_fit_the_model_are_usage_errors(tmp_path: Path, arrays: dict[str, np.ndarray],
+                                                          meta: TensorMeta, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        load_feeds(_feeds(tmp_path, **arrays), [meta])
+
+
+def test_npy_given_as_feeds_says_npz(tmp_path: Path) -> None:
+    np.save(tmp_path / "x.npy", np.ones((1, 3), np.float32))
+    with pytest.raises(UsageError, match=r"single .npy array.*npz keyed by input name"):
+        load_feeds(tmp_path / "x.npy", X)
+
+
+def test_pickled_feeds_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInputFileError, match="pickles"):
+        load_feeds(_feeds(tmp_path, x=np.array([{"a": 1}], dtype=object)), [TensorMeta("x", (1,), "float32")])
+
+
+def test_zip_bomb_under_an_unused_key_is_never_decompressed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    p = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(p, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("x.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.ones((1, 3), np.float32))
+        with zf.open("unused.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.zeros(2**24, np.float32))  # 64 MiB unpacked, ~64 KiB packed
+    assert p.stat().st_size < 2**20
+    with memory_limit("8M"):
+        # the unused key is named in a warning and never read; read by itself it is over the limit
+        with caplog.at_level(logging.WARNING):
+            assert load_feeds(p, X)["x"].shape == (1, 3)
+        assert "['unused'] are not inputs of the model" in caplog.text
+        from bridge.io import read_npz
+
+        assert set(read_npz(p, {"x"}.__contains__)) == {"x"}
+        with pytest.raises(ResourceLimitError, match=r"member 'unused'.*over the memory limit of 8 MiB"):
+            read_npz(p)
+
+
+def test_npy_header_declaring_more_than_the_member_holds(tmp_path: Path) -> None:
+    p = tmp_path / "lie.npz"
+    with zipfile.ZipFile(p, "w") as zf, zf.open("x.npy", "w") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (1000, 3)})
+        fh.write(np.ones(6, np.float32).tobytes())
+    with pytest.raises(BadInputFileError, match=r"declares float32\[1000, 3\].*holds only"):
+        load_feeds(p, X)

@@ -1,0 +1,181 @@
+"""`bridge debug`: convert SOURCE like `bridge convert`, then name the node (and pass) where it goes wrong.
+
+Parses the same options as ``convert`` and calls ``bridge.api.debug``; renders the verdict, the passes
+with their before/after comparison and the tensors around the culprit. Exit code 1 (ValidationMismatch) when the converted
+model diverges from the source (as ``convert`` would fail), 0 when every compared tensor agrees.
+``render_debug`` is also used by ``convert --localize`` / ``validate --localize``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from adapters import registered_frameworks
+from bridge.cli import render
+from bridge.cli.options import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    OPSET_DEFAULT,
+    AsJsonOpt,
+    AtolOpt,
+    DynamicOpt,
+    FeedsOpt,
+    InputOpt,
+    OpsetOpt,
+    RtolOpt,
+    SeedOpt,
+    ToleranceOpt,
+    TrustOpt,
+    WeightsOpt,
+    tolerance_from,
+)
+from bridge.cli.render import out
+from bridge.errors import ValidationMismatch
+
+ROWS_AROUND_CULPRIT = 3  # divergence-table rows shown before and after the culprit (all are in --report)
+
+HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="write a report: .html (self-contained, with "
+                                                                   "detection overlays and error histograms), .json or .md")]
+
+
+def debug_command(
+    source: Annotated[str, typer.Argument(help="model file, folder, or module.path:factory (as for convert)")],
+    framework: Annotated[str | None, typer.Option(help=f"{'|'.join(registered_frameworks())} (default: detect)")] = None,
+    model: Annotated[Path | None, typer.Option(help="an already converted .onnx to compare with SOURCE "
+                                                     "(default: convert SOURCE pass by pass)")] = None,
+    input: InputOpt = [],  # noqa: B006 - typer needs a literal default
+    dynamic: DynamicOpt = [],  # noqa: B006
+    opset: OpsetOpt = OPSET_DEFAULT,
+    weights: WeightsOpt = None,
+    outputs: Annotated[str | None, typer.Option(help="comma-separated internal output names to cut the graph at")] = None,
+    atol: AtolOpt = DEFAULT_ATOL,
+    rtol: RtolOpt = DEFAULT_RTOL,
+    tolerance: ToleranceOpt = [],  # noqa: B006
+    detection_format: Annotated[str, typer.Option(help="mxnet|boxes-scores-classes|indices (as for convert)")] = "mxnet",
+    max_detections: Annotated[int | None, typer.Option(help="rows of the boxes-scores-classes format")] = None,
+    feeds: FeedsOpt = None,
+    graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
+    signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
+    trust_source: TrustOpt = False,
+    seed: SeedOpt = 0,
+    report: HtmlReportOpt = None,
+    budget_mb: Annotated[int, typer.Option(help="MiB of tensors fetched per run (bigger models run in chunks)")] = 256,
+    as_json: AsJsonOpt = False,
+) -> None:
+    """Compare every intermediate tensor of SOURCE and its conversion; name the first node that diverges
+    while its inputs agree, and the pass (or translator) that produced it."""
+    from bridge import api
+
+    options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature,
+                                 "trust_source": "1" if trust_source else None}.items() if v}
+    with render.progress(f"debugging {source}") as progress:
+        result = api.debug(source, model=model, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
+                           tolerance=tolerance_from(atol, rtol, tolerance), weights=weights, options=options,
+                           detection_format=detection_format, max_detections=max_detections, feeds=feeds, seed=seed,
+                           report=report, budget_mb=budget_mb, progress=progress)
+    if as_json:
+        render.print_json(result)
+    else:
+        render_debug(result)
+        if report:
+            out.print(f"report written to {report}")
+    if not result.passed:
+        culprit = result.culprit()
+        raise ValidationMismatch(culprit["summary"] if culprit else "the converted model does not match the source",
+                                 result=result)
+
+
+def render_debug(result: Any) -> None:
+    """The verdict first, then the passes, the outputs and the tensors around the culprit."""
+    culprit = result.culprit()
+    out.print(f"[bold]{escape(result.source)}[/bold] ({result.framework}): "
+              + ("[green]every compared tensor agrees[/green]" if culprit is None and result.passed
+                 else "[red]diverges[/red]"))
+    for n in result.notes:
+        out.print(f"[yellow]note:[/yellow] {escape(n)}")
+    for w in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if result.stage.verdicts:
+        table = Table("pass", "modified", "values before vs after", title="ONNX stage, pass by pass", title_justify="left")
+        for v in result.stage.verdicts:
+            text = escape(v.summary())
+            table.add_row(v.record.name, "yes" if v.record.modified else "no",
+                          f"[red]{text}[/red]" if v.changed_values else text)
+        out.print(table)
+    render.print_comparisons(result.validation)
+    if result.divergence is not None:
+        _print_divergence(result.divergence)
+    if culprit is not None:
+        out.print(f"[bold red]culprit:[/bold red] node [bold]{escape(culprit['node'])}[/bold] "
+                  f"(op {escape(culprit['op'])}), output '{escape(culprit['tensor'])}'"
+                  + (f"; {escape(culprit['made_by'])}" if culprit.get("made_by") else ""))
+        if culprit["attributes"]:
+            out.print("  attributes: " + escape(", ".join(f"{k}={v}" for k, v in culprit["attributes"].items())))
+        err = culprit["error"]
+        out.print(f"  error: max abs {_fmt(err['max_abs'])}, max rel {_fmt(err['max_rel'])}, "
+                  f"mismatch {_fmt(err['mismatch_fraction'])} {escape(err.get('note') or '')}")
+        for i in culprit["inputs"]:
+            out.print(f"  input  {escape(i['tensor'])}: {escape(_stats(i['reference']))}  |  converted "
+                      f"{escape(_stats(i['candidate']))}")
+        out.print(f"  output {escape(culprit['tensor'])}: {escape(_stats(culprit['reference']))}  |  converted "
+                  f"{escape(_stats(culprit['candidate']))}")
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _stats(s: dict[str, Any] | None) -> str:
+    if not s:
+        return "-"
+    if s.get("min") is None:
+        return f"{s['dtype']}{s['shape']} no finite values"
+    bad = f", {s['nan']} NaN, {s['inf']} inf" if s.get("nan") or s.get("inf") else ""
+    return f"{s['dtype']}{s['shape']} min {s['min']:.4g} max {s['max']:.4g} mean {s['mean']:.4g}{bad}"
+
+
+def _print_divergence(d: Any) -> None:
+    rows = d.rows
+    focus = d.culprit or d.first_divergent
+    if focus is not None:
+        at = rows.index(focus)
+        shown = rows[max(0, at - ROWS_AROUND_CULPRIT): at + ROWS_AROUND_CULPRIT + 1]
+    else:
+        shown = rows[-ROWS_AROUND_CULPRIT:]
+    table = Table("tensor", "source node", "ONNX node", "verdict", "max abs",
+                  title=f"{d.reference} vs {d.candidate}: {len(rows)} tensors compared, "
+                        f"{sum(r.diverges for r in rows)} differ (rows around the first divergence)",
+                  title_justify="left")
+    for r in shown:
+        verdict = "[bold red]CULPRIT[/bold red]" if r.culprit else ("[red]differs[/red]" if r.diverges else "agrees")
+        table.add_row(escape(r.tensor), escape(f"{r.source_node.name} ({r.source_node.op})") if r.source_node else "-",
+                      escape(f"{r.node.name} ({r.node.op})") if r.node else "-", verdict, _fmt(r.error.max_abs))
+    out.print(table)
+    out.print(escape(d.summary()))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``debug`` command to ``app`` (idempotent)."""
+    if any(c.name == "debug" for c in app.registered_commands):
+        return
+    app.command("debug")(debug_command)
+
+
+LocalizeOpt = Annotated[bool, typer.Option("--localize", help="on a mismatch, compare every intermediate tensor with the "
+                                                              "source and name the culprit node and pass (as bridge debug)")]
+
+
+def localize_failure(source: str, **kwargs: Any) -> None:
+    """``convert --localize`` / ``validate --localize``: after a mismatch, run ``bridge.api.debug`` and show its verdict."""
+    from bridge import api
+
+    with render.progress(f"localising the mismatch of {source}") as progress:
+        result = api.debug(source, progress=progress, **kwargs)
+    render_debug(result)
+    if kwargs.get("report"):
+        out.print(f"debug report written to {kwargs['report']}")

@@ -1,0 +1,71 @@
+"""`bridge migrate MANIFEST`: convert and validate a whole model zoo, one isolated worker per model.
+
+Parses the arguments and calls ``bridge.api.migrate``; progress goes to stderr (live on a terminal,
+one line per model otherwise), the summary table to stdout. Exit code 0 only when every enabled
+model passed, 1 when any failed, 2 for a bad manifest or arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bridge.errors import EXIT_MISMATCH, BridgeError, UsageError
+
+out = Console()
+err = Console(stderr=True)
+
+
+class MigrationFailed(BridgeError):
+    """Some enabled models failed (each one's reason is in the table and the reports): exit code 1."""
+
+    exit_code = EXIT_MISMATCH
+
+
+def _only(names: list[str]) -> list[str]:
+    return [n.strip() for item in names for n in item.split(",") if n.strip()]
+
+
+def migrate_command(
+    manifest: Annotated[Path, typer.Argument(help="the migration manifest (YAML)")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="models converted at once (local executor)")] = 1,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="output folder (default: <manifest stem>-out "
+                                                                     "beside the manifest)")] = None,
+    resume: Annotated[bool, typer.Option(help="reuse outcomes recorded in --out; redo unfinished or changed models")] = False,
+    only: Annotated[list[str], typer.Option(help="run only these models (repeatable or comma-separated)")] = [],  # noqa: B006
+    executor: Annotated[str, typer.Option(help="local, or dask://HOST:PORT for a Dask distributed scheduler")] = "local",
+) -> None:
+    """Convert and validate every model of MANIFEST, each in its own process; write report.json/.md/.html."""
+    from bridge import api
+    from bridge.migrate.progress import console_monitor
+
+    if jobs < 1:
+        raise UsageError(f"-j {jobs}: need at least one worker")
+    target = out_dir or manifest.resolve().parent / f"{manifest.stem}-out"
+    batch = api.migrate(manifest, out=target, jobs=jobs, resume=resume, only=_only(only), executor=executor,
+                        monitor=console_monitor(err))
+    table = Table("model", "status", "s", "result", title_justify="left",
+                  title=f"{len(batch.models)} models: " + ", ".join(f"{n} {s}" for s, n in batch.counts.items() if n))
+    for m in batch.models:
+        style = {"passed": "green", "failed": "red"}.get(m.status, "dim")
+        if m.status == "failed":
+            result = f"{m.kind}: {(m.reason or '').splitlines()[0][:200]}"
+        else:
+            result = "; ".join(f"{p.runtime} {'ok' if p.passed else 'FAIL'} max abs {p.max_abs or 0:.2g}"
+                               for p in m.parity) or m.validation_skipped or m.reason or ""
+        table.add_row(escape(m.name), f"[{style}]{m.status}[/{style}]",
+                      f"{m.elapsed_s:.1f}" if m.elapsed_s is not None else "-", escape(result))
+    out.print(table)
+    out.print(f"reports: {target / 'report.html'} (+ report.json, report.md)", highlight=False)
+    if batch.failed:
+        raise MigrationFailed(f"{len(batch.failed)} of {len(batch.models)} models failed: "
+                              + ", ".join(m.name for m in batch.failed))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("migrate")(migrate_command)

@@ -1,0 +1,144 @@
+"""Tie-aware, non-finite-aware detection comparison: an NMS order difference between tied scores is
+reported as tie-ambiguous (with its rows) and passes when every untied detection matches; a real
+difference still fails; NaN/inf detections are judged; empty or NaN references are vacuous."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bridge.validation.detection import Detections, compare_detections, from_mxnet
+
+# three well separated objects (pairwise IoU 0), distinct scores
+BASE_BOXES = np.array([[0.0, 0.0, 10, 10], [20, 20, 30, 30], [40, 0, 50, 10]])
+BASE_SCORES = np.array([0.9, 0.8, 0.7])
+BASE_CLASSES = np.array([0, 1, 0])
+# two overlapping candidates of class 2 with the same float32 score: NMS (IoU >= 0.3) keeps one of them,
+# which one depends on the runtime's sort order. IoU(A, B) = 25/175 ~ 0.14 < 0.5.
+A = np.array([60.0, 60, 70, 70])
+B = np.array([65.0, 65, 75, 75])
+TIED = float(np.float32(0.6))
+
+
+def _dets(boxes: list[np.ndarray] | np.ndarray, scores: list[float] | np.ndarray, classes: list[int] | np.ndarray
+          ) -> Detections:
+    return Detections(np.asarray(boxes, np.float64).reshape(-1, 4), np.asarray(scores, np.float64),
+                      np.asarray(classes, np.int64))
+
+
+def _with(extra_boxes: list[np.ndarray], extra_scores: list[float], extra_classes: list[int]) -> Detections:
+    return _dets(np.concatenate([BASE_BOXES, np.reshape(extra_boxes, (-1, 4))]),
+                 np.concatenate([BASE_SCORES, extra_scores]), np.concatenate([BASE_CLASSES, extra_classes]))
+
+
+def test_tied_candidates_kept_in_another_order_are_tie_ambiguous_and_pass() -> None:
+    ref = _with([A], [TIED], [2])
+    # the candidate runtime kept B instead of A; its score differs by one float32 ulp of rounding
+    cand = _with([B], [float(np.nextafter(np.float32(TIED), np.float32(1)))], [2])
+    cmp = compare_detections([ref], [cand])
+    assert cmp.passed and cmp.tie_ambiguous == 2 and cmp.mismatched == 0
+    assert cmp.unmatched_reference == 1 and cmp.unmatched_candidate == 1  # the figures stay honest
+    rows = {(r.side, r.row) for r in cmp.tied_rows}
+    assert rows == {("reference", 3), ("candidate", 3)}
+    assert cmp.tied_rows[0].box in ([60.0, 60.0, 70.0, 70.0], [65.0, 65.0, 75.0, 75.0])
+    assert "tie-ambiguous" in cmp.summary() and cmp.to_dict()["tied_rows"]
+    assert not cmp.vacuous  # three clean matches vouch for the rest
+
+
+def test_ties_visible_on_one_side_excuse_a_cascade() -> None:
+    """Three tied boxes A, B, C (A-B and B-C overlap): one order keeps A and C, the other only B."""
+    c = np.array([70.0, 70, 80, 80])
+    ref = _with([A, c], [TIED, TIED], [2, 2])
+    cand = _with([B], [TIED], [2])
+    cmp = compare_detections([ref], [cand])
+    assert cmp.passed and cmp.tie_ambiguous == 3
+
+
+def test_mxnet_suppressed_rows_corroborate_a_tie_between_overlapping_boxes() -> None:
+    """A and B' overlap with IoU 0.68 (matched as a pair, IoU < 0.999): alone that looks like a moved box,
+    but MXNet's output keeps B' as a suppressed row (class -1) with the tied score."""
+    b2 = np.array([61.0, 61, 71, 71])
+
+    def rows(kept: np.ndarray, suppressed: np.ndarray | None) -> np.ndarray:
+        out = [[c, s, *b] for b, s, c in zip(BASE_BOXES, BASE_SCORES, BASE_CLASSES, strict=True)]
+        out.append([2, TIED, *kept])
+        out.append([-1, TIED, *suppressed] if suppressed is not None else [-1, -1, -1, -1, -1, -1])
+        return np.array([out], np.float32)
+
+    ref = from_mxnet(rows(A, b2))
+    cand_same = from_mxnet(rows(b2, None))  # candidate kept B' and shows nothing of A
+    assert compare_detections(ref, cand_same).passed
+    cand_no_evidence = from_mxnet(rows(b2, None))
+    ref_no_evidence = from_mxnet(rows(A, None))
+    result = compare_detections(ref_no_evidence, cand_no_evidence)
+    assert not result.passed and result.failed_pairs == 1  # nothing shows the tie: a box moved
+
+
+WITH_A = _with([A], [TIED], [2])
+BASE = _dets(BASE_BOXES, BASE_SCORES, BASE_CLASSES)
+
+
+@pytest.mark.parametrize(("ref", "cand", "why"), [
+    (WITH_A, _with([A], [0.61], [2]), "score off beyond tolerance"),
+    (WITH_A, _with([B], [0.55], [2]), "untied replacement"),
+    (WITH_A, BASE, "detection missing"),
+    (WITH_A, _with([A, B], [TIED, 0.3], [2, 2]), "extra detection"),
+    (BASE, _dets(BASE_BOXES + np.array([0, 0, 4, 0]), BASE_SCORES, BASE_CLASSES), "boxes moved, scores unchanged"),
+    (BASE, _dets(BASE_BOXES, BASE_SCORES, [0, 1, 1]), "label changed, same box and score"),
+    (BASE, _dets(BASE_BOXES[:, [1, 0, 3, 2]] * [1, 2, 1, 2], BASE_SCORES, BASE_CLASSES), "every box elsewhere"),
+])
+def test_real_differences_still_fail(ref: Detections, cand: Detections, why: str) -> None:
+    cmp = compare_detections([ref], [cand], score_tol=1e-4)
+    assert not cmp.passed, why
+    assert cmp.mismatched >= 1 and cmp.mismatched_rows
+
+
+def test_a_real_difference_next_to_a_tie_fails_and_the_tie_is_still_reported() -> None:
+    ref = _with([A], [TIED], [2])
+    cand = _dets(np.concatenate([BASE_BOXES[:2], [B]]), [0.9, 0.8, TIED], [0, 1, 2])  # lost the 0.7 detection
+    cmp = compare_detections([ref], [cand])
+    assert not cmp.passed and cmp.tie_ambiguous == 2 and cmp.mismatched == 1
+    assert [(r.side, r.row) for r in cmp.mismatched_rows] == [("reference", 2)]
+
+
+def test_ties_alone_cannot_pass_a_comparison_without_clean_matches() -> None:
+    cmp = compare_detections([_dets([A], [TIED], [2])], [_dets([B], [TIED], [2])])
+    assert not cmp.passed and cmp.tie_ambiguous == 0
+
+
+def test_empty_on_both_sides_is_vacuous() -> None:
+    empty = _dets(np.zeros((0, 4)), [], [])
+    cmp = compare_detections([empty, empty], [empty, empty])
+    assert cmp.passed and cmp.vacuous and "no detections" in cmp.vacuous_reason
+
+
+@pytest.mark.parametrize(("ref_box", "cand_box", "passed"), [
+    ([np.nan, 0, 1, 1], [np.nan, 0, 1, 1], True),    # the same NaN detection on both sides matches
+    ([np.inf, 0, 1, 1], [np.inf, 0, 1, 1], True),
+    ([np.nan, 0, 1, 1], [0.0, 0, 1, 1], False),       # NaN on one side only
+    ([0.0, 0, 1, 1], [np.nan, 0, 1, 1], False),
+    ([-np.inf, 0, 1, 1], [np.inf, 0, 1, 1], False),
+])
+def test_non_finite_detections_are_judged(ref_box: list[float], cand_box: list[float], passed: bool) -> None:
+    ref = _with([np.array(ref_box)], [0.5], [3])
+    cand = _with([np.array(cand_box)], [0.5], [3])
+    cmp = compare_detections([ref], [cand])
+    assert cmp.passed is passed
+    reference_has_nonfinite = not np.isfinite(ref_box).all()
+    assert cmp.vacuous is reference_has_nonfinite
+    if reference_has_nonfinite:
+        assert "NaN/inf" in cmp.vacuous_reason
+
+
+def test_nan_scores_of_a_nan_model_are_not_dropped() -> None:
+    """MXNet rows of a model with NaN weights: class and score NaN. Not 'no detections', not PASS silently."""
+    rows = np.full((1, 4, 6), np.nan, np.float32)
+    cmp = compare_detections(from_mxnet(rows), from_mxnet(rows.copy()))
+    assert cmp.reference_count == 4 and cmp.vacuous and "NaN/inf" in cmp.vacuous_reason
+
+
+def test_score_tolerance_has_a_relative_part() -> None:
+    ref = _dets(BASE_BOXES, [900.0, 800.0, 700.0], BASE_CLASSES)
+    cand = _dets(BASE_BOXES, [900.5, 800.0, 700.0], BASE_CLASSES)
+    assert not compare_detections([ref], [cand], score_tol=1e-4).passed
+    assert compare_detections([ref], [cand], score_tol=1e-4, score_rtol=1e-3).passed
