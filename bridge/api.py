@@ -41,7 +41,13 @@ from bridge.validation.compare import Comparison
 from bridge.validation.detection_layouts import DetectionSpec
 from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
-from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs, vacuous_warnings
+from bridge.validation.run import (
+    FeedSource,
+    nondeterministic_outputs,
+    run_and_compare,
+    saved_detection_outputs,
+    vacuous_warnings,
+)
 
 Progress = Callable[[str], None]
 
@@ -260,7 +266,7 @@ def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
                       for name in runtimes}
         progress(f"validating in {', '.join(runtimes)} against {reference.name}")
         run = run_and_compare(reference, candidates, FeedSource(cfg.feeds, export.inputs, cfg.seed), cfg.tolerance,
-                              detections=saved_detection_outputs(proto))
+                              detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto))
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         # an unloadable reference (e.g. an old ONNX file onnxruntime itself refuses, or a missing framework)
         # skips validation with the reason
@@ -423,6 +429,7 @@ def validate(
         if reference is not None:
             saved = RunResults.load(Path(reference))
             run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=detections,
+                                  shape_only=nondeterministic_outputs(proto),
                                   reference_name=f"{saved.runtime} ({reference})")
             ref_name = str(reference)
         else:
@@ -441,7 +448,7 @@ def validate(
                              timeout=timeout, max_memory=child_memory_limit())
             run = run_and_compare(runner, candidates,
                                   FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False),
-                                  tolerance, detections=detections)
+                                  tolerance, detections=detections, shape_only=nondeterministic_outputs(proto))
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
                 RunResults(dict(run.feeds), run.reference_outputs, runner.name,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from adapters.base import ExportResult
 from adapters.mxnet.convert import convert_graph
-from adapters.mxnet.params import load_params
+from adapters.mxnet.nondeterministic import mark_nondeterministic_outputs
+from adapters.mxnet.params import load_params, unused_params
 from adapters.mxnet.reference import MXNetReferenceRuntime, import_mxnet
 from adapters.mxnet.symbol import SymbolGraph, looks_like_symbol_json, read_symbol_json
 from bridge.config import ExportSpec, Source
@@ -105,6 +106,11 @@ class MXNetAdapter:
             params = load_params(params_path)
             notes.append(f"parameters read from {params_path}")
         converted = convert_graph(graph, params, spec, source.options.get("outputs"), params_desc)
+        unused = unused_params(params, {n.name for n in graph.nodes if n.is_variable})
+        if unused:
+            shown = ", ".join(unused[:10]) + (f", ... ({len(unused) - 10} more)" if len(unused) > 10 else "")
+            converted.warnings.append(f"{params_desc}: {len(unused)} parameter(s) the symbol does not use: {shown} "
+                                      "(wrong file or epoch?)")
         model = converted.model
         mapping = {name: name for name in converted.output_names}
         for node in model.graph.node:  # aliases added for outputs that are inputs/initializers/duplicates
@@ -112,6 +118,9 @@ class MXNetAdapter:
                 mapping[node.output[0]] = node.input[0] if node.name == node.output[0] else node.output[0]
         entry = model.metadata_props.add()
         entry.key, entry.value = OUTPUT_MAP_KEY, json.dumps(mapping)
+        random_outputs = mark_nondeterministic_outputs(model)
+        if random_outputs:
+            notes.append(f"outputs {random_outputs} come from random ops: validation compares their shape and dtype only")
         if converted.contrib_nodes:
             notes.append(f"{converted.contrib_nodes} layer(s) ONNX has no op for exported as bridge.contrib nodes, "
                          "for the ONNX stage's lowering passes")

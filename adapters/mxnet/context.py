@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import ExportError
+from bridge.limits import check_allocation, nbytes_of
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,11 @@ class TensorType:
             else:
                 dims.append(None)
         return cls(t.elem_type, tuple(dims))
+
+
+def shape_like(t: TensorProto) -> bool:
+    """An initializer whose values shape inference may need (data propagation): integer or tiny."""
+    return t.data_type in (TensorProto.INT64, TensorProto.INT32) or int(np.prod(t.dims, dtype=np.int64)) <= 64
 
 
 def np_to_onnx(dtype: Any) -> int:
@@ -202,7 +208,10 @@ class ConversionContext:
                 self.types[out] = TensorType(onnx.TensorProto.UNDEFINED, None)
             return
         in_types = {i: self.type(i).to_proto() for i in node.input if i}
-        in_data = {i: self.initializers[i] for i in node.input if i in self.initializers}
+        # values only of shape-like initializers (integers, or a few elements: Reshape shapes, Resize scales):
+        # handing inference the weights re-serializes every weight tensor once per consuming node
+        in_data = {i: t for i in node.input if i in self.initializers
+                   and shape_like(t := self.initializers[i])}
         try:
             result = shape_inference.infer_node_outputs(
                 schema, node, in_types, in_data, opset_imports=[helper.make_opsetid("", self.opset)]
@@ -212,8 +221,22 @@ class ConversionContext:
         for out in node.output:
             if out in result:
                 self.types[out] = TensorType.from_proto(result[out])
+                self._check_size(out, node)
             else:
                 self.types[out] = TensorType(onnx.TensorProto.UNDEFINED, None)
+
+    def _check_size(self, name: str, node: onnx.NodeProto) -> None:
+        """A statically known output larger than the memory limit (a Tile / Reshape / ConstantOfShape bomb in
+        the symbol's attributes) is refused at conversion, before any runtime tries to allocate it."""
+        t = self.types[name]
+        if t.shape is None or not all(isinstance(d, int) and d >= 0 for d in t.shape) or not t.elem:
+            return
+        try:
+            itemsize = onnx_to_np(t.elem).itemsize
+        except (KeyError, TypeError, ValueError):
+            return
+        check_allocation(nbytes_of(t.shape, itemsize),  # type: ignore[arg-type]
+                         f"node '{node.name}' ({node.op_type}) output '{name}' of shape {list(t.shape)}")
 
     # ---- small helpers used by many translators ----------------------------------------------
     def reduce(self, op: str, x: str, axes: Sequence[int] | None, keepdims: bool, *, name: str,

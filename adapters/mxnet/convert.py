@@ -19,13 +19,24 @@ import onnx
 from onnx import helper
 
 # importing the translator modules registers them
-from adapters.mxnet import contrib, ops_math, ops_nn, ops_tensor  # noqa: F401
-from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx
+from adapters.mxnet import (  # noqa: F401
+    contrib,
+    ops_creation,
+    ops_elemwise,
+    ops_indexing,
+    ops_math,
+    ops_nn,
+    ops_nn_extra,
+    ops_sequence,
+    ops_tensor,
+)
+from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx, shape_like
+from adapters.mxnet.infer_range import resolve_infer_range
 from adapters.mxnet.params import split_arg_aux
 from adapters.mxnet.registry import TRANSLATORS
 from adapters.mxnet.symbol import SymbolGraph
 from bridge.config import ExportSpec, InputSpec
-from bridge.errors import BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
+from bridge.errors import BadInputFileError, BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +96,7 @@ def convert_graph(
 ) -> Converted:
     if spec.opset < MIN_OPSET:
         raise UsageError(f"--opset {spec.opset}: the MXNet adapter emits opset >= {MIN_OPSET}; convert down afterwards")
+    graph = resolve_infer_range(graph)  # MXNet sizes these aranges from their consumer; see infer_range.py
     heads = resolve_heads(graph, outputs)
     needed = needed_nodes(graph, heads)
 
@@ -130,6 +142,11 @@ def convert_graph(
         node = graph.nodes[i]
         if node.is_variable:
             continue
+        absent = [(src, k) for src, k in node.inputs if (src, k) not in entries]
+        if absent:  # the file reads an output its producer does not have (the reader checks what it can)
+            src, k = absent[0]
+            raise BadInputFileError(f"{graph.source}: node '{node.name}' ({node.op}) reads output {k} of node "
+                                    f"'{graph.nodes[src].name}' ({graph.nodes[src].op}), which has no such output")
         inputs = [entries[(src, k)] for src, k in node.inputs]
         try:
             produced = TRANSLATORS[node.op](ctx, node, inputs)
@@ -174,8 +191,13 @@ def convert_graph(
         out_infos.append(onnx.helper.make_value_info(name, ctx.type(name).to_proto()))
 
     value_info = [helper.make_value_info(n, t.to_proto()) for n, t in ctx.declared.items() if n not in out_names]
-    g = helper.make_graph(ctx.nodes, _graph_name(graph), ctx.inputs, out_infos,
-                          initializer=list(ctx.initializers.values()), value_info=value_info)
+    # Weights stay out of the model while onnx infers shapes and checks it (each of those serializes the
+    # whole model: with the weights that is several copies of them); they stand in as typed graph inputs
+    # and are attached once at the end. Shape-like initializers (integers, tiny) stay: inference reads them.
+    weights = [t for t in ctx.initializers.values() if not shape_like(t)]
+    stand_ins = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in weights]
+    g = helper.make_graph(ctx.nodes, _graph_name(graph), [*ctx.inputs, *stand_ins], out_infos,
+                          initializer=[t for t in ctx.initializers.values() if shape_like(t)], value_info=value_info)
     opsets = [helper.make_opsetid("", spec.opset)]
     if ctx.uses_contrib:
         opsets.append(helper.make_opsetid(CONTRIB_DOMAIN, contrib.CONTRIB_VERSION))
@@ -187,6 +209,11 @@ def convert_graph(
         onnx.checker.check_model(model, full_check=not ctx.uses_contrib)
     except onnx.checker.ValidationError as e:
         raise BridgeInternalError(f"the ONNX model converted from {graph.source} fails onnx.checker: {e}") from e
+    if weights:
+        kept = [vi for vi in model.graph.input if vi.name not in {t.name for t in weights}]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+        model.graph.initializer.extend(weights)
     n_contrib = sum(1 for n in model.graph.node if n.domain == CONTRIB_DOMAIN)
     return Converted(model, tuple(used_inputs), tuple(out_names), ctx.warnings, n_contrib)
 

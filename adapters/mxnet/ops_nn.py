@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import TensorProto
 
 from adapters.mxnet.context import ConversionContext
 from adapters.mxnet.registry import out, translator
@@ -77,20 +78,43 @@ def Deconvolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
 def BatchNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in MXNet src/operator/nn/batch_norm.cc (inference): y = (x - mean) / sqrt(var + eps) * gamma + beta,
     # gamma treated as 1 when fix_gamma (default True); eps defaults to 1e-3; axis defaults to 1.
+    # output_mean_var=True adds two outputs; at inference MXNet's CPU kernel writes the moving mean and
+    # 1/sqrt(moving_var + eps) (VARIANCE_TO_INVSTD in batch_norm.cc) into them, named <node>_mean, <node>_var.
     a = node.attrs
     x, gamma, beta, mean, var = inputs[:5]
     eps = float(a.float("eps", 1e-3) or 0.0)
+    if ctx.elem(x) == TensorProto.FLOAT16 and ctx.elem(mean) == TensorProto.FLOAT:
+        # float16 data with float32 parameters (the only float16 form MXNet accepts): MXNet computes in
+        # float32 (AccReal) and writes float16, so does this
+        x32 = ctx.emit("Cast", [x], 1, name=f"{node.name}__to_f32", to=TensorProto.FLOAT)[0]
+        y32 = _batch_norm(ctx, node, x32, gamma, beta, mean, var, eps, ctx.fresh(f"{node.name}__f32"))
+        y = ctx.emit("Cast", [y32], [out(ctx, node)], name=node.name, to=TensorProto.FLOAT16)[0]
+    else:
+        y = _batch_norm(ctx, node, x, gamma, beta, mean, var, eps, out(ctx, node))
+    if not a.bool("output_mean_var", False):
+        return [y]
+    m = ctx.emit("Identity", [mean], [ctx.reserve(f"{node.name}_mean")], name=f"{node.name}__mean")[0]
+    ve = ctx.emit("Add", [var, ctx.scalar(eps, var, f"{node.name}__eps")], 1, name=f"{node.name}__var_eps")[0]
+    root = ctx.emit("Sqrt", [ve], 1, name=f"{node.name}__std")[0]
+    inv = ctx.emit("Reciprocal", [root], [ctx.reserve(f"{node.name}_var")], name=f"{node.name}__invstd")[0]
+    return [y, m, inv]
+
+
+def _batch_norm(ctx: ConversionContext, node: MXNode, x: str, gamma: str, beta: str, mean: str, var: str,
+                eps: float, output: str) -> str:
+    a = node.attrs
     if a.bool("fix_gamma", True):
         g = ctx.value(gamma)
         c = g.shape if g is not None else ctx.static_shape(gamma, node.name)
         gamma = ctx.const(np.ones(c, dtype=ctx.np_dtype(x)), f"{node.name}__fixed_gamma")
-    axis = a.int("axis", 1) or 1
+    axis = a.int("axis", 1)
+    axis = 1 if axis is None else axis
     rank = ctx.rank(x, node.name)
     if axis < 0:
         axis += rank
     if axis == 1:
-        return ctx.emit("BatchNormalization", [x, gamma, beta, mean, var], [out(ctx, node)], name=node.name,
-                        epsilon=eps)
+        return ctx.emit("BatchNormalization", [x, gamma, beta, mean, var], [output], name=node.name,
+                        epsilon=eps)[0]
     # channels elsewhere: explicit arithmetic with parameters broadcast along ``axis``
     bshape = ctx.i64([-1] + [1] * (rank - 1 - axis), f"{node.name}__bshape")
     def b(t: str) -> str:
@@ -100,7 +124,7 @@ def BatchNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     cen = ctx.emit("Sub", [x, b(mean)], 1, name=f"{node.name}__sub")[0]
     nrm = ctx.emit("Div", [cen, std], 1, name=f"{node.name}__div")[0]
     scaled = ctx.emit("Mul", [nrm, b(gamma)], 1, name=f"{node.name}__mul")[0]
-    return ctx.emit("Add", [scaled, b(beta)], [out(ctx, node)], name=node.name)
+    return ctx.emit("Add", [scaled, b(beta)], [output], name=node.name)[0]
 
 
 _ACTIVATIONS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softrelu": "Softplus", "softsign": "Softsign"}
@@ -151,10 +175,34 @@ def LeakyReLU(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
 
 
 def _pool_out(size: int, k: int, s: int, p: int, convention: str) -> int:
-    # as in MXNet src/operator/nn/pooling-inl.h (InferShape)
+    # as in MXNet src/operator/nn/pooling.cc (PoolingShape): 'same' (1-D only, pad 0) gives ceil(in / s)
     if convention == "full":
         return 1 + math.ceil((size + 2 * p - k) / s)
+    if convention == "same":
+        return math.ceil(size / s)
     return 1 + (size + 2 * p - k) // s
+
+
+def _lp_pool(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # MXNet src/operator/nn/pool.h (a_pow_p / a_root_p): lp pooling is (sum x^p)^(1/p) *without* absolute
+    # values, p_value in {1, 2, 3}: p=1 is sum pooling, p=3 takes the (signed) cube root. ONNX LpPool uses
+    # |x|^p, so it matches only for p=2; every p is written as sum pooling of x^p followed by the root.
+    p = node.attrs.int("p_value", None)
+    if p not in (1, 2, 3):
+        raise ExportError(f"node '{node.name}': Pooling(pool_type='lp') needs p_value 1, 2 or 3 (got {p}), as MXNet")
+    x = inputs[0]
+    xp = x
+    for _ in range(p - 1):
+        xp = ctx.emit("Mul", [xp, x], 1, name=f"{node.name}__pow")[0]
+    if p == 1:
+        return _pool(ctx, node, [xp], "sum", out(ctx, node))
+    sums = _pool(ctx, node, [xp], "sum", ctx.fresh(f"{node.name}__sum"))[0]
+    if p == 2:
+        return ctx.emit("Sqrt", [sums], [out(ctx, node)], name=node.name)
+    mag = ctx.emit("Pow", [ctx.emit("Abs", [sums], 1, name=f"{node.name}__abs")[0],
+                           ctx.scalar(1.0 / 3.0, x, f"{node.name}__third")], 1, name=f"{node.name}__cbrt")[0]
+    sign = ctx.emit("Sign", [sums], 1, name=f"{node.name}__sign")[0]
+    return ctx.emit("Mul", [sign, mag], [out(ctx, node)], name=node.name)
 
 
 @translator("Pooling")
@@ -163,33 +211,39 @@ def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     # with no "window must start inside" rule, so it is expressed with explicit extra end padding.
     # MXNet's averaging divisor with count_include_pad counts the window clipped to [-p, in+p).
     _check_layout(node)
-    a = node.attrs
-    x = inputs[0]
-    pool_type = a.str("pool_type", "max") or "max"
+    pool_type = node.attrs.str("pool_type", "max") or "max"
+    if pool_type == "lp":
+        return _lp_pool(ctx, node, inputs)
     if pool_type not in ("max", "avg", "sum"):
         raise ExportError(f"node '{node.name}': Pooling pool_type={pool_type} is not supported")
+    return _pool(ctx, node, inputs, pool_type, out(ctx, node))
+
+
+def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: str, output: str) -> list[str]:
+    a = node.attrs
+    x = inputs[0]
     if a.bool("global_pool", False):
         op = "GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool"
         if pool_type == "sum":
             avg = ctx.emit(op, [x], 1, name=f"{node.name}__avg")[0]
             hw = ctx.static_shape(x, node.name)[2:]
-            return ctx.emit("Mul", [avg, ctx.scalar(int(np.prod(hw)), x, f"{node.name}__n")], [out(ctx, node)],
+            return ctx.emit("Mul", [avg, ctx.scalar(int(np.prod(hw)), x, f"{node.name}__n")], [output],
                             name=node.name)
-        return ctx.emit(op, [x], [out(ctx, node)], name=node.name)
+        return ctx.emit(op, [x], [output], name=node.name)
     kernel = list(a.ints("kernel"))
     n = len(kernel)
-    stride = _spatial(node, "stride", n, 1)
-    pad = _spatial(node, "pad", n, 0)
+    stride = _spatial(node, "stride", n, 1)[:n]
+    pad = _spatial(node, "pad", n, 0)[:n]  # MXNet 1.9's 1-D 'same' pooling only runs with pad=(0,0,0)
     convention = a.str("pooling_convention", "valid") or "valid"
-    if convention not in ("valid", "full"):
+    if convention not in ("valid", "full", "same"):
         raise ExportError(f"node '{node.name}': Pooling pooling_convention={convention} is not supported")
     include_pad = a.bool("count_include_pad", True)
     extra = [0] * n
     in_sp: tuple[int, ...] = ()
-    if convention == "full":
+    if convention in ("full", "same"):  # 'same': windows start at i*s and are clipped at the end (pad is 0)
         in_sp = ctx.static_shape(x, node.name)[2:]
         for i in range(n):
-            o = _pool_out(in_sp[i], kernel[i], stride[i], pad[i], "full")
+            o = _pool_out(in_sp[i], kernel[i], stride[i], pad[i], convention)
             extra[i] = max(0, (o - 1) * stride[i] + kernel[i] - (in_sp[i] + 2 * pad[i]))
     pads = pad + [p + e for p, e in zip(pad, extra, strict=True)]
     # onnxruntime needs every pad < kernel. MXNet yields the lowest float for a max window holding no
@@ -202,10 +256,10 @@ def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
             x = ctx.emit("Pad", [x, ctx.i64([0, 0, *pads[:n], 0, 0, *pads[n:]], f"{node.name}__pads"), fill], 1,
                          name=f"{node.name}__pad")[0]
             pads = [0] * (2 * n)
-        return ctx.emit("MaxPool", [x], [out(ctx, node)], name=node.name, kernel_shape=kernel, strides=stride,
+        return ctx.emit("MaxPool", [x], [output], name=node.name, kernel_shape=kernel, strides=stride,
                         pads=pads)
     if pool_type == "avg" and not any(extra):
-        return ctx.emit("AveragePool", [x], [out(ctx, node)], name=node.name, kernel_shape=kernel, strides=stride,
+        return ctx.emit("AveragePool", [x], [output], name=node.name, kernel_shape=kernel, strides=stride,
                         pads=pads, count_include_pad=int(include_pad))
     # window sums, then MXNet's divisor (pool.h): include_pad -> window clipped to [-p, in+p), else to [0, in)
     ksize = float(np.prod(kernel))
@@ -221,7 +275,7 @@ def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
         scale = ksize
     if pool_type == "sum":
         if scale == 1.0:
-            return ctx.emit("Identity", [sums], [out(ctx, node)], name=node.name)
+            return ctx.emit("Identity", [sums], [output], name=node.name)
         factor: np.ndarray = np.asarray(scale)
     else:
         in_sp = in_sp or ctx.static_shape(x, node.name)[2:]
@@ -237,7 +291,7 @@ def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
         div = div.reshape((1, 1, *div.shape[1:]))
         factor = np.where(div > 0, scale / np.where(div > 0, div, 1), 0.0)
     f = ctx.const(factor.astype(ctx.np_dtype(x)), f"{node.name}__factor")
-    return ctx.emit("Mul", [sums, f], [out(ctx, node)], name=node.name)
+    return ctx.emit("Mul", [sums, f], [output], name=node.name)
 
 
 @translator("FullyConnected")
@@ -298,10 +352,32 @@ def _softmax_input(ctx: ConversionContext, node: MXNode, x: str) -> str:
 @translator("softmax")
 def softmax(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in MXNet src/operator/nn/softmax-inl.h: softmax(x / temperature) along axis (default -1)
-    if node.attrs.bool("use_length", False):
-        raise ExportError(f"node '{node.name}': softmax(use_length=True) is not supported")
     x = _softmax_input(ctx, node, inputs[0])
-    return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=node.attrs.int("axis", -1))
+    axis = node.attrs.int("axis", -1)
+    if node.attrs.bool("use_length", False):
+        return _softmax_with_length(ctx, node, x, inputs[1], -1 if axis is None else axis)
+    return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=axis)
+
+
+def _softmax_with_length(ctx: ConversionContext, node: MXNode, x: str, length: str, axis: int) -> list[str]:
+    # softmax-inl.h (SoftmaxWithLength): length has x's shape without ``axis``; only the first length
+    # elements along ``axis`` take part, the others are 0 in the output (all 0 when length is 0)
+    name = node.name
+    rank = ctx.rank(x, name)
+    axis = axis + rank if axis < 0 else axis
+    steps = ctx.emit("Gather", [ctx.emit("Shape", [x], 1, name=f"{name}__shape")[0],
+                                ctx.const(np.asarray(axis, np.int64), f"{name}__axis")], 1, name=f"{name}__n",
+                     axis=0)[0]
+    pos = ctx.emit("Range", [ctx.const(np.asarray(0, np.int64), f"{name}__zero"), steps,
+                             ctx.const(np.asarray(1, np.int64), f"{name}__one")], 1, name=f"{name}__pos")[0]
+    if axis != rank - 1:  # positions along ``axis``: shape (n, 1, ..., 1)
+        pos = ctx.unsqueeze(pos, list(range(1, rank - axis)), name=f"{name}__pos_b")
+    lens = ctx.emit("Cast", [length], 1, name=f"{name}__len", to=TensorProto.INT64)[0]
+    keep = ctx.emit("Less", [pos, ctx.unsqueeze(lens, [axis], name=f"{name}__len_b")], 1, name=f"{name}__keep")[0]
+    neg = ctx.scalar(-np.inf, x, f"{name}__neg_inf")
+    masked = ctx.emit("Where", [keep, x, neg], 1, name=f"{name}__masked")[0]
+    sm = ctx.emit("Softmax", [masked], 1, name=f"{name}__softmax", axis=axis)[0]
+    return ctx.emit("Where", [keep, sm, ctx.scalar(0.0, x, f"{name}__zero_out")], [out(ctx, node)], name=name)
 
 
 @translator("log_softmax")

@@ -272,10 +272,14 @@ def ones_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
 @translator("_arange")
 def _arange(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in MXNet src/operator/tensor/init_op.h (RangeParam / range_fwd): length ceil((stop-start)/step),
-    # value start + (i // repeat) * step computed in double then cast; a constant, folded here
+    # value start + (i // repeat) * step with start and step cast to DType first (so truncated for integer
+    # types and, in MXNet 1.9.1 on CPU, for float16 too); a constant, folded here
     a = node.attrs
     if a.bool("infer_range", False):
-        raise ExportError(f"node '{node.name}': _arange(infer_range=True) is not supported")
+        # resolvable ones (consumed by a same-shape elementwise op) were rewritten before translation
+        raise ExportError(f"node '{node.name}': _arange(infer_range=True) is not supported here: MXNet infers its "
+                          "length backwards from its consumer, and bridge resolves that only for a same-shape "
+                          "elementwise consumer (elemwise_add, ...); contrib.arange_like(x) gives the same values")
     start = float(a.str("start", "0") or 0)
     stop_s = a.str("stop")
     step = float(a.str("step", "1") or 1)
@@ -284,8 +288,11 @@ def _arange(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     if stop_s is None:
         start = 0.0
     n = int(np.ceil((stop - start) / step))
-    vals = start + (np.arange(max(n, 0) * rep) // rep) * step
-    dtype = a.str("dtype", "float32") or "float32"
+    dtype = np.dtype(a.str("dtype", "float32") or "float32")
+    work = dtype if dtype in (np.float32, np.float64) else np.dtype(np.int64)  # int64 wraps like MXNet's casts
+    i = (np.arange(max(n, 0) * rep) // rep).astype(work)
+    vals = np.asarray(np.trunc(start)).astype(work) + i * np.asarray(np.trunc(step)).astype(work) \
+        if work.kind == "i" else work.type(start) + i * work.type(step)
     c = ctx.const(vals.astype(dtype), f"{node.name}__values")
     return ctx.emit("Identity", [c], [out(ctx, node)], name=node.name)
 

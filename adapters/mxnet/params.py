@@ -16,6 +16,7 @@ Names carry ``arg:`` / ``aux:`` prefixes in checkpoints (``mod.save_checkpoint``
 from __future__ import annotations
 
 import logging
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bridge.errors import BadInputFileError
+from bridge.limits import check_allocation, nbytes_of
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +101,12 @@ def _dtype(flag: int, r: _Reader, at: int) -> np.dtype:
 
 
 def _read_blob(r: _Reader, dtype: np.dtype, shape: tuple[int, ...], what: str) -> np.ndarray:
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    raw = r.take(count * dtype.itemsize, what)
+    # Python ints: a product of int64 dims must not wrap (2**62 x 4 is not 0 bytes)
+    # (take() refuses sizes over what the file holds, naming the byte offset, before anything is copied)
+    nbytes = nbytes_of(shape, dtype.itemsize)
+    if nbytes <= len(r.data) - r.pos:
+        check_allocation(nbytes, f"{r.source}: {what}")
+    raw = r.take(nbytes, f"{what} ({dtype.name}{list(shape)})" if str(list(shape)) not in what else what)
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
@@ -191,7 +197,18 @@ def parse_ndarray_list(data: bytes, source: str = "<params>") -> dict[str, np.nd
 
 def load_params(path: str | Path) -> dict[str, np.ndarray]:
     p = Path(path)
-    return parse_ndarray_list(p.read_bytes(), str(p))
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise BadInputFileError(f"{p}: cannot read: {exc.strerror}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise BadInputFileError(f"{p}: not a regular file (a FIFO, device or folder), so not a .params file")
+    check_allocation(st.st_size, f"{p} (file size)")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise BadInputFileError(f"{p}: cannot read: {exc.strerror}") from exc
+    return parse_ndarray_list(data, str(p))
 
 
 def split_arg_aux(params: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -206,3 +223,10 @@ def split_arg_aux(params: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
         else:
             args[key] = value
     return args, aux
+
+
+def unused_params(params: dict[str, np.ndarray], variables: set[str]) -> list[str]:
+    """Names in a ``.params`` file that no variable of the symbol reads (``arg:``/``aux:`` stripped):
+    a wrong file, a renamed layer or a typo, said rather than silently ignored."""
+    args, aux = split_arg_aux(params)
+    return sorted(n for n in (*args, *aux) if n not in variables)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 import warnings
@@ -24,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from adapters.base import source_failures
 from bridge.config import InputSpec
-from bridge.errors import AdapterUnavailableError, UsageError
+from bridge.errors import AdapterUnavailableError, BadInputFileError, UsageError
 from bridge.runtimes.base import TensorMeta
 
 log = logging.getLogger(__name__)
@@ -104,17 +106,32 @@ class MXNetReferenceRuntime:
 
     def activate(self) -> None:
         mx = self._mx = import_mxnet()
-        sym = mx.sym.load(str(self.symbol_path))
-        internals = sym.get_internals()
-        available = internals.list_outputs()
-        wanted = list(self.outputs.values())
+        with source_failures("mxnet", f"loading the symbol {self.symbol_path}", _mxnet_node,
+                             hint="the file is not a symbol MXNet itself can load"):
+            sym = mx.sym.load(str(self.symbol_path))
+            internals = sym.get_internals()
+            available = internals.list_outputs()
+        wanted = [_internal_name(w, available) for w in self.outputs.values()]
         unknown = [w for w in wanted if w not in available]
         if unknown:
             raise UsageError(f"MXNet symbol {self.symbol_path} has no internal outputs {unknown}")
         self._group = mx.sym.Group([internals[available.index(w)] for w in wanted])
-        loaded = mx.nd.load(str(self.params_path)) if self.params_path else {}
-        self._args = {k[4:] if k.startswith("arg:") else k: v for k, v in loaded.items() if not k.startswith("aux:")}
-        self._aux = {k[4:]: v for k, v in loaded.items() if k.startswith("aux:")}
+        loaded: Any = {}
+        if self.params_path:
+            with source_failures("mxnet", f"loading the parameters {self.params_path}", None,
+                                 hint="the file is not a .params file MXNet itself can load"):
+                loaded = mx.nd.load(str(self.params_path))
+        if isinstance(loaded, list):  # an unnamed NDArray list; Gluon writes [] for a model without parameters
+            if loaded:
+                raise BadInputFileError(f"{self.params_path}: holds {len(loaded)} unnamed arrays; MXNet needs "
+                                        "named parameters (arg:NAME / aux:NAME or NAME)")
+            loaded = {}
+        # by what the symbol declares, not by prefix: Gluon's save_parameters writes no arg:/aux: prefixes
+        # and older scripts saved BatchNorm moving stats as arg:, which MXNet's executor rejects
+        aux_names = set(self._group.list_auxiliary_states())
+        plain = {k[4:] if k.startswith(("arg:", "aux:")) else k: v for k, v in loaded.items()}
+        self._args = {k: v for k, v in plain.items() if k not in aux_names}
+        self._aux = {k: v for k, v in plain.items() if k in aux_names}
 
     def internal_output_names(self) -> list[str]:
         """Every internal output MXNet can return for this symbol (for per-layer comparison)."""
@@ -134,21 +151,38 @@ class MXNetReferenceRuntime:
                     types[k] = v.dtype
             # MXNet's MKLDNN subgraph backend fuses e.g. Convolution+BatchNorm and then cannot return the
             # intermediate tensor; when several outputs are fetched, bind without it (env var read at bind)
-            with _subgraph_backend("NONE" if len(self.outputs) > 1 else None):
+            self._check_param_shapes(shapes)
+            with _subgraph_backend("NONE" if len(self.outputs) > 1 else None), \
+                    source_failures("mxnet", f"binding {self.symbol_path} at input shapes {shapes}", _mxnet_node):
                 exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)
-            exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
+                exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
             self._executors[key] = exe
         return exe
+
+    def _check_param_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Parameters whose stored shape differs from what the symbol infers: BadInputFileError listing them
+        (MXNet's own message for this names neither the file nor the parameter)."""
+        known = {k: v.shape for k, v in {**self._args, **self._aux}.items()}
+        with source_failures("mxnet", f"inferring the shapes of {self.symbol_path}", _mxnet_node):
+            arg_shapes, _, aux_shapes = self._group.infer_shape_partial(**shapes)
+        declared = dict(zip(self._group.list_arguments(), arg_shapes or [], strict=False))
+        declared.update(zip(self._group.list_auxiliary_states(), aux_shapes or [], strict=False))
+        wrong = [f"'{k}' is {list(known[k])}, the symbol needs {list(v)}" for k, v in declared.items()
+                 if k in known and k not in shapes and v and all(d > 0 for d in v) and tuple(v) != tuple(known[k])]
+        if wrong:
+            raise BadInputFileError(f"{self.params_path}: parameters do not fit {self.symbol_path} at input shapes "
+                                    f"{dict(shapes)}: " + "; ".join(wrong))
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._group is None:
             self.activate()
         arrays = {k: np.asarray(v) for k, v in feeds.items()}
         exe = self._executor(arrays)
-        for k, v in arrays.items():
-            exe.arg_dict[k][:] = v
-        exe.forward(is_train=False)
-        return {name: o.asnumpy() for name, o in zip(self.outputs, exe.outputs, strict=True)}
+        with source_failures("mxnet", f"running {self.symbol_path} on the validation inputs", _mxnet_node):
+            for k, v in arrays.items():
+                exe.arg_dict[k][:] = v
+            exe.forward(is_train=False)
+            return {name: o.asnumpy() for name, o in zip(self.outputs, exe.outputs, strict=True)}
 
     def deactivate(self) -> None:
         self._executors.clear()
@@ -157,3 +191,16 @@ class MXNetReferenceRuntime:
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]
+
+
+def _internal_name(wanted: str, available: Sequence[str]) -> str:
+    """``<node>_output`` of an op with hidden outputs (box_nms, ...) is ``<node>_output0`` in MXNet's internals."""
+    if wanted not in available and wanted.endswith("_output") and wanted + "0" in available:
+        return wanted + "0"
+    return wanted
+
+
+def _mxnet_node(message: str) -> str | None:
+    """The node an MXNetError names ("Error in operator conv0: ..."), if any."""
+    m = re.search(r"[Ee]rror in operator ([^\s:]+)", message) or re.search(r"operator ([^\s:]+):", message)
+    return m.group(1) if m else None

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adapters.mxnet.attrs import Attrs
 from bridge.errors import BadInputFileError
+from bridge.limits import check_allocation
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +86,16 @@ def _str_dict(value: Any, where: str, src: str) -> dict[str, str]:
 
 
 def looks_like_symbol_json(text: str) -> bool:
-    """Cheap content test used by ``claims``: a JSON object with 'nodes' and 'heads'."""
+    """Cheap content test used by ``claims``: a JSON object with 'nodes' and 'heads'.
+
+    A document nested too deeply to parse still counts when it names both keys, so that the
+    reader, not detection, explains what is wrong with it."""
     try:
         doc = json.loads(text)
     except ValueError:
         return False
+    except RecursionError:
+        return '"nodes"' in text and '"heads"' in text
     return isinstance(doc, dict) and "nodes" in doc and "heads" in doc
 
 
@@ -98,6 +106,8 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
         raise BadInputFileError(
             f"{source}: not valid JSON at line {e.lineno}, column {e.colno} (offset {e.pos}): {e.msg}"
         ) from None
+    except RecursionError:
+        raise BadInputFileError(f"{source}: JSON nested too deeply to be an MXNet symbol file") from None
     if not isinstance(doc, dict) or "nodes" not in doc or "heads" not in doc:
         raise BadInputFileError(f"{source}: not an MXNet symbol file (needs top-level 'nodes' and 'heads')")
     raw_nodes = doc["nodes"]
@@ -118,6 +128,10 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
         where = f"node #{i}"
         if not isinstance(rn, dict) or "op" not in rn or "name" not in rn:
             raise BadInputFileError(f"{source}: {where}: needs 'op' and 'name'")
+        if not isinstance(rn["op"], str) or not isinstance(rn["name"], str):
+            raise BadInputFileError(f"{source}: {where}: 'op' and 'name' must be strings")
+        if not isinstance(rn.get("inputs", []), list):
+            raise BadInputFileError(f"{source}: {where} ('{rn['name']}'): 'inputs' must be a list")
         merged: dict[str, str] = {}
         # oldest first so newer keys win: 'param' (op params, < 0.9), 'attr', 'attrs'
         for key in ("param", "attr", "attrs"):
@@ -132,6 +146,8 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
                 )
         nodes.append(MXNode(i, str(rn["op"]), str(rn["name"]), inputs, params, hidden))
 
+    if not isinstance(doc["heads"], list):
+        raise BadInputFileError(f"{source}: 'heads' must be a list")
     heads = [_entry(h, "heads", source) for h in doc["heads"]]
     for h, _ in heads:
         if not 0 <= h < len(nodes):
@@ -139,14 +155,120 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
     graph = SymbolGraph(
         nodes=nodes,
         heads=heads,
-        arg_nodes=[int(a) for a in doc.get("arg_nodes", [])],
-        node_row_ptr=[int(a) for a in doc["node_row_ptr"]] if "node_row_ptr" in doc else None,
+        arg_nodes=_int_list(doc.get("arg_nodes", []), "arg_nodes", source),
+        node_row_ptr=_int_list(doc["node_row_ptr"], "node_row_ptr", source) if "node_row_ptr" in doc else None,
         mxnet_version=version,
         source=source,
     )
+    _check_entries(graph)
+    for node in graph.nodes:
+        _check_structural_attrs(node, source)
+        _check_declared_size(node, source)
     if version is None or version < 900:
         _add_legacy_aux(graph)
     return graph
+
+
+def _int_list(value: Any, key: str, src: str) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise BadInputFileError(f"{src}: '{key}' must be a list of integers")
+    return [int(v) for v in value]
+
+
+def _check_entries(graph: SymbolGraph) -> None:
+    """Inputs and heads must read outputs that exist: a variable has one output (index 0); with
+    ``node_row_ptr`` (MXNet >= 0.9) node i has ``node_row_ptr[i+1] - node_row_ptr[i]`` outputs."""
+    ptr = graph.node_row_ptr
+    counts = ([ptr[i + 1] - ptr[i] for i in range(len(graph.nodes))]
+              if ptr is not None and len(ptr) == len(graph.nodes) + 1 else None)
+    readers = [(f"node #{n.index} ('{n.name}')", e) for n in graph.nodes for e in n.inputs]
+    readers += [("heads", h) for h in graph.heads]
+    for who, (src, k) in readers:
+        node = graph.nodes[src]
+        n_out = 1 if node.is_variable else counts[src] if counts is not None else None
+        if k < 0 or (n_out is not None and k >= n_out):
+            raise BadInputFileError(f"{graph.source}: {who} reads output {k} of node #{src} ('{node.name}', "
+                                    f"{node.op}), which has {n_out} output(s)")
+
+
+# attributes that size a layer: a positive integer (num_*), or tuples of them (kernel may be empty
+# only for global pooling; stride/dilate empty = MXNet's default of 1s); pad/adj are >= 0
+_POSITIVE_INTS = ("num_filter", "num_hidden", "num_group", "num_outputs", "num_args", "input_dim", "output_dim",
+                  "state_size", "num_layers")
+_POSITIVE_TUPLES = ("kernel", "stride", "dilate")
+_NONNEG_TUPLES = ("pad", "adj")
+_INT = re.compile(r"^[+-]?\d+L?$")
+
+
+def _bad_attr(node: MXNode, src: str, key: str, value: str, what: str) -> BadInputFileError:
+    return BadInputFileError(f"{src}: node '{node.name}' ({node.op}): attribute {key}='{value}' is not {what}")
+
+
+def _tuple_items(value: str) -> list[str]:
+    t = value.strip()
+    if t[:1] in "([" and t[-1:] in ")]":
+        t = t[1:-1]
+    return [p.strip() for p in t.split(",") if p.strip()]
+
+
+def _check_structural_attrs(node: MXNode, src: str) -> None:
+    """Sizes of a layer must be sizes: ``num_filter='inf'``, ``kernel=()`` or ``stride=(0,)`` are refused
+    here with the node's name, before any translator does arithmetic with them."""
+    if node.is_variable:
+        return
+    attrs = node.raw_attrs
+    for key in _POSITIVE_INTS:
+        v = attrs.get(key)
+        if v is not None and v.strip() not in ("None", "") and (not _INT.match(v.strip()) or int(v.strip().rstrip("L")) <= 0):
+            raise _bad_attr(node, src, key, v, "a positive integer")
+    global_pool = attrs.get("global_pool", "False").strip().lower() in ("true", "1")
+    needs_kernel = node.op in ("Convolution", "Deconvolution") or (node.op == "Pooling" and not global_pool)
+    if needs_kernel and attrs.get("kernel", "None").strip() in ("None", ""):
+        raise _bad_attr(node, src, "kernel", attrs.get("kernel", ""), "given (the op requires a kernel size)")
+    for key in (*_POSITIVE_TUPLES, *_NONNEG_TUPLES):
+        v = attrs.get(key)
+        if v is None or v.strip() in ("None", ""):
+            continue
+        items = _tuple_items(v)
+        low = 1 if key in _POSITIVE_TUPLES else 0
+        if any(p != "None" and (not _INT.match(p) or int(p.rstrip("L")) < low) for p in items):
+            raise _bad_attr(node, src, key, v, f"a tuple of integers >= {low}")
+        if key == "kernel" and not items and needs_kernel:
+            raise _bad_attr(node, src, key, v, "a non-empty kernel size")
+
+
+def _number(node: MXNode, src: str, key: str, default: float) -> float:
+    v = node.raw_attrs.get(key)
+    if v is None or v.strip() in ("None", ""):
+        return default
+    try:
+        x = float(v.strip().rstrip("Ll"))
+    except ValueError:
+        raise _bad_attr(node, src, key, v, "a number") from None
+    if not math.isfinite(x):
+        raise _bad_attr(node, src, key, v, "a finite number")
+    return x
+
+
+def _check_declared_size(node: MXNode, src: str) -> None:
+    """Ops whose attributes alone size a constant (``_arange``): the length is checked against the
+    memory limit before a translator materialises it (a 1e12-long arange is a one-line file)."""
+    if node.op not in ("_arange", "arange", "_npi_arange"):
+        return
+    start = _number(node, src, "start", 0.0)
+    has_stop = node.raw_attrs.get("stop", "None").strip() not in ("None", "")
+    stop = _number(node, src, "stop", start)
+    step = _number(node, src, "step", 1.0)
+    repeat = _number(node, src, "repeat", 1.0)
+    if step == 0:
+        raise _bad_attr(node, src, "step", node.raw_attrs.get("step", "0"), "a non-zero step")
+    if repeat < 1 or repeat != int(repeat):
+        raise _bad_attr(node, src, "repeat", node.raw_attrs.get("repeat", ""), "an integer >= 1")
+    if not has_stop:
+        start, stop = 0.0, start
+    length = max(math.ceil((stop - start) / step), 0) * int(repeat)
+    # the translator computes in float64 before casting (8 bytes an element)
+    check_allocation(length * 8, f"{src}: node '{node.name}' ({node.op}, {length:,} elements)")
 
 
 def _add_legacy_aux(graph: SymbolGraph) -> None:

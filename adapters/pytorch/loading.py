@@ -33,6 +33,9 @@ class LoadedTorch:
     exported_program: Any = None
 
 
+FACTORY_SEED = 0  # torch's RNG seed while a module:factory source is built (see _call_factory)
+
+
 def looks_like_factory(location: str) -> bool:
     """``pkg.mod:build`` or ``file.py:build`` (a Windows drive letter is not a factory)."""
     if ":" not in location:
@@ -117,7 +120,12 @@ def _call_factory(location: str) -> Any:
     factory = getattr(module, attr, None)
     if factory is None:
         raise SourceNotFoundError(f"module '{mod_name}' has no attribute '{attr}'")
-    model = factory if isinstance(factory, torch.nn.Module) else factory()
+    # The export and the validation reference each build the model (the reference may run in a child
+    # process), so a factory whose weights are random must draw the same ones both times: seeded, with the
+    # caller's RNG state restored afterwards.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(FACTORY_SEED)
+        model = factory if isinstance(factory, torch.nn.Module) else factory()
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"{location} returned {type(model).__name__}, not a torch.nn.Module")
     return model
@@ -140,6 +148,12 @@ def _with_weights(model: Any, weights: Path | None) -> Any:
         state = state["state_dict"]
     if not isinstance(state, dict):
         raise BadInputFileError(f"{weights} holds a {type(state).__name__}, not a state_dict")
+    own = model.state_dict()
+    wrong = [f"'{k}' is {list(v.shape)}, the model needs {list(own[k].shape)}" for k, v in state.items()
+             if k in own and hasattr(v, "shape") and tuple(v.shape) != tuple(own[k].shape)]
+    if wrong:  # load_state_dict would raise a RuntimeError naming no file
+        raise BadInputFileError(f"{weights} does not fit the model: " + "; ".join(wrong[:8])
+                                + (f"; ... ({len(wrong) - 8} more)" if len(wrong) > 8 else ""))
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise BadInputFileError(

@@ -16,6 +16,7 @@ caller can skip validation with the reason instead of failing the conversion.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from bridge.config import DETECTION_META, InputSpec, Tolerance
+from bridge.config import DETECTION_META, NONDETERMINISTIC_OUTPUTS_META, InputSpec, Tolerance
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs
@@ -74,6 +75,13 @@ def saved_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
     return load_detection_specs(raw)
 
 
+def nondeterministic_outputs(model: onnx.ModelProto) -> list[str]:
+    """Outputs an adapter recorded as random samples (``NONDETERMINISTIC_OUTPUTS_META``): compared by shape
+    and dtype only."""
+    raw = next((p.value for p in model.metadata_props if p.key == NONDETERMINISTIC_OUTPUTS_META), None)
+    return [str(n) for n in json.loads(raw)] if raw else []
+
+
 def vacuous_warnings(comparisons: Sequence[Comparison]) -> list[str]:
     """One warning per candidate whose verdict proves little (no detections, all-NaN output, ...)."""
     return [f"{c.candidate}: the check proves little ({'; '.join(c.vacuous_reasons)}); validate on real inputs "
@@ -88,6 +96,7 @@ def run_and_compare(
     *,
     detections: Sequence[DetectionSpec] | Mapping[str, str] | None = None,
     reference_name: str | None = None,
+    shape_only: Sequence[str] = (),
 ) -> ComparisonRun:
     """Run ``reference`` and every candidate on the same inputs; compare each candidate with the reference.
 
@@ -116,7 +125,8 @@ def run_and_compare(
                     run = ComparisonRun(made, reference.infer(made), name)  # type: ignore[union-attr]
                 outputs = candidate.infer(run.feeds)
             run.comparisons.append(compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
-                                                   candidate_name=cand_name, detection_outputs=detections))
+                                                   candidate_name=cand_name, detection_outputs=detections,
+                                                   shape_only=shape_only))
         if run is None:  # no candidates: the reference still runs, so its outputs can be saved
             assert not isinstance(reference, RunResults)
             made = feeds.make(reference.input_metadata())
