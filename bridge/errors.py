@@ -65,12 +65,14 @@ class ExportError(BridgeError):
 class UnsupportedOpError(BridgeError):
     """One or more ops have no translator; lists *every* unsupported op with its node names and count."""
 
-    def __init__(self, unsupported: Mapping[str, Iterable[str]], framework: str = "") -> None:
+    def __init__(self, unsupported: Mapping[str, Iterable[str]], framework: str = "",
+                 reasons: Mapping[str, str] | None = None) -> None:
         self.unsupported = {op: list(nodes) for op, nodes in sorted(unsupported.items())}
         lines = []
         for op, nodes in self.unsupported.items():
             shown = ", ".join(nodes[:5]) + (f", ... ({len(nodes) - 5} more)" if len(nodes) > 5 else "")
-            lines.append(f"  {op} x{len(nodes)}: {shown}")
+            why = f" ({reasons[op]})" if reasons and op in reasons else ""
+            lines.append(f"  {op} x{len(nodes)}: {shown}{why}")
         where = f" in this {framework} model" if framework else ""
         super().__init__(f"{len(self.unsupported)} unsupported op type(s){where}:\n" + "\n".join(lines))
 

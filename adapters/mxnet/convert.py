@@ -33,7 +33,7 @@ from adapters.mxnet import (  # noqa: F401
 from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx, shape_like
 from adapters.mxnet.infer_range import resolve_infer_range
 from adapters.mxnet.params import split_arg_aux
-from adapters.mxnet.registry import TRANSLATORS
+from adapters.mxnet.registry import NOT_TRANSLATED, TRANSLATORS
 from adapters.mxnet.symbol import SymbolGraph
 from bridge.config import ExportSpec, InputSpec
 from bridge.errors import BadInputFileError, BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
@@ -106,7 +106,7 @@ def convert_graph(
         if not node.is_variable and node.op not in TRANSLATORS:
             unsupported.setdefault(node.op, []).append(node.name)
     if unsupported:
-        raise UnsupportedOpError(unsupported, framework="mxnet")
+        raise UnsupportedOpError(unsupported, framework="mxnet", reasons=NOT_TRANSLATED)
 
     args, aux = split_arg_aux(dict(params))
     values = {**args, **aux}

@@ -21,6 +21,18 @@ Translator = Callable[[ConversionContext, MXNode, list[str]], list[str]]
 
 TRANSLATORS: dict[str, Translator] = {}
 
+# MXNet ops bridge does not translate, with the reason (shown in UnsupportedOpError and the README table).
+# Training-only ops that have an inference meaning (SoftmaxOutput, ...) are translated, not listed here.
+NOT_TRANSLATED: dict[str, str] = {
+    "_contrib_Proposal": "anchors, decode, NMS and top-N fused in one op with training-time RPN parameters; "
+                         "cut the graph before it (--outputs) and graft NMS with `bridge graft-nms`",
+    "_contrib_MultiProposal": "as _contrib_Proposal, batched",
+    "_contrib_DeformableConvolution": "no ONNX equivalent (DeformConv exists only from opset 19, with other offsets)",
+    "_contrib_PSROIPooling": "position-sensitive pooling has no ONNX equivalent",
+    "_zeros_without_dtype": "its dtype comes from the consumer at bind time; re-export with an explicit dtype",
+    "Custom": "a Python-defined operator: its computation is not in the symbol file",
+}
+
 
 def translator(*names: str) -> Callable[[Translator], Translator]:
     """Register the decorated function for each MXNet op name in ``names``."""
