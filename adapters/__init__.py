@@ -2,37 +2,33 @@
 
 from __future__ import annotations
 
-import importlib
-
 from adapters.base import Adapter, ExportResult
 from bridge.config import Source
 from bridge.errors import UsageError
+from bridge.registry import LazyRegistry
 from bridge.runtimes.base import Runtime
 
 # framework -> "module:Class". Order matters for detection: the first adapter that claims a source wins.
-_ADAPTERS: dict[str, str] = {
+_REGISTRY = LazyRegistry({
     "onnx": "adapters.onnx:OnnxFileAdapter",
     "torch": "adapters.pytorch:PyTorchAdapter",
     "mxnet": "adapters.mxnet:MXNetAdapter",
     "tensorflow": "adapters.tensorflow:TensorFlowAdapter",
-}
+}, "--framework '{name}': no adapter for it; known: {known}")
+_ADAPTERS = _REGISTRY.entries
 
 
 def register_adapter(framework: str, target: str) -> None:
     """Register ``module:Class`` for ``framework`` (used by adapters added in later modules and by tests)."""
-    _ADAPTERS[framework] = target
+    _REGISTRY.register(framework, target)
 
 
 def registered_frameworks() -> list[str]:
-    return list(_ADAPTERS)
+    return _REGISTRY.names()
 
 
 def get_adapter(framework: str) -> Adapter:
-    try:
-        module_name, cls_name = _ADAPTERS[framework].split(":")
-    except KeyError:
-        raise UsageError(f"--framework '{framework}': no adapter for it; known: {', '.join(_ADAPTERS)}") from None
-    adapter: Adapter = getattr(importlib.import_module(module_name), cls_name)()
+    adapter: Adapter = _REGISTRY.load(framework)()
     return adapter
 
 
@@ -45,13 +41,13 @@ def reference_runner(framework: str, source: Source, export: ExportResult) -> Ru
 
 def detect_adapter(source: Source) -> Adapter:
     """The adapter that claims ``source``; UsageError listing the frameworks when none does."""
-    for framework in _ADAPTERS:
+    for framework in _REGISTRY.names():
         adapter = get_adapter(framework)
         if adapter.claims(source):
             return adapter
     raise UsageError(
         f"cannot tell which framework '{source.describe()}' belongs to; pass --framework "
-        f"({', '.join(_ADAPTERS)})"
+        f"({', '.join(_REGISTRY.names())})"
     )
 
 

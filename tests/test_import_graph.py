@@ -29,8 +29,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.rewriting",),
     # leaves, lowest last
     ("bridge.report", "bridge.chatter", "bridge.model", "bridge.frameworks"),
-    ("bridge.io", "bridge.config"),
-    ("bridge.limits",),
+    ("bridge.config",),
+    ("bridge.io",),
+    ("bridge.limits", "bridge.registry"),
     ("bridge.errors", "bridge.version"),
 ]
 

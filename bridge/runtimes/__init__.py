@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from bridge.errors import UsageError
+from bridge.registry import LazyRegistry
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 
 # name -> "module:Class"; imported only when asked for, so `import bridge` stays framework-free.
-_RUNTIMES = {
+_REGISTRY = LazyRegistry({
     "onnxruntime": "bridge.runtimes.onnxruntime:OnnxRuntime",
     "tensorflow": "bridge.runtimes.tensorflow:TensorFlowRuntime",
-}
+}, "unknown runtime '{name}'; available: {known}")
+_RUNTIMES = _REGISTRY.entries
 
 
 def available_runtimes() -> list[str]:
-    return sorted(_RUNTIMES)
+    return sorted(_REGISTRY.names())
 
 
 def get_runtime(name: str, model: Any, **options: Any) -> Runtime:
-    """Instantiate runtime ``name`` for ``model`` (an ONNX path, bytes or ModelProto)."""
-    try:
-        module_name, cls_name = _RUNTIMES[name].split(":")
-    except KeyError:
-        raise UsageError(f"unknown runtime '{name}'; available: {', '.join(available_runtimes())}") from None
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    runtime: Runtime = cls(model, **options)
+    """Instantiate runtime ``name`` for ``model`` (an ONNX path, bytes, ModelProto, or what the runtime takes)."""
+    runtime: Runtime = _REGISTRY.load(name)(model, **options)
     return runtime
 
 

@@ -10,31 +10,26 @@ target's SavedModel, converted into a work folder). Target modules import their 
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import UsageError
+from bridge.registry import LazyRegistry
 from bridge.runtimes import Runtime, get_runtime
 from bridge.targets.base import Target, TargetResult
 
 # name -> "module:Class"; imported only when asked for, so `import bridge.targets` stays framework-free
-_TARGETS: dict[str, str] = {
+_REGISTRY = LazyRegistry({
     "onnx": "bridge.targets.onnx:OnnxTarget",
     "tensorflow": "bridge.targets.tensorflow:TensorFlowTarget",
-}
+}, "--to '{name}': choose one of {known}")
 
 
 def registered_targets() -> list[str]:
-    return list(_TARGETS)
+    return _REGISTRY.names()
 
 
 def get_target(name: str) -> Target:
-    try:
-        module_name, cls_name = _TARGETS[name].split(":")
-    except KeyError:
-        raise UsageError(f"--to '{name}': choose one of {', '.join(_TARGETS)}") from None
-    target: Target = getattr(importlib.import_module(module_name), cls_name)()
+    target: Target = _REGISTRY.load(name)()
     return target
 
 
@@ -43,7 +38,7 @@ def candidate_runtime(name: str, model: Any, workdir: Path, artefacts: dict[str,
     (``artefacts``: runtime name -> artefact), or the one a target makes in ``workdir`` on activation."""
     if artefacts and name in artefacts:
         return get_runtime(name, artefacts[name])
-    for target_name in _TARGETS:
+    for target_name in _REGISTRY.names():
         target = get_target(target_name)
         if name in target.runtimes:
             return target.runtime(name, model, workdir / target_name)
