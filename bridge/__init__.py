@@ -9,7 +9,7 @@ from typing import Any
 
 from bridge.version import __version__
 
-_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets", "migrate")
+_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets", "migrate", "debug")
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +21,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bridge' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "buckets", "convert", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "migrate", "validate"]
+__all__ = ["__version__", "buckets", "convert", "debug", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "migrate", "validate"]

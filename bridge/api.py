@@ -23,14 +23,23 @@ from bridge.config import (
     CONTRIB_DOMAIN,
     DEFAULT_OPSET,
     DEFAULT_TOLERANCE,
+    DETECTION_META,
     ConvertConfig,
     DynamicAxis,
     ExportSpec,
     InputSpec,
+    InputValues,
     Source,
     Tolerance,
+    check_names,
 )
-from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, UsageError, ValidationMismatch
+from bridge.errors import (
+    AdapterUnavailableError,
+    BridgeError,
+    ReferenceUnavailableError,
+    UsageError,
+    ValidationMismatch,
+)
 from bridge.inspection import InspectReport, graph_metas, inspect_model
 from bridge.io import load_model
 from bridge.limits import max_memory
@@ -38,7 +47,7 @@ from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
-from bridge.validation.detection_layouts import DetectionSpec
+from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
 from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
 from bridge.validation.run import (
@@ -91,6 +100,10 @@ class ConvertResult:
     written: bool = False
     target: dict[str, Any] | None = None  # e.g. the TensorFlow SavedModel written next to the .onnx
     strict: bool = False  # a vacuous verdict (nothing real was compared) counts as a failure
+    detections: list[dict[str, Any]] = field(default_factory=list)  # detector output groups compared detection-aware
+    validation_feeds: dict[str, dict[str, Any]] = field(default_factory=dict)  # per input: shape, dtype, range, source
+    export_inputs: str = ""  # what the exporter traced with
+    warning_details: list[str] = field(default_factory=list)  # every grouped warning in full (report only)
 
     @property
     def passed(self) -> bool:
@@ -109,6 +122,8 @@ class ConvertResult:
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
             "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
             "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
+            "detections": self.detections, "validation_feeds": self.validation_feeds,
+            "export_inputs": self.export_inputs, "warning_details": self.warning_details,
         }
 
 
@@ -136,8 +151,17 @@ def convert(
     isolated: bool = True,
     timeout: float | None = DEFAULT_TIMEOUT_S,
     strict: bool = False,
+    detections: Sequence[str] = (),
+    exporter: str = "auto",
+    input_kind: str | None = None,
+    input_range: str | tuple[float, float] | None = None,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
+
+    ``detections``: detector output groups (``boxes=B,scores=S,labels=L[,batch_index=I]``) compared
+    detection-aware; groups fed by NonMaxSuppression are found without it. ``exporter``: PyTorch's
+    auto|dynamo|torchscript. ``input_kind`` ("image") / ``input_range`` ("LO,HI"): what generated inputs look
+    like; tracing uses the same inputs as validation (``feeds`` when given).
 
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance, or with
@@ -149,15 +173,47 @@ def convert(
     if get_target(to).artefact and output.suffix.lower() != ".onnx" and saved_model is None:
         # `--to tensorflow -o OUT_DIR`: the target's artefact goes to OUT_DIR, the validated ONNX beside it
         output, saved_model = output.with_name(output.name + ".onnx"), output
+    values = InputValues.parse(input_kind, input_range)
+    feeds_path = Path(feeds) if feeds else None
+    examples = partial(_example_inputs, feeds_path, values, seed)
+    examples.description = FeedSource(feeds_path, (), seed, values=values).describe()  # type: ignore[attr-defined]
     cfg = ConvertConfig(
         source=_source(source, weights, options), output=output, framework=framework,
-        export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names)),
+        export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names),
+                          examples=examples, exporter=exporter),
         validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
         report=Path(report) if report else None, seed=seed, detection_format=detection_format,
-        max_detections=max_detections, feeds=Path(feeds) if feeds else None, to=to,
+        max_detections=max_detections, feeds=feeds_path, to=to,
         saved_model=Path(saved_model) if saved_model else None, isolate=isolated, timeout=timeout,
+        detections=tuple(detections), input_values=values,
     )
-    return _convert(cfg, progress or (lambda _msg: None), strict=strict)
+    as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
+    try:
+        return _convert(cfg, progress or (lambda _msg: None), strict=strict)
+    except BridgeError as exc:  # the report is written on every outcome (ValidationMismatch writes its own)
+        if cfg.report and not isinstance(exc, ValidationMismatch):
+            _write_failure_report(cfg, exc)
+        raise
+
+
+def _example_inputs(feeds: Path | None, values: InputValues, seed: int,
+                    specs: Sequence[InputSpec]) -> dict[str, Any]:
+    """The arrays a tracing exporter runs the model on: the ``--feeds`` arrays, or generated ones like
+    validation's (same seed and ``--input-kind/--input-range``, at the sample sizes)."""
+    from bridge.validation.inputs import load_feeds, make_inputs
+
+    metas = [TensorMeta(s.name, s.shape, s.dtype) for s in specs]
+    if feeds is not None:
+        return load_feeds(feeds, metas)
+    return make_inputs(metas, specs, seed=seed, vary_dynamic=False, values=values)
+
+
+def _write_failure_report(cfg: ConvertConfig, exc: BaseException) -> None:
+    from bridge.report import write_report
+
+    write_report({"command": "convert", "source": cfg.source.describe(), "output": str(cfg.output), "written": False,
+                  "passed": False, "error": {"type": type(exc).__name__, "message": str(exc),
+                                             "exit_code": getattr(exc, "exit_code", None)}}, cfg.report)
 
 
 def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) -> ConvertResult:
@@ -187,13 +243,15 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
                                                 probe=probe_output_shapes), progress)
     timings["passes_s"] = time.perf_counter() - start
     proto = container.to_proto()
+    specs = _detection_groups(proto, cfg.detections)
 
     result = ConvertResult(
         source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=export.exporter,
         opset=cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
         outputs=graph_metas(proto.graph.output, proto),
         notes=list(export.notes), warnings=container.warnings, passes=container.history, timings=timings,
-        strict=strict,
+        strict=strict, detections=[s.to_dict() for s in specs], export_inputs=export.example_source,
+        warning_details=list(export.warning_details),
     )
 
     with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
@@ -265,8 +323,10 @@ def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
                                     max_memory=child_memory_limit())
                       for name in runtimes}
         progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-        run = run_and_compare(reference, candidates, FeedSource(cfg.feeds, export.inputs, cfg.seed), cfg.tolerance,
-                              detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto))
+        feeds = FeedSource(cfg.feeds, export.inputs, cfg.seed, values=cfg.input_values)
+        run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
+                              detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
+                              check_sensitivity=True)
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         # an unloadable reference (e.g. an old ONNX file onnxruntime itself refuses, or a missing framework)
         # skips validation with the reason
@@ -277,6 +337,7 @@ def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
         result.warnings.extend(vacuous_warnings(run.comparisons))
         result.validation = run.comparisons
         result.validation_inputs = run.input_shapes()
+        result.validation_feeds = run.input_summary(feeds.describe())
     result.timings["validate_s"] = time.perf_counter() - start
 
 
@@ -299,6 +360,28 @@ def _write_outputs(cfg: ConvertConfig, target: Any, proto: onnx.ModelProto, arte
         what = "does not match the source" if not all(c.passed for c in result.validation) else \
             "was only checked vacuously (--strict)"
         raise ValidationMismatch(f"converted model {what} ({failing}); {cfg.output} was not written", result=result)
+
+
+def _detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[DetectionSpec]:
+    """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
+    ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
+    those a lowering pass recorded plus those found fed by NonMaxSuppression."""
+    from bridge.validation.detection_layouts import detect_detection_outputs, dump_detection_specs
+
+    outputs = [o.name for o in proto.graph.output]
+    if declared:
+        specs = as_detection_specs(list(declared))
+        for spec in specs:
+            check_names("--detections", spec.candidate_names(), outputs, "output")
+    else:
+        specs = saved_detection_outputs(proto)
+        covered = {n for s in specs for n in s.candidate_names()}
+        specs += [s for s in detect_detection_outputs(proto) if not covered & set(s.candidate_names())]
+    if specs:
+        props = {p.key: p for p in proto.metadata_props}
+        entry = props.get(DETECTION_META) or proto.metadata_props.add(key=DETECTION_META)
+        entry.value = dump_detection_specs(specs)
+    return specs
 
 
 def _source_output_names(model: onnx.ModelProto, detections: Sequence[DetectionSpec]) -> tuple[str, ...]:

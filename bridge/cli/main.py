@@ -19,7 +19,7 @@ from typer.exceptions import TyperException
 
 from adapters import registered_frameworks
 from bridge.cli import render
-from bridge.cli.debug import LocalizeOpt, localize_failure
+from bridge.cli.debug import LocalizeOpt, localize_failure, test_hooks
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -27,9 +27,13 @@ from bridge.cli.options import (
     OPSET_DEFAULT,
     AsJsonOpt,
     AtolOpt,
+    DetectionsOpt,
     DynamicOpt,
+    ExporterOpt,
     FeedsOpt,
+    InputKindOpt,
     InputOpt,
+    InputRangeOpt,
     IsolateOpt,
     OpsetOpt,
     ReportOpt,
@@ -53,9 +57,11 @@ app = typer.Typer(
     help="Convert PyTorch / MXNet / TensorFlow / ONNX models to ONNX and prove them in each target runtime.",
 )
 @app.callback()
-def _root(verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug")] = 0) -> None:
+def _root(ctx: typer.Context,
+          verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug")] = 0) -> None:
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    ctx.with_resource(test_hooks())  # BRIDGE_TEST_BREAK (README: debugging), for this command only
 
 
 @app.command()
@@ -92,6 +98,10 @@ def convert(
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
     localize: LocalizeOpt = False,
+    detections: DetectionsOpt = [],  # noqa: B006
+    exporter: ExporterOpt = "auto",
+    input_kind: InputKindOpt = None,
+    input_range: InputRangeOpt = None,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
@@ -106,7 +116,8 @@ def convert(
                                  output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
                                  to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
-                                 strict=strict)
+                                 strict=strict, detections=detections, exporter=exporter, input_kind=input_kind,
+                                 input_range=input_range)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)

@@ -1,0 +1,445 @@
+"""Batch-migration manifests: YAML text -> validated, fully resolved per-model entries.
+
+A manifest lists the models of a zoo (``models:``) with the options ``bridge convert`` takes, plus a
+``defaults:`` block merged into every entry (dicts such as ``tolerance`` merge key by key). A source
+with glob characters (``zoo/*/model-symbol.json``) expands into one entry per match. Relative paths
+are taken from the manifest's folder. Validation reports *every* bad field of every entry at once, one
+line each, before any model runs. The pydantic models below are the single definition of the format:
+the published JSON Schema (``manifest.schema.json``) is generated from them (``write_schema``).
+"""
+
+from __future__ import annotations
+
+import copy
+import glob as globlib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bridge.config import DETECTION_FORMATS, DynamicAxis, InputSpec, canonical_dtype
+from bridge.errors import UsageError
+from bridge.limits import parse_size as limits_parse_size
+
+SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
+SCHEMA_ID = "https://github.com/bridge/bridge/manifest.schema.json"
+_GLOB = re.compile(r"[*?\[]")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # used as a folder name under --out
+
+Framework = Literal["torch", "tensorflow", "mxnet", "onnx"]
+RuntimeName = Literal["onnxruntime", "tensorflow"]
+DetectionFormat = Literal["mxnet", "boxes-scores-classes", "indices"]
+assert set(DetectionFormat.__args__) == set(DETECTION_FORMATS)  # type: ignore[attr-defined]
+
+
+class ManifestError(UsageError):
+    """A manifest that does not parse or validate; the message lists every problem, one per line."""
+
+    def __init__(self, where: str, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(f"{where}: {len(self.problems)} problem(s):\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class OutputTolerance(_Strict):
+    """Tolerance of one output: |candidate - reference| <= atol + rtol * |reference|; unset = the global one."""
+
+    atol: Annotated[float, Field(ge=0)] | None = None
+    rtol: Annotated[float, Field(ge=0)] | None = None
+
+
+class ToleranceSpec(_Strict):
+    """Global tolerance plus per-output overrides (``outputs: {boxes: {atol: 1e-3}}``)."""
+
+    atol: Annotated[float, Field(ge=0, description="absolute tolerance for every output")] = 1e-4
+    rtol: Annotated[float, Field(ge=0, description="relative tolerance for every output")] = 1e-3
+    outputs: dict[str, OutputTolerance] = Field(default_factory=dict, description="per output name")
+
+
+class InputEntry(_Strict):
+    """One model input: its sample shape, dtype and named dynamic axes (``{0: batch}``)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    shape: list[Annotated[int, Field(gt=0)]] | None = None
+    dtype: str = "float32"
+    dynamic: dict[int, str] = Field(default_factory=dict, description="axis -> label, e.g. {0: batch}")
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        return str(_usage_to_value(canonical_dtype, v))
+
+    @field_validator("dynamic")
+    @classmethod
+    def _labels(cls, v: dict[int, str]) -> dict[int, str]:
+        for axis, label in v.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label):
+                raise ValueError(f"axis {axis}: label '{label}' must be an identifier, e.g. batch")
+        return v
+
+
+class EntryFields(_Strict):
+    """Every option of one model; all optional here so ``defaults:`` can hold any subset."""
+
+    name: str | None = Field(default=None, description="unique name (a folder under --out); with a glob source, "
+                             "may use {stem} and {parent} of each match (default: {parent})")
+    source: str | None = Field(default=None, description="model file/folder, file.py:factory or module:factory; "
+                               "glob characters expand into one entry per match")
+    params: str | None = Field(default=None, description="MXNet .params (alias of weights)")
+    weights: str | None = Field(default=None, description="weights file: PyTorch state_dict or MXNet .params")
+    framework: Framework | None = Field(default=None, description="default: detected from the source")
+    inputs: list[str | InputEntry] | None = Field(default=None, description="NAME:SHAPE[:DTYPE] strings or objects")
+    dynamic: list[str] | None = Field(default=None, description="NAME:AXIS=LABEL, e.g. images:0=batch")
+    opset: Annotated[int, Field(ge=7, le=23)] | None = None
+    to: Literal["onnx", "tensorflow"] | None = Field(default=None, description="onnx, or tensorflow for a SavedModel too")
+    runtimes: list[RuntimeName] | None = Field(default=None, description="runtimes to validate in ([] = no validation); "
+                                               "default: onnxruntime (+ tensorflow with to: tensorflow)")
+    detection_format: DetectionFormat | None = None
+    max_detections: Annotated[int, Field(gt=0)] | None = None
+    outputs: list[str] | None = Field(default=None, description="internal output names to cut the graph at")
+    output_names: list[str] | None = Field(default=None, description="names for the model's outputs, in order")
+    options: dict[str, str] | None = Field(default=None, description="framework knobs, e.g. {signature: serving_default}")
+    tolerance: ToleranceSpec | None = None
+    feeds: str | None = Field(default=None, description=".npz of validation inputs keyed by input name")
+    seed: int | None = None
+    disabled: bool | None = Field(default=None, description="listed but not run (reported as disabled)")
+    timeout: Annotated[float, Field(gt=0)] | None = Field(default=None, description="seconds before the worker is killed")
+    max_memory: int | str | None = Field(default=None, description="memory limit of the worker (its address space, and "
+                                                  "the sizes bridge's readers accept): bytes, 4GiB, 512MB, 0.25ram")
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, v: list[str | InputEntry] | None) -> list[str | InputEntry] | None:
+        for item in v or ():
+            if isinstance(item, str):
+                _usage_to_value(InputSpec.parse, item)
+        return v
+
+    @field_validator("dynamic")
+    @classmethod
+    def _dynamic(cls, v: list[str] | None) -> list[str] | None:
+        for item in v or ():
+            _usage_to_value(DynamicAxis.parse, item)
+        return v
+
+    @field_validator("max_memory")
+    @classmethod
+    def _memory(cls, v: int | str | None) -> int | str | None:
+        if v is not None:
+            parse_size(v)
+        return v
+
+    @model_validator(mode="after")
+    def _one_weights(self) -> EntryFields:
+        if self.params and self.weights:
+            raise ValueError("give params or weights, not both (they are the same field)")
+        return self
+
+
+class Entry(EntryFields):
+    """A model entry after ``defaults:`` are merged in: ``name`` and ``source`` are required."""
+
+    name: str = Field(description="unique name (a folder under --out); with a glob source, may use {stem} "
+                      "and {parent} of each match (default: {parent})")  # type: ignore[assignment]
+    source: str = Field(description="model file/folder, file.py:factory or module:factory; glob "
+                        "characters expand into one entry per match")  # type: ignore[assignment]
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"'{v}' must be letters, digits and _ . + - (it names a folder under --out)")
+        return v
+
+
+class Manifest(_Strict):
+    """The manifest file: ``defaults:`` merged into every entry of ``models:``."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"$id": SCHEMA_ID,
+                                                                 "title": "bridge batch-migration manifest"})
+    version: Literal[1] = 1
+    defaults: EntryFields = Field(default_factory=lambda: EntryFields())
+    models: list[Any] = Field(description="model entries: the fields of EntryFields; name and source "
+                                         "required once defaults are merged")
+
+
+class _ManifestSchema(Manifest):
+    """Manifest as published: entries typed (validation merges ``defaults:`` into raw entries first)."""
+
+    models: list[EntryFields] = Field(description="model entries; name and source required once defaults "  # type: ignore[assignment]
+                                      "are merged")
+
+
+def _usage_to_value(parse: Any, text: str) -> Any:
+    """Run a bridge.config parser, turning its UsageError into the ValueError pydantic collects."""
+    try:
+        return parse(text)
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from ``2147483648``, ``4GiB``, ``4G``, ``512MB``, ``0.25ram``: ``--max-memory``'s syntax
+    (``bridge.limits.parse_size``; ``ram`` is this machine's, resolved where the manifest is read)."""
+    return int(_usage_to_value(lambda text: limits_parse_size(text, "max_memory"), str(value)))
+
+
+# ----------------------------------------------------------------------------------------- resolved form
+
+
+class ResolvedEntry(BaseModel):
+    """One model to run: every option filled in, every path absolute (what a worker receives)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    source: str
+    weights: str | None = None
+    framework: str | None = None
+    inputs: tuple[str, ...] = ()
+    dynamic: tuple[str, ...] = ()
+    opset: int = 17
+    to: str = "onnx"
+    runtimes: tuple[str, ...] | None = None
+    detection_format: str = "mxnet"
+    max_detections: int | None = None
+    output_names: tuple[str, ...] = ()
+    options: dict[str, str] = Field(default_factory=dict)
+    atol: float = 1e-4
+    rtol: float = 1e-3
+    per_output: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    feeds: str | None = None
+    seed: int = 0
+    disabled: bool = False
+    timeout: float | None = 3600.0
+    max_memory: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(self.model_dump_json())
+
+    def files(self) -> list[Path]:
+        """Files whose content decides the result (source file or folder, weights, feeds)."""
+        paths = [_source_file(self.source), self.weights, self.feeds]
+        return [Path(p) for p in paths if p]
+
+    def fingerprint(self) -> str:
+        """Changes whenever the entry or the content of any file it names changes (resume redoes it)."""
+        h = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
+        for path in self.files():
+            h.update(str(path).encode())
+            for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+                if f.is_file():
+                    h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+                    with f.open("rb") as fh:
+                        h.update(hashlib.file_digest(fh, "sha256").digest())
+                elif not f.exists():
+                    h.update(b"<missing>")
+        return h.hexdigest()
+
+
+def _source_file(source: str) -> str | None:
+    """The file behind a source: the path itself, or the .py of ``file.py:factory``; None for module:factory."""
+    if ":" in source and source.rsplit(":", 1)[0].endswith(".py"):
+        return source.rsplit(":", 1)[0]
+    if ":" in source and not Path(source).exists():
+        return None
+    return source
+
+
+def _resolve_path(base: Path, value: str | None) -> str | None:
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def _resolve_source(base: Path, source: str) -> str:
+    file = _source_file(source)
+    if file is None:
+        return source  # an importable module:factory
+    if file != source:
+        return f"{_resolve_path(base, file)}:{source.rsplit(':', 1)[1]}"
+    return _resolve_path(base, source) or source
+
+
+def _merge(defaults: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(defaults))
+    for key, value in entry.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _format_errors(where: str, exc: ValidationError, skip: Iterable[str] = ()) -> list[str]:
+    """One line per error; ``skip``: top-level fields whose errors were already reported (from defaults:)."""
+    lines = []
+    skip = set(skip)
+    for err in exc.errors(include_url=False):
+        if err["loc"] and err["loc"][0] in skip:
+            continue
+        if err["type"] == "string_type" and "str" in err["loc"]:
+            continue  # a union's "not a string" branch when an object was given: the object's errors say more
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-after", "str", "InputEntry")))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; see manifest.schema.json)"
+        lines.append(f"{where}{'.' if where and loc else ''}{loc}: {msg}")
+    return lines
+
+
+def _resolve(entry: Entry, base: Path) -> ResolvedEntry:
+    inputs: list[str] = []
+    dynamic = list(entry.dynamic or ())
+    for item in entry.inputs or ():
+        if isinstance(item, str):
+            inputs.append(item)
+            continue
+        shape = ",".join(str(d) for d in item.shape) if item.shape else ""
+        inputs.append(f"{item.name}:{shape}:{item.dtype}")
+        dynamic.extend(f"{item.name}:{axis}={label}" for axis, label in item.dynamic.items())
+    tol = entry.tolerance or ToleranceSpec()
+    options = dict(entry.options or {})
+    if entry.outputs:
+        options["outputs"] = ",".join(entry.outputs)
+    return ResolvedEntry(
+        name=entry.name, source=_resolve_source(base, entry.source),
+        weights=_resolve_path(base, entry.weights or entry.params), framework=entry.framework,
+        inputs=tuple(inputs), dynamic=tuple(dict.fromkeys(dynamic)), opset=entry.opset or 17, to=entry.to or "onnx",
+        runtimes=tuple(entry.runtimes) if entry.runtimes is not None else None,
+        detection_format=entry.detection_format or "mxnet", max_detections=entry.max_detections,
+        output_names=tuple(entry.output_names or ()), options=options, atol=tol.atol, rtol=tol.rtol,
+        per_output={k: (tol.atol if v.atol is None else v.atol, tol.rtol if v.rtol is None else v.rtol)
+                    for k, v in tol.outputs.items()},
+        feeds=_resolve_path(base, entry.feeds), seed=entry.seed or 0, disabled=bool(entry.disabled),
+        timeout=entry.timeout if entry.timeout is not None else 3600.0,
+        max_memory=parse_size(entry.max_memory) if entry.max_memory is not None else None,
+    )
+
+
+def _expand(raw: dict[str, Any], base: Path) -> list[dict[str, Any]]:
+    """One raw entry per glob match (name from its template); a plain source gives itself."""
+    source = raw.get("source")
+    if not isinstance(source, str) or not _GLOB.search(source) or ":" in source:
+        return [raw]
+    pattern = source if Path(source).is_absolute() else str(base / source)
+    matches = sorted(globlib.glob(pattern, recursive=True))
+    if not matches:
+        raise ValueError(f"source '{source}' matches no file")
+    template = raw.get("name") or "{parent}"
+    if len(matches) > 1 and "{" not in template:
+        template += "-{parent}"
+    out = []
+    for m in matches:
+        p = Path(m)
+        try:
+            name = template.format(stem=p.stem, parent=p.parent.name, name=p.name)
+        except (KeyError, IndexError) as exc:
+            raise ValueError(f"name template '{template}': unknown placeholder {exc}; use {{stem}}, {{parent}}") from None
+        out.append({**raw, "name": name, "source": str(p)})
+    return out
+
+
+def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]],
+                  base_dir: str | Path | None = None) -> list[ResolvedEntry]:
+    """Validate and resolve a manifest (a YAML file, its parsed dict, or a list of entry dicts).
+
+    Raises ManifestError listing every problem (unknown fields, bad values, duplicate names, empty
+    globs) with where it is: ``models[2] 'ssd'.opset: ...``.
+    """
+    where = "manifest"
+    if isinstance(manifest, (str, Path)):
+        path = Path(manifest)
+        where = str(path)
+        if not path.is_file():
+            raise UsageError(f"no such manifest: {path}")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ManifestError(where, [f"not valid YAML: {exc}"]) from None
+        base = Path(base_dir) if base_dir else path.resolve().parent
+    else:
+        data = {"models": list(manifest)} if isinstance(manifest, Sequence) else dict(manifest)
+        base = Path(base_dir) if base_dir else Path.cwd()
+    if not isinstance(data, Mapping):
+        raise ManifestError(where, ["expected a mapping with 'models:' (and optionally 'defaults:')"])
+    problems: list[str] = []
+    try:
+        Manifest.model_validate(data)
+    except ValidationError as exc:  # listed with the entries' problems below, not instead of them
+        problems.extend(_format_errors("", exc))
+    raw_defaults = data.get("defaults")  # validated above (Manifest.defaults); merged raw so entries can override
+    raw_defaults = raw_defaults if isinstance(raw_defaults, Mapping) else {}
+    models = data.get("models")
+    if not isinstance(models, list):
+        raise ManifestError(where, problems or ["models: expected a list of model entries"])
+    entries: list[ResolvedEntry] = []
+    for i, raw in enumerate(models):
+        label = f"models[{i}]" + (f" '{raw.get('name')}'" if isinstance(raw, Mapping) and raw.get("name") else "")
+        if not isinstance(raw, Mapping):
+            problems.append(f"{label}: expected a mapping of options, got {type(raw).__name__}")
+            continue
+        merged = _merge(raw_defaults, raw)
+        try:
+            expanded = _expand(merged, base)
+        except ValueError as exc:
+            problems.append(f"{label}.source: {exc}")
+            continue
+        for item in expanded:
+            try:
+                entry = Entry.model_validate(item)
+            except ValidationError as exc:  # fields taken from a bad defaults: block were reported there
+                problems.extend(_format_errors(label, exc, skip=set(raw_defaults) - set(raw)))
+                continue
+            entries.append(_resolve(entry, base))
+    seen: dict[str, int] = {}
+    for e in entries:
+        seen[e.name] = seen.get(e.name, 0) + 1
+    problems.extend(f"name '{n}' is used by {k} entries; names must be unique" for n, k in seen.items() if k > 1)
+    if not entries and not problems:
+        problems.append("models: the manifest lists no model")
+    if problems:
+        raise ManifestError(where, problems)
+    return entries
+
+
+def select(entries: Iterable[ResolvedEntry], only: Sequence[str] | None) -> list[ResolvedEntry]:
+    """Keep the entries named in ``only`` (all when empty); UsageError naming unknown names."""
+    entries = list(entries)
+    if not only:
+        return entries
+    names = {e.name for e in entries}
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise UsageError(f"--only: no model named {', '.join(repr(n) for n in unknown)} in the manifest "
+                         f"(models: {', '.join(sorted(names))})")
+    return [e for e in entries if e.name in set(only)]
+
+
+def manifest_schema() -> dict[str, Any]:
+    """The JSON Schema of the manifest format, generated from the models that validate it."""
+    schema = _ManifestSchema.model_json_schema()
+    schema["title"] = "bridge batch-migration manifest"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(manifest_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def write_schema(path: Path = SCHEMA_PATH) -> Path:
+    """Regenerate the published schema (run after changing the models above):
+    ``python -c "from bridge.migrate.manifest import write_schema; write_schema()"``."""
+    from bridge.io import atomic_write_text
+
+    atomic_write_text(path, schema_text())
+    return path
