@@ -120,6 +120,7 @@ class InspectReport:
     parameter_bytes: int
     problems: list[Problem]
     bridge: dict[str, str]
+    nodes: list[NodeTypes] | None = None  # per-node inferred types and shapes (``nodes=True``)
 
     @property
     def symbolic(self) -> list[str]:
@@ -131,8 +132,9 @@ class InspectReport:
         return d
 
 
-def inspect_model(model: str | Path, *, load_in_runtime: bool = True) -> InspectReport:
-    """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems."""
+def inspect_model(model: str | Path, *, load_in_runtime: bool = True, nodes: bool = False) -> InspectReport:
+    """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems;
+    with ``nodes``, every node's inferred input/output types and shapes (``infer_node_types``)."""
     proto = load_model(model)
     hist = Counter((f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type)
                    for n in _all_nodes(proto.graph))
@@ -149,6 +151,7 @@ def inspect_model(model: str | Path, *, load_in_runtime: bool = True) -> Inspect
         inputs=graph_metas(proto.graph.input, proto), outputs=graph_metas(proto.graph.output, proto),
         op_histogram=dict(hist.most_common()), parameter_count=count, parameter_bytes=nbytes,
         problems=find_problems(proto, load_in_runtime=load_in_runtime), bridge=bridge_metadata(proto),
+        nodes=infer_node_types(proto) if nodes else None,
     )
 
 
@@ -166,3 +169,90 @@ def graph_metas(values: Iterable[onnx.ValueInfoProto], model: onnx.ModelProto) -
     """The declared signature entries that are real inputs/outputs (initializers listed as inputs excluded)."""
     inits = {i.name for i in model.graph.initializer}
     return [TensorMeta.from_value_info(vi) for vi in values if vi.name not in inits]
+
+
+# -- per-node type and shape inference (``bridge inspect --nodes``) -----------------------------------
+
+@dataclass
+class ValueType:
+    """A tensor as shape inference sees it: dtype and dims (ints, symbolic names, None = unknown);
+    ``shape`` None when even the rank is unknown."""
+
+    name: str
+    dtype: str
+    shape: list[int | str | None] | None
+
+    @property
+    def complete(self) -> bool:
+        return self.shape is not None and all(d is not None for d in self.shape)
+
+    def describe(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype}[unknown rank]"
+        return f"{self.dtype}[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+
+
+@dataclass
+class NodeTypes:
+    """One node's inferred input and output types; ``loses`` says where inference lost a dim or the rank
+    although every input was known: where dynamic-axis and "Expected shape" problems begin."""
+
+    index: int
+    name: str
+    op: str
+    inputs: list[ValueType]
+    outputs: list[ValueType]
+    loses: str = ""
+
+
+def _value_type(name: str, known: dict[str, onnx.TypeProto]) -> ValueType:
+    tp = known.get(name)
+    if tp is None or not tp.HasField("tensor_type"):
+        return ValueType(name, "unknown" if tp is None else tp.WhichOneof("value") or "unknown", None)
+    tt = tp.tensor_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "unknown"
+    if not tt.HasField("shape"):
+        return ValueType(name, dtype, None)
+    dims: list[int | str | None] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                                    for d in tt.shape.dim]
+    return ValueType(name, dtype, dims)
+
+
+def _invented(dim: int | str | None) -> bool:
+    """Shape inference names a dim it cannot compute ``unk__N``: an unknown, not a user's axis name."""
+    return isinstance(dim, str) and dim.startswith("unk__")
+
+
+def infer_node_types(model: onnx.ModelProto) -> list[NodeTypes]:
+    """Run ONNX shape inference (with data propagation) and report every main-graph node's input/output
+    types, flagging the nodes whose outputs lose a dim or the rank while all their inputs were known."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        except Exception:
+            inferred = model
+    g = inferred.graph
+    known = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
+    for init in g.initializer:
+        known.setdefault(init.name, onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims)))
+    out: list[NodeTypes] = []
+    for k, node in enumerate(g.node):
+        ins = [_value_type(i, known) for i in node.input if i]
+        outs = [_value_type(o, known) for o in node.output if o]
+        entry = NodeTypes(k, node.name or f"<unnamed {node.op_type} #{k}>",
+                          node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}", ins, outs)
+        if all(i.shape is not None for i in ins):
+            seen = {d for i in ins for d in (i.shape or ()) if isinstance(d, str)}
+            for o in outs:
+                if o.shape is None:
+                    entry.loses = f"inference loses the rank of '{o.name}' although every input's rank is known"
+                    break
+                lost = [str(a) for a, d in enumerate(o.shape) if d is None or (_invented(d) and d not in seen)]
+                if lost:
+                    entry.loses = (f"inference loses dim(s) {', '.join(lost)} of '{o.name}' "
+                                   f"(unknown from inputs {', '.join(i.describe() for i in ins) or 'none'})")
+                    break
+        out.append(entry)
+    return out

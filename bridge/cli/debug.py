@@ -8,6 +8,8 @@ model diverges from the source (as ``convert`` would fail), 0 when every compare
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -179,3 +181,14 @@ def localize_failure(source: str, **kwargs: Any) -> None:
     render_debug(result)
     if kwargs.get("report"):
         out.print(f"debug report written to {kwargs['report']}")
+
+
+def test_hooks() -> contextlib.AbstractContextManager[Any]:
+    """The test hook of ``BRIDGE_TEST_BREAK`` (``bridge.debug.breakage``) for one command; nothing when unset."""
+    text = os.environ.get("BRIDGE_TEST_BREAK", "").strip()
+    if not text:
+        return contextlib.nullcontext()
+    from bridge.debug.breakage import broken
+
+    render.err.print(f"[yellow]test hook BRIDGE_TEST_BREAK={escape(text)}: conversion deliberately broken[/yellow]")
+    return broken(text)

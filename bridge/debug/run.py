@@ -1,0 +1,325 @@
+"""``bridge debug``: convert like ``bridge convert``, then find where the converted model goes wrong.
+
+Steps: export with the adapter; run the ONNX stage one pass at a time with snapshots
+(``passes.trace_pipeline``); run the source reference and the final model on the same inputs and
+compare the outputs (``validation.run.run_and_compare``, detection-aware where the stage recorded
+detection outputs); compare every intermediate tensor the source and the converted model share
+(``localize.compare_tensors`` over ``sources.source_taps``) and name the culprit node, the pass or
+translator that produced it (``StageTrace.provenance``); compare the model before and after each pass
+(``passes.localize_passes``). The result also carries plain data for the HTML report: per-element
+error histograms of failing outputs and detection overlays (boxes of both sides on the input images).
+Runs in-process (no child-process isolation), one chunk of tensors at a time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from bridge.config import ConvertConfig, Tolerance
+from bridge.debug.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
+from bridge.debug.localize import Divergence, compare_tensors
+from bridge.debug.passes import EXPORT, StageTrace, localize_passes, trace_pipeline
+from bridge.debug.sources import SourceTaps, source_taps
+from bridge.debug.tensors import TensorError, error_histogram, tensor_error
+from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
+from bridge.inspection import graph_metas
+from bridge.model import ModelContainer
+from bridge.report.images import Box, Overlay, as_display_image
+from bridge.runtimes.base import TensorMeta
+from bridge.validation.compare import Comparison, compare_outputs
+from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs
+
+Progress = Callable[[str], None]
+MAX_OVERLAYS = 4  # images drawn per detection output
+
+
+@dataclass
+class DebugResult:
+    """Everything ``bridge debug`` found; ``overlays`` are pictures' data for the HTML report (not in to_dict)."""
+
+    source: str
+    framework: str
+    exporter: str
+    opset: int
+    inputs: list[TensorMeta]
+    outputs: list[TensorMeta]
+    stage: StageTrace
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    validation: list[Comparison] = field(default_factory=list)
+    validation_skipped: str | None = None
+    validation_inputs: dict[str, list[int]] = field(default_factory=dict)
+    divergence: Divergence | None = None
+    granularity: str = ""
+    provenance: dict[str, str] = field(default_factory=dict)  # culprit region node -> pass that made it (or export)
+    histograms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    overlays: list[Overlay] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    output: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.validation) and self.culprit() is None
+
+    def culprit_pass(self) -> str | None:
+        """The pass that created most of the culprit's nodes, or EXPORT (the adapter). Passes whose own
+        before/after comparison covered the culprit tensor and found it unchanged are not blamed: the
+        difference was there before them."""
+        made = list(self.provenance.values())
+        d = self.divergence.culprit if self.divergence is not None else None
+        cleared = self.stage.cleared(d.tensor) if d is not None else set()
+        passes = [p for p in made if p != EXPORT and p not in cleared]
+        if passes:
+            return Counter(passes).most_common(1)[0][0]
+        return EXPORT if made else None
+
+    def culprit(self) -> dict[str, Any] | None:
+        """The verdict: the node (and pass) to blame, or None when nothing diverges."""
+        d = self.divergence.culprit if self.divergence is not None else None
+        if d is not None:
+            made_by = self.culprit_pass()
+            changed = self.stage.culprit
+            if changed is not None and made_by in (EXPORT, None):
+                # a pass moved a tensor's values: it outranks "this node came from the export" (e.g. a wrong
+                # constant folded into an input of an exported node)
+                made_by, by = changed.record.name, f"rewritten by {changed.record.name} ({changed.summary()})"
+            elif made_by == EXPORT:
+                what = "translator for" if self.framework == "mxnet" else "its export of"
+                by = f"emitted by the {self.framework} adapter" + (
+                    f" ({what} {d.source_node.op})" if d.source_node else "")
+            else:
+                by = f"rewritten by {made_by}" if made_by else ""
+            node = d.source_node.name if d.source_node else (d.node.name if d.node else d.tensor)
+            op = d.source_node.op if d.source_node else (d.node.op if d.node else "?")
+            attrs = d.source_node.attributes if d.source_node else (d.node.attributes if d.node else {})
+            return {"kind": "source-vs-converted", "node": node, "op": op, "attributes": attrs, "tensor": d.tensor,
+                    "onnx_node": d.node.to_dict() if d.node else None, "pass": made_by, "made_by": by,
+                    "error": d.error.to_dict(), "reference": d.reference.to_dict(), "candidate": d.candidate.to_dict(),
+                    "inputs": [{"tensor": n, "reference": r.to_dict() if r else None,
+                                "candidate": c.to_dict() if c else None}
+                               for n, r, c in self.divergence.culprit_inputs()],  # type: ignore[union-attr]
+                    "summary": f"{self.divergence.summary()}" + (f"; {by}" if by else "")}  # type: ignore[union-attr]
+        p = self.stage.culprit
+        if p is not None and p.divergence is not None:
+            row = p.divergence.culprit or p.divergence.first_divergent
+            assert row is not None
+            return {"kind": "pass", "node": row.node.name if row.node else row.tensor,
+                    "op": row.node.op if row.node else (row.source_node.op if row.source_node else "?"),
+                    "attributes": row.node.attributes if row.node else {}, "tensor": row.tensor,
+                    "onnx_node": row.node.to_dict() if row.node else None, "pass": p.record.name,
+                    "made_by": f"rewritten by {p.record.name}", "error": row.error.to_dict(),
+                    "reference": row.reference.to_dict(), "candidate": row.candidate.to_dict(),
+                    "inputs": [{"tensor": n, "reference": r.to_dict() if r else None,
+                                "candidate": c.to_dict() if c else None} for n, r, c in p.divergence.culprit_inputs()],
+                    "summary": p.summary()}
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": "debug", "source": self.source, "framework": self.framework, "exporter": self.exporter,
+            "opset": self.opset, "output": self.output, "written": self.output is not None,
+            "inputs": [asdict(m) for m in self.inputs], "outputs": [asdict(m) for m in self.outputs],
+            "notes": self.notes, "warnings": self.warnings, "passed": self.passed, "culprit": self.culprit(),
+            "passes": [v.to_dict() for v in self.stage.verdicts],
+            "pass_localization": {"culprit": self.stage.to_dict()["culprit"], "notes": self.stage.notes},
+            "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
+            "validation_inputs": self.validation_inputs, "granularity": self.granularity,
+            "divergence": self.divergence.to_dict() if self.divergence else None, "provenance": self.provenance,
+            "histograms": self.histograms, "overlays": [o.title for o in self.overlays], "timings": self.timings,
+        }
+
+
+def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None, budget: int = DEFAULT_BUDGET_BYTES,
+                     progress: Progress | None = None, workdir: Path | None = None) -> DebugResult:
+    """Convert ``cfg.source`` pass by pass and localise any divergence from the source framework.
+
+    With ``model`` (an already converted ONNX model, e.g. ``bridge validate --localize``) the source is
+    exported only for its reference runner and taps, and ``model`` is compared with it (no passes run).
+    """
+    from adapters import detect_adapter, get_adapter
+    from bridge.passes.pipeline import conversion_pipeline
+    from bridge.validation.probe import probe_output_shapes
+
+    say = progress or (lambda _m: None)
+    timings: dict[str, float] = {}
+    adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
+    say(f"exporting with the {adapter.framework} adapter")
+    t = time.perf_counter()
+    export = adapter.export(cfg.source, cfg.export)
+    timings["export_s"] = time.perf_counter() - t
+    with tempfile.TemporaryDirectory(prefix="bridge-debug-", dir=workdir) as tmp:
+        if model is None:
+            container = ModelContainer.from_proto(export.model, source_framework=adapter.framework,
+                                                  exporter=export.exporter, inputs=export.inputs,
+                                                  dynamic=cfg.export.dynamic, warnings=list(export.warnings))
+            steps = conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
+                                        detection_format=cfg.detection_format, max_detections=cfg.max_detections,
+                                        probe=probe_output_shapes)
+            t = time.perf_counter()
+            trace = trace_pipeline(container, steps, Path(tmp), say)
+            timings["passes_s"] = time.perf_counter() - t
+            final, warnings = container.to_proto(), list(container.warnings)
+        else:
+            trace, final, warnings = StageTrace([], []), model, list(export.warnings)
+            trace.notes.append("a converted model was given: the ONNX stage's passes were not re-run")
+        result = DebugResult(
+            source=cfg.source.describe(), framework=adapter.framework, exporter=export.exporter,
+            opset=cfg.export.opset, inputs=graph_metas(final.graph.input, final),
+            outputs=graph_metas(final.graph.output, final), stage=trace, notes=list(export.notes),
+            warnings=warnings, timings=timings)
+        detections = as_detection_specs(saved_detection_outputs(final))
+        feeds, ref_outputs = _compare_outputs(cfg, adapter, export, final, detections, result, say)
+        t = time.perf_counter()
+        if ref_outputs is not None:
+            taps = source_taps(adapter.framework, cfg.source, export, adapter.reference_runner(cfg.source, export))
+            result.granularity = taps.granularity
+            say(f"comparing every tensor {taps.framework} and the converted model share")
+            result.divergence = _localize_source(taps, final, feeds, cfg.tolerance, detections, budget)
+            culprit = result.divergence.culprit
+            if culprit is not None and trace.snapshots:
+                result.provenance = trace.provenance([n.name for n in culprit.region] or
+                                                     ([culprit.node.name] if culprit.node else []))
+        timings["localize_s"] = time.perf_counter() - t
+        if trace.snapshots:
+            t = time.perf_counter()
+            localize_passes(trace, feeds, cfg.tolerance, budget, say)
+            timings["passes_compare_s"] = time.perf_counter() - t
+        result.notes.extend(trace.notes)
+        if ref_outputs is not None:
+            _visuals(result, final, feeds, ref_outputs, detections)
+    return result
+
+
+def write_debug_report(result: DebugResult, path: Path) -> None:
+    """``.html``: the self-contained report with pictures; ``.json`` / ``.md`` as every command writes them."""
+    if Path(path).suffix.lower() in (".html", ".htm"):
+        from bridge.report.html import write_html
+
+        write_html(result.to_dict(), Path(path), result.overlays)
+    else:
+        from bridge.report import write_report
+
+        write_report(result.to_dict(), Path(path))
+
+
+def _compare_outputs(cfg: ConvertConfig, adapter: Any, export: Any, final: onnx.ModelProto,
+                     detections: Sequence[DetectionSpec], result: DebugResult, say: Progress
+                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """The final outputs compared as ``bridge convert`` does; the inputs used and the reference outputs."""
+    from bridge.runtimes.onnxruntime import OnnxRuntime
+
+    source = FeedSource(cfg.feeds, export.inputs, cfg.seed)
+    t = time.perf_counter()
+    try:
+        reference = adapter.reference_runner(cfg.source, export)
+        say(f"validating in onnxruntime against {reference.name}")
+        run = run_and_compare(reference, {"onnxruntime": OnnxRuntime(final)}, source, cfg.tolerance,
+                              detections=detections)
+    except (AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError) as exc:
+        result.validation_skipped = f"source reference unavailable: {exc}"
+        result.warnings.append(result.validation_skipped + "; only the passes are compared")
+        runtime = OnnxRuntime(final)
+        runtime.activate()
+        try:
+            return source.make(runtime.input_metadata()), None
+        finally:
+            runtime.deactivate()
+    finally:
+        result.timings["validate_s"] = time.perf_counter() - t
+    result.validation = run.comparisons
+    result.validation_inputs = run.input_shapes()
+    return dict(run.feeds), dict(run.reference_outputs)
+
+
+def _localize_source(taps: SourceTaps, final: onnx.ModelProto, feeds: Mapping[str, np.ndarray], tolerance: Tolerance,
+                     detections: Sequence[DetectionSpec], budget: int) -> Divergence:
+    candidate = OnnxTaps(final)
+    # node outputs, and constants the ONNX stage folded from source tensors (compared as read from the model)
+    shared = sorted(taps.names() & (set(candidate.index.order) | candidate.index.initializers))
+    if not shared:
+        shared = sorted(set(candidate.index.outputs) & taps.names())
+
+    def run_reference(f: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+        return taps.run(f, names)
+
+    divergence = compare_tensors(candidate.index, shared, run_reference, candidate.run, feeds, tolerance,
+                                 reference=taps.framework, candidate="converted", describe=taps.describe,
+                                 budget=budget, judge=_detection_judge(detections, tolerance))
+    if len(shared) <= len(candidate.index.outputs):
+        divergence.notes.append(f"{taps.framework}: {taps.granularity}")
+    return divergence
+
+
+def _detection_judge(detections: Sequence[DetectionSpec], tolerance: Tolerance
+                     ) -> Callable[[str, np.ndarray, np.ndarray], TensorError | None]:
+    """A detection output held in one tensor is judged detection by detection (NMS order among tied
+    scores is not an error); groups spread over several tensors are compared elementwise, tensor by tensor."""
+    single = {spec.candidate_names()[0]: spec for spec in detections
+              if spec.candidate_names() == spec.reference_names() and len(spec.candidate_names()) == 1}
+
+    def judge(name: str, ref: np.ndarray, cand: np.ndarray) -> TensorError | None:
+        spec = single.get(name)
+        if spec is None:
+            return None
+        comp = compare_outputs({name: ref}, {name: cand}, tolerance, detection_outputs=[spec])
+        o = next((x for x in comp.outputs if x.name == name or name in x.covers), None)
+        if o is None:
+            return None
+        figures = tensor_error(ref, cand, tolerance, name)
+        return TensorError(o.passed, figures.max_abs, figures.max_rel, figures.mismatch_fraction, o.note)
+    return judge
+
+
+def _visuals(result: DebugResult, final: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+             ref_outputs: Mapping[str, np.ndarray], detections: Sequence[DetectionSpec]) -> None:
+    """Error histograms of failing outputs and detection overlays (plain data for bridge.report)."""
+    failing = {n for c in result.validation for o in c.outputs if not o.passed for n in (o.covers or [o.name])}
+    groups = {n for spec in detections for n in spec.candidate_names()}
+    wanted = sorted((failing | groups) & {o.name for o in final.graph.output})
+    if not wanted:
+        return
+    cand = OnnxTaps(final).run(feeds, wanted)
+    for name in sorted(failing):
+        if name in cand and name in ref_outputs:
+            hist = error_histogram(ref_outputs[name], cand[name])
+            if hist is not None:
+                result.histograms[name] = hist
+    image_input = next((k for k, v in feeds.items() if v.ndim == 4 and (v.shape[1] in (1, 3) or v.shape[-1] in (1, 3))),
+                       None)
+    if image_input is None or not detections:
+        return
+    try:
+        from bridge.validation.detection import match_pairs
+        from bridge.validation.detection_layouts import read_detection_pair
+
+        for spec in detections:
+            ref_dets, cand_dets = read_detection_pair(spec, ref_outputs, cand)
+            for i, (r, c) in enumerate(zip(ref_dets, cand_dets, strict=False)):
+                if i >= MAX_OVERLAYS:
+                    break
+                ri, cj, _iou = match_pairs(r, c)
+                image = as_display_image(feeds[image_input][i])
+                coords = np.concatenate([np.asarray(r.boxes).reshape(-1), np.asarray(c.boxes).reshape(-1)])
+                finite = coords[np.isfinite(coords)]
+                normalised = bool(finite.size == 0 or np.abs(finite).max() <= 1.5)
+                result.overlays.append(Overlay(
+                    f"{spec.label}: image {i}", image,
+                    _boxes(r, set(ri.tolist())), _boxes(c, set(cj.tolist())), normalised))
+    except Exception as exc:  # the overlays are a picture: never fail the diagnosis over them
+        result.warnings.append(f"detection overlays left out: {type(exc).__name__}: {exc}")
+
+
+def _boxes(d: Any, matched: set[int]) -> list[Box]:
+    boxes = np.asarray(d.boxes, np.float64).reshape(-1, 4)
+    return [Box(float(boxes[k, 0]), float(boxes[k, 1]), float(boxes[k, 2]), float(boxes[k, 3]), int(d.classes[k]),
+                float(d.scores[k]), k in matched) for k in range(len(boxes))]

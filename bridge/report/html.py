@@ -1,0 +1,230 @@
+"""A self-contained HTML report (no network: styles inline, pictures as data: URIs) of a command's result.
+
+Renders the plain dict a result's ``to_dict()`` gives (``convert``, ``validate`` or ``debug``): the
+signature, the passes table, the per-output comparison and, for ``debug``, the verdict (culprit node,
+op, attributes, input/output statistics), the divergence table with the culprit highlighted, per-element
+error histograms of failing outputs and detection overlays (``bridge.report.images``, Pillow). Without
+Pillow the pictures are left out with a note; everything else is text.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bridge.io import atomic_write_text
+from bridge.report import images
+from bridge.report.images import Overlay
+
+MAX_TABLE_ROWS = 2000  # divergence rows shown (all are in the JSON report)
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;color:#1b1b1b;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;width:100%;margin:6px 0;font-size:12.5px}th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}td.stats{font-size:11px;color:#333;min-width:240px}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.pass{color:#137a2a;font-weight:600}.fail{color:#b3161b;font-weight:600}.muted{color:#777}
+tr.culprit td{background:#ffe3e0;font-weight:600}tr.diverges td{background:#fff6e5}
+.verdict{border:2px solid #b3161b;background:#fff1f0;padding:10px 14px;border-radius:6px;margin:12px 0}
+.verdict.ok{border-color:#137a2a;background:#effaf1}
+code{background:#f4f4f4;padding:0 3px;border-radius:3px;font-size:12.5px}
+.figs{display:flex;flex-wrap:wrap;gap:14px}.figs figure{margin:0}.figs figcaption{font-size:12px;color:#444}
+.legend span{display:inline-block;width:12px;height:12px;margin:0 4px -2px 10px;border-radius:2px}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return _e(x)
+
+
+def _shape(meta: dict[str, Any]) -> str:
+    shape = meta.get("shape")
+    return "unknown" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _stats(s: dict[str, Any] | None) -> str:
+    if not s:
+        return "-"
+    rng = "no finite values" if s.get("min") is None else \
+        f"min {_num(s['min'])} / max {_num(s['max'])} / mean {_num(s['mean'])}"
+    bad = f"; <b>{s['nan']} NaN, {s['inf']} inf</b>" if s.get("nan") or s.get("inf") else ""
+    return f"{_e(s['dtype'])}{_e(s['shape'])} {rng}{bad}"
+
+
+def _table(head: Sequence[str], rows: Iterable[tuple[str, Sequence[str]]]) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
+    for cls, cells in rows:
+        out.append(f'<tr class="{cls}">' + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _signature(data: dict[str, Any]) -> str:
+    rows = [("", [f"<td>{_e(m['name'])}</td>", f"<td>{kind[:-1]}</td>", f"<td>{_e(_shape(m))}</td>",
+                  f"<td>{_e(m['dtype'])}</td>"]) for kind in ("inputs", "outputs") for m in data.get(kind, [])]
+    return "<h2>Signature</h2>" + _table(("tensor", "kind", "shape", "dtype"), rows)
+
+
+def _passes(data: dict[str, Any]) -> str:
+    passes = data.get("passes") or []
+    if not passes:
+        return ""
+    culprit_pass = (data.get("culprit") or {}).get("pass")
+    rows = []
+    for p in passes:
+        cls = "culprit" if p.get("changed_values") or (culprit_pass and p["name"] == culprit_pass) else ""
+        cells = [f"<td>{_e(p['name'])}</td>", f"<td>{'yes' if p['modified'] else 'no'}</td>",
+                 f"<td class=num>{p['seconds']:.3f}</td>"]
+        if "summary" in p:
+            cells.append(f"<td class=num>+{p.get('nodes_added', 0)} / -{p.get('nodes_removed', 0)}</td>")
+            cells.append(f"<td>{_e(p['summary'])}</td>")
+        cells.append(f"<td class=muted>{_e(p['reason'])}</td>")
+        rows.append((cls, cells))
+    head = ["pass", "modified", "seconds"] + (["nodes +/-", "values before vs after"] if "summary" in passes[0] else []) + ["why"]
+    notes = "".join(f"<p class=muted>{_e(n)}</p>" for n in (data.get("pass_localization") or {}).get("notes", []))
+    return "<h2>Passes</h2>" + notes + _table(head, rows)
+
+
+def _comparisons(comparisons: Sequence[dict[str, Any]], skipped: str | None) -> str:
+    out = ["<h2>Outputs compared</h2>"]
+    if skipped:
+        out.append(f"<p class=fail>validation skipped: {_e(skipped)}</p>")
+    for comp in comparisons:
+        verdict = '<span class="pass">PASS</span>' if comp["passed"] else '<span class="fail">FAIL</span>'
+        out.append(f"<p><b>{_e(comp['candidate'])}</b> vs <b>{_e(comp['reference'])}</b>: {verdict}</p>")
+        rows = [("" if o["passed"] else "diverges",
+                 [f"<td>{_e(o['name'])}</td>", f"<td>{'yes' if o['passed'] else '<b>NO</b>'}</td>",
+                  f"<td>{_e(o.get('cand_shape'))}</td>", f"<td class=num>{_num(o.get('max_abs'))}</td>",
+                  f"<td class=num>{_num(o.get('max_rel'))}</td>", f"<td class=num>{_num(o.get('mismatch_fraction'))}</td>",
+                  f"<td>{_e(o.get('note', ''))}</td>"]) for o in comp["outputs"]]
+        out.append(_table(("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"), rows))
+    return "\n".join(out)
+
+
+def _verdict(data: dict[str, Any]) -> str:
+    c = data.get("culprit")
+    if not c:
+        ok = data.get("passed")
+        text = "every compared tensor agrees" if ok else "the outputs differ but no single node could be blamed"
+        return f'<div class="verdict{" ok" if ok else ""}" id="verdict">{_e(text)}</div>'
+    attrs = ", ".join(f"{_e(k)}={_e(json.dumps(v) if not isinstance(v, str) else v)}" for k, v in c["attributes"].items())
+    err = c["error"]
+    inputs = "".join(f"<tr><td>{_e(i['tensor'])}</td><td>{_stats(i['reference'])}</td><td>{_stats(i['candidate'])}</td></tr>"
+                     for i in c.get("inputs", []))
+    onnx_node = c.get("onnx_node")
+    return f"""<div class="verdict" id="culprit-verdict">
+<p><b>Culprit:</b> node <code id="culprit-node">{_e(c['node'])}</code> (op <code>{_e(c['op'])}</code>),
+output <code>{_e(c['tensor'])}</code>; {_e(c.get('made_by') or '')}</p>
+<p>{_e(c['summary'])}</p>
+<p>error: max abs {_num(err.get('max_abs'))}, max rel {_num(err.get('max_rel'))}, mismatch fraction
+{_num(err.get('mismatch_fraction'))} {_e(err.get('note') or '')}</p>
+<p>attributes: {attrs or '<span class=muted>none</span>'}</p>
+{f"<p>ONNX node: <code>{_e(onnx_node['name'])}</code> ({_e(onnx_node['op'])})</p>" if onnx_node else ""}
+<table><tr><th>tensor</th><th>reference</th><th>converted</th></tr>{inputs}
+<tr class="culprit"><td>{_e(c['tensor'])} (output)</td><td>{_stats(c['reference'])}</td><td>{_stats(c['candidate'])}</td></tr></table>
+</div>"""
+
+
+def _divergence(data: dict[str, Any]) -> str:
+    d = data.get("divergence")
+    if not d:
+        return ""
+    rows = []
+    for r in d["rows"][:MAX_TABLE_ROWS]:
+        src = r.get("source_node")
+        node = r.get("node")
+        err = r["error"]
+        cls = "culprit" if r["culprit"] else ("diverges" if r["diverges"] else "")
+        rows.append((cls, [f"<td>{_e(r['tensor'])}" + (' <a id="culprit"></a>' if r["culprit"] else "") + "</td>",
+                           f"<td>{_e(src['name'] + ' (' + src['op'] + ')') if src else '-'}</td>",
+                           f"<td>{_e(node['name'] + ' (' + node['op'] + ')') if node else '-'}</td>",
+                           f"<td>{'CULPRIT' if r['culprit'] else ('differs' if r['diverges'] else 'agrees')}</td>",
+                           f"<td class=num>{_num(err.get('max_abs'))}</td>", f"<td class=num>{_num(err.get('max_rel'))}</td>",
+                           f"<td class=num>{_num(err.get('mismatch_fraction'))}</td>",
+                           f"<td class=stats>{_stats(r['reference'])}</td>", f"<td class=stats>{_stats(r['candidate'])}</td>"]))
+    more = f"<p class=muted>{len(d['rows']) - MAX_TABLE_ROWS} more rows in the JSON report</p>" \
+        if len(d["rows"]) > MAX_TABLE_ROWS else ""
+    notes = "".join(f"<p class=muted>{_e(n)}</p>" for n in d.get("notes", []))
+    return (f"<h2>Divergence: {_e(d['reference'])} vs {_e(d['candidate'])}, tensor by tensor</h2>"
+            f"<p>{_e(d['summary'])} ({d['compared']} tensors compared, {d['diverging']} differ; "
+            f"{_e(data.get('granularity', ''))})</p>{notes}"
+            + _table(("tensor", "source node", "ONNX node", "verdict", "max abs", "max rel", "mismatch",
+                      "reference", "converted"), rows) + more)
+
+
+def _histograms(data: dict[str, Any]) -> str:
+    hists = data.get("histograms") or {}
+    if not hists:
+        return ""
+    figs = []
+    for name, h in hists.items():
+        caption = f"{_e(name)}: {h['exact']} elements exact, {sum(h['counts'])} differ, {h['nonfinite']} non-finite"
+        if images.available():
+            figs.append(f"<figure>{_img(images.render_histogram(h['edges'], h['counts'], name), 'error histogram ' + name)}"
+                        f"<figcaption>{caption}</figcaption></figure>")
+        else:
+            figs.append(f"<p>{caption}</p>")
+    return "<h2>Per-element error of failing outputs</h2><div class=figs>" + "".join(figs) + "</div>"
+
+
+def _overlays(overlays: Sequence[Overlay]) -> str:
+    if not overlays:
+        return ""
+    if not images.available():
+        return "<h2>Detections</h2><p class=muted>overlays left out: Pillow is not installed (pip install 'bridge[report]')</p>"
+    legend = (f'<p class=legend>reference<span style="background:rgb{images.REFERENCE_COLOUR}"></span> '
+              f'converted<span style="background:rgb{images.CANDIDATE_COLOUR}"></span> '
+              f'dashed with a corner mark: no match on the other side<span style="background:rgb{images.UNMATCHED_COLOUR}"></span></p>')
+    figs = []
+    for o in overlays:
+        unmatched = sum(not b.matched for b in o.reference) + sum(not b.matched for b in o.candidate)
+        caption = (f"{_e(o.title)}: {len(o.reference)} reference, {len(o.candidate)} converted boxes, "
+                   f"{unmatched} unmatched")
+        figs.append(f'<figure class="overlay">{_img(images.render_overlay(o), o.title)}<figcaption>{caption}</figcaption></figure>')
+    return "<h2>Detections</h2>" + legend + "<div class=figs>" + "".join(figs) + "</div>"
+
+
+def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
+    cmd = data.get("command", "bridge")
+    title = f"bridge {cmd}: {data.get('source') or data.get('model') or ''}"
+    verdict = '<span class="pass">PASS</span>' if data.get("passed") else '<span class="fail">FAIL</span>'
+    meta = []
+    for key in ("framework", "exporter", "opset", "reference"):
+        if data.get(key) is not None:
+            meta.append(f"{key}: <b>{_e(data[key])}</b>")
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1><p>{verdict} &middot; " + " &middot; ".join(meta) + "</p>"]
+    if cmd == "debug":
+        parts.append(_verdict(data))
+    parts.append(_comparisons(data.get("validation") or data.get("comparisons") or [], data.get("validation_skipped")))
+    parts.append(_overlays(overlays))
+    parts.append(_histograms(data))
+    parts.append(_divergence(data))
+    parts.append(_passes(data))
+    if data.get("inputs") and isinstance(data["inputs"], list):
+        parts.append(_signature(data))
+    for kind in ("notes", "warnings"):
+        if data.get(kind):
+            parts.append(f"<h2>{kind.title()}</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in data[kind]) + "</ul>")
+    parts.append("</body></html>\n")
+    return "\n".join(p for p in parts if p)
+
+
+def write_html(data: dict[str, Any], path: Path, overlays: Sequence[Overlay] = ()) -> None:
+    atomic_write_text(Path(path), to_html(data, overlays))
