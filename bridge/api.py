@@ -211,6 +211,7 @@ def _example_inputs(feeds: Path | None, values: InputValues, seed: int,
 def _write_failure_report(cfg: ConvertConfig, exc: BaseException) -> None:
     from bridge.report import write_report
 
+    assert cfg.report is not None
     write_report({"command": "convert", "source": cfg.source.describe(), "output": str(cfg.output), "written": False,
                   "passed": False, "error": {"type": type(exc).__name__, "message": str(exc),
                                              "exit_code": getattr(exc, "exit_code", None)}}, cfg.report)
@@ -537,8 +538,8 @@ def validate(
                 RunResults(dict(run.feeds), run.reference_outputs, runner.name,
                            {"source": src.describe(), "seed": seed}).save(Path(save_reference))
     comparisons = run.comparisons
-    saved = str(save_reference) if save_reference and source is not None else None
-    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved, strict=strict)
+    saved_to = str(save_reference) if save_reference and source is not None else None
+    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict)
     if report:
         from bridge.report import write_report
 
