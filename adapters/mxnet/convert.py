@@ -25,6 +25,7 @@ from adapters.mxnet import (  # noqa: F401
     ops_elemwise,
     ops_indexing,
     ops_math,
+    ops_more,
     ops_nn,
     ops_nn_extra,
     ops_sequence,

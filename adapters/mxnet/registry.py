@@ -32,6 +32,55 @@ NOT_TRANSLATED: dict[str, str] = {
     "_zeros_without_dtype": "its dtype comes from the consumer at bind time; re-export with an explicit dtype",
     "Custom": "a Python-defined operator: its computation is not in the symbol file",
 }
+_QUANTIZED = ("_contrib_quantize", "_contrib_quantize_v2", "_contrib_quantize_asym", "_contrib_dequantize",
+              "_contrib_requantize", "_contrib_calibrate_entropy", "_contrib_quantized_act",
+              "_contrib_quantized_batch_norm", "_contrib_quantized_concat", "_contrib_quantized_conv",
+              "_contrib_quantized_elemwise_add", "_contrib_quantized_elemwise_mul", "_contrib_quantized_embedding",
+              "_contrib_quantized_flatten", "_contrib_quantized_fully_connected", "_contrib_quantized_pooling",
+              "_contrib_quantized_rnn")
+_NO_SAMPLER = ("_random_gamma", "random_gamma", "_random_gamma_like", "_sample_gamma", "sample_gamma",
+               "_random_poisson", "random_poisson", "_random_poisson_like", "_sample_poisson", "sample_poisson",
+               "_random_negative_binomial", "random_negative_binomial", "_random_negative_binomial_like",
+               "_sample_negative_binomial", "sample_negative_binomial", "_random_generalized_negative_binomial",
+               "random_generalized_negative_binomial", "_random_generalized_negative_binomial_like",
+               "_sample_generalized_negative_binomial", "sample_generalized_negative_binomial")
+NOT_TRANSLATED.update({
+    **dict.fromkeys(_QUANTIZED, "MXNet's int8 quantization flow (its own calibration and requantize scales); convert "
+                                "the float model and quantize the ONNX model with onnxruntime's quantization tools"),
+    **dict.fromkeys(("_sg_mkldnn_conv", "_sg_mkldnn_fully_connected", "_sg_mkldnn_selfatt_qk",
+                     "_sg_mkldnn_selfatt_valatt"),
+                    "an MKLDNN subgraph fused by MXNet's quantization/optimisation pass (its body is not in the "
+                    "file); export the model before fusing"),
+    **dict.fromkeys(("_cvimread", "_cvimdecode", "_imdecode", "_cvimresize", "_cvcopyMakeBorder"),
+                    "image file I/O with OpenCV, outside the tensor graph; decode images before the model"),
+    **dict.fromkeys(("_contrib_dgl_adjacency", "_contrib_dgl_csr_neighbor_uniform_sample",
+                     "_contrib_dgl_csr_neighbor_non_uniform_sample", "_contrib_dgl_graph_compact",
+                     "_contrib_dgl_subgraph", "_contrib_edge_id"),
+                    "DGL graph op on CSR sparse storage; ONNX has no sparse graph tensors"),
+    **dict.fromkeys(("_foreach", "_while_loop", "_cond"),
+                    "control flow whose body is a subgraph of the symbol (ONNX Scan / Loop / If); bridge's symbol "
+                    "reader does not read subgraphs yet, so it is not translated"),
+    **dict.fromkeys(_NO_SAMPLER, "ONNX has no gamma / Poisson / negative-binomial sampler and no exact "
+                                 "transform of uniform or normal draws into one"),
+    "_sample_unique_zipfian": "sampling without replacement until unique (a data-dependent loop); no ONNX form",
+    **dict.fromkeys(("CTCLoss", "ctc_loss", "_contrib_CTCLoss", "_contrib_ctc_loss"),
+                    "a training loss (CTC forward-backward over label alignments); cut the graph before it"),
+    "_contrib_MultiBoxTarget": "training target assignment for SSD (matching anchors to labels); cut the graph "
+                               "before it",
+    "_contrib_bipartite_matching": "greedy sequential matching used to build training targets; no ONNX form",
+    "_contrib_hawkesll": "a training likelihood of Hawkes processes with a sequential state update; no ONNX form",
+    **dict.fromkeys(("_contrib_fft", "_contrib_ifft", "_contrib_count_sketch"),
+                    "MXNet 1.9.1 implements it for GPU only: there is no CPU reference to check a translation "
+                    "against"),
+    "_contrib_DeformablePSROIPooling": "deformable position-sensitive pooling has no ONNX equivalent",
+    "_contrib_ModulatedDeformableConvolution": "modulated deformable convolution has no ONNX equivalent "
+                                               "(DeformConv from opset 19 lacks MXNet's offset layout)",
+    "_contrib_RROIAlign": "rotated ROI align has no ONNX equivalent",
+    **dict.fromkeys(("_linalg_inverse", "linalg_inverse", "_linalg_potrf", "linalg_potrf", "_linalg_potri",
+                     "linalg_potri", "_linalg_gelqf", "linalg_gelqf", "_linalg_syevd", "linalg_syevd",
+                     "_linalg_trsm", "linalg_trsm"),
+                    "a matrix factorisation / inverse / triangular solve: ONNX has no such op (only Det)"),
+})
 
 
 def translator(*names: str) -> Callable[[Translator], Translator]:

@@ -12,6 +12,7 @@ import pytest
 from mxnet_testlib import Model, export, hand_json, mx_op, try_mxnet
 from test_translators import CASES
 from test_translators_indexing import CASES as INDEXING_CASES
+from test_translators_more import CASES as MORE_CASES
 from test_translators_nn_extra import CASES as NN_EXTRA_CASES
 
 from adapters.mxnet.contrib import SCHEMAS
@@ -127,5 +128,6 @@ def test_every_translator_has_a_case() -> None:
     covered = {c.op for c in CASES} | {c[1] for c in CONTRIB_CASES}
     covered |= {c.op for c in NN_EXTRA_CASES if not c.refuse}
     covered |= {c.op for c in INDEXING_CASES if c.check != "raises"}
+    covered |= {c.op for c in MORE_CASES}
     missing = sorted(set(TRANSLATORS) - covered)
     assert not missing, f"translators without a test case: {missing}"
