@@ -27,6 +27,7 @@ from bridge.passes.contrib import (
     LowerMultiBoxDetectionPass,
     LowerMultiBoxPriorPass,
 )
+from bridge.passes.layout import SoftmaxLastAxisPass
 from bridge.passes.opset import ConvertOpsetPass
 from bridge.passes.shapes import (
     ClearStaleValueInfoPass,
@@ -91,6 +92,9 @@ def conversion_pipeline(
              "lowering, whose output it consumes"),
         Step(FoldConstantsPass(),
              "fold constant subgraphs and drop dead nodes after the opset is final (folding must see final op semantics)"),
+        Step(SoftmaxLastAxisPass(),
+             "Softmax over a non-last axis fed by a Transpose (SSD class probabilities) runs ~8x faster in "
+             "onnxruntime as a last-axis Softmax before the Transpose; after folding, on the final graph"),
         Step(RemoveUnusedOpsetsPass(), "drop opset imports that folding left unused"),
     ]
     if dynamic:

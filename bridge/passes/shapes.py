@@ -248,11 +248,15 @@ class NameOutputDimsByProbePass(BridgePass):
     """Name output dims shape inference could not follow, from runs of the model at two sizes.
 
     Through data-dependent subgraphs (NMS, TopK, Loop) onnx inference loses the link between an
-    output dim and the dynamic input axis it follows. ``probe`` (``bridge.validation.probe.
-    probe_output_shapes``, handed in by the caller: a pass never runs a runtime itself) runs the model
-    at the export sample sizes and at other sizes of every labelled axis; an anonymous output dim is
-    named after the one label whose size it equals in both runs. Nothing is guessed: a dim matching
-    no label, or several, stays anonymous; a model that fails at the other sizes is reported.
+    output dim and the dynamic input axis it follows, and the TorchScript exporter names such dims
+    after its own nodes (``Reshape38_dim_0``, ``Transposeoutput_0_dim_1``). ``probe`` (``bridge.
+    validation.probe.probe_output_shapes``, handed in by the caller: a pass never runs a runtime
+    itself) runs the model at the export sample sizes and at other sizes of every labelled axis; an
+    output dim that is anonymous or an exporter's symbol (mentions no label) is named after the one
+    label whose size it equals in both runs, and becomes a number when it keeps one size while every
+    label changes and the output is not computed by a data-dependent op (NMS counts may coincide).
+    Nothing else is guessed: a dim matching several labels stays as it is; a model that fails at the
+    other sizes is reported.
     """
 
     def __init__(self, axes: Sequence[DynamicAxis], inputs: Sequence[InputSpec], probe: Probe) -> None:
@@ -261,8 +265,15 @@ class NameOutputDimsByProbePass(BridgePass):
         self.inputs = tuple(inputs)
         self.probe = probe
 
+    def _unlabelled(self, dim: int | ir.SymbolicDim) -> bool:
+        if isinstance(dim, int):
+            return False
+        if dim.value is None or _is_anonymous(dim):
+            return True
+        return not any(re.search(rf"\b{re.escape(a.label)}\b", dim.value) for a in self.axes)
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        outputs = [v for v in model.graph.outputs if v.shape is not None and any(_is_anonymous(d) for d in v.shape)]
+        outputs = [v for v in model.graph.outputs if v.shape is not None and any(self._unlabelled(d) for d in v.shape)]
         if not outputs or not self.axes:
             return ir.passes.PassResult(model, False)
         try:
@@ -272,17 +283,25 @@ class NameOutputDimsByProbePass(BridgePass):
             return ir.passes.PassResult(model, False)
         sizes = [r[0] for r in runs]
         shapes = [r[1] for r in runs]
+        # a dim that keeps its size while every labelled axis changed is fixed - unless some input dim is
+        # symbolic without a label (the probe keeps those at their sample size, so they never change)
+        every_label_changed = all(len({s[lab] for s in sizes}) == len(sizes) for lab in sizes[0]) and all(
+            not self._unlabelled(d) for v in model.graph.inputs if v.shape is not None for d in v.shape)
+        data_dependent = {id(v) for node in model.graph for v in node.outputs if node.op_type in DATA_DEPENDENT_OPS}
         modified = False
         for v in outputs:
             assert v.shape is not None
             dims: list[int | ir.SymbolicDim] = list(v.shape)
             for i, d in enumerate(dims):
-                if not _is_anonymous(d):
+                if not self._unlabelled(d):
                     continue
                 seen = [s[str(v.name)][i] for s in shapes]
                 labels = [lab for lab in sizes[0] if [s[lab] for s in sizes] == seen and seen[0] != seen[1]]
                 if len(labels) == 1:
                     dims[i] = ir.SymbolicDim(labels[0])
+                    modified = True
+                elif len(set(seen)) == 1 and every_label_changed and not _depends_on_data(v, data_dependent):
+                    dims[i] = int(seen[0])  # the same size whatever the labelled axes are: a fixed dim
                     modified = True
             v.shape = ir.Shape(dims)
         return ir.passes.PassResult(model, modified)

@@ -11,7 +11,9 @@ data [..., N, W] flattened to [B, N, W]:
     with in_format != out_format the coordinates of rows whose first coordinate is >= 0 are
     converted (MXNet's conversion kernels skip rows starting with a negative value).
 Unlike mx2onnx's export this is class-aware: ids are offset to 0..C-1 (C = max - min + 1 over the
-candidates) and each box's score goes in its class row of a [B, C, N] NMS score matrix.
+candidates) and each box's score goes in its class row of a [B, C, K] NMS score matrix. Candidate-first:
+one TopK picks the K = min(N, topk) candidates in stable score order, so the score matrix, NMS, the
+kept mask and the output gather are K-sized; rows past K are one -1 pad.
 
 box_decode: data [B, N, 4] deltas against anchors (the first N anchors of the anchors tensor, as
 MXNet reads them, in "center" (cx, cy, w, h) or "corner" format), std0..3 scaling, ``clip`` > 0 caps
@@ -80,29 +82,31 @@ def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: 
     ids = b.squeeze(b.slice(d3, 2, id_index, id_index + 1), 2) if id_index >= 0 else None
     if ids is not None:
         valid = b.op("And", valid, b.op("Not", b.op("Equal", ids, b.f32(float(background_id)))))
-    candidate = valid
-    if topk > 0:
-        candidate = b.op("And", valid, nms.topk_mask(b, b.where(valid, score, nms.neg_inf(b)), topk))
+    # candidates first (one TopK: the topk cut and the stable score order); everything after is K-sized
+    values, order = nms.top_candidates(b, b.where(valid, score, nms.neg_inf(b)), topk)  # [B, K]
+    cand_coords = b.gather_rows(coords, order)  # [B, K, 4]
     if ids is None or force_suppress:
-        nms_scores = nms.agnostic_scores(b, score, candidate)
+        nms_scores = b.unsqueeze(values, 1)  # [B, 1, K]; non-candidates are -inf already
     else:
-        cls = b.cast(ids, I64)  # static_cast<int>: truncation toward zero, as Cast does
+        cls = b.cast(b.gather_cols(ids, order), I64)  # static_cast<int>: truncation toward zero, as Cast does
         zero = b.const(np.array(0, np.int64))
-        masked = b.where(candidate, cls, zero)
+        masked = b.where(b.op("Greater", values, nms.neg_inf(b)), cls, zero)
         lo = b.reduce("ReduceMin", masked, None, keepdims=0)
         hi = b.reduce("ReduceMax", masked, None, keepdims=0)
         num_classes = b.unsqueeze(b.op("Add", b.op("Sub", hi, lo), b.const(np.array(1, np.int64))), 0)
-        nms_scores = nms.class_score_matrix(b, score, b.op("Sub", cls, lo), candidate, num_classes)
-    selected = nms.non_max_suppression(b, coords, nms_scores, iou_threshold=float(np.float32(overlap_thresh)),
+        onehot = b.op("Equal", b.unsqueeze(b.op("Sub", cls, lo), 1), b.unsqueeze(nms.arange(b, num_classes), 0, 2))
+        nms_scores = b.where(onehot, b.unsqueeze(values, 1), nms.neg_inf(b))  # [B, C, K]
+    selected = nms.non_max_suppression(b, cand_coords, nms_scores, iou_threshold=float(np.float32(overlap_thresh)),
                                        center_point_box=1 if in_format == "center" else 0)
-    kept = nms.selected_mask(b, selected, score, (0, 2))  # [B, N]
-    order = nms.sort_desc(b, b.where(kept, score, nms.neg_inf(b)))
-    n = b.dim(score, 1)
-    pos = b.unsqueeze(b.op("Range", b.const(np.array(0, np.int64)), b.squeeze(n, 0),
-                           b.const(np.array(1, np.int64))), 0)
+    kept = nms.selected_mask(b, selected, values, (0, 2))  # [B, K]
+    # kept candidates keep their (score) order: a stable partition puts them first
+    kept_order = b.gather_cols(order, nms.stable_partition(b, kept))  # [B, K] anchor indices
     n_kept = b.reduce("ReduceSum", b.cast(kept, I64), [1], keepdims=1)
-    rows = b.gather_rows(d3, order)  # [B, N, W]
-    out = b.where(b.unsqueeze(b.op("Less", pos, n_kept), -1), rows, b.f32(-1.0))
+    n = b.dim(score, 1)
+    k_pos = b.unsqueeze(nms.arange(b, b.dim(order, 1)), 0)
+    # rows past the kept count read a sentinel row of -1 appended to the data
+    table = nms.pad_axis1(b, d3, b.op("Add", n, b.i64(1)), b.f32(-1.0), 3)
+    out = b.gather_rows(table, b.where(b.op("Less", k_pos, n_kept), kept_order, b.squeeze(n, 0)))  # [B, K, W]
     if in_format != out_format:
         box = b.slice(out, 2, coord_start, coord_start + 4)
         conv = nms.corner_to_center(b, box) if out_format == "center" else nms.center_to_corner(b, box)
@@ -115,6 +119,7 @@ def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: 
         if coord_start + 4 < width:
             pieces.append(b.slice(out, 2, coord_start + 4, width))
         out = b.op("Concat", *pieces, axis=2) if len(pieces) > 1 else box
+    out = nms.pad_axis1(b, out, n, b.f32(-1.0), 3)  # [B, N, W]: every row past K is -1
     return b.op("Reshape", out, shape)
 
 

@@ -17,6 +17,14 @@ MXNet's same-class suppression), or a [B, 1, N] row with force_suppress; iou_thr
 nextafter(nms_threshold, 0) turns ONNX's "IoU > t" into MXNet's "IoU >= t"; TopK (lower index
 first on ties) gives the stable sort and the anchor-order compaction.
 
+The mxnet format with NMS on (``build_multibox_rows``, the deployed case) does this candidate-first:
+one TopK picks the K = min(N, nms_topk) candidates in MXNet's order, and the score matrix, NMS and
+suppression mask are K-sized ([B, C, K], not [B, C, N]); the rows from K on come from an O(N) stable
+partition (CumSum + ScatterElements) instead of a second N-sized sort, and the [B, N, 6] layout is one
+gather from a table whose extra last row is all -1. Decoding runs on (x, y) pairs (``nms.decode_deltas``).
+Measured 2.6x faster than the N-sized form on 34k anchors x 20 classes (bench/README.md); the other
+formats still use the N-sized ``MultiBoxParts``.
+
 Output formats: ``mxnet`` (the [B, N, 6] tensor above, default), ``boxes-scores-classes`` (boxes
 [B, K, 4], scores [B, K], classes [B, K] int64 (class - 1, as MXNet reports it), num_detections [B]
 int64; K = max_detections, zero padded), ``indices`` (selected_indices [K, 3] int64 (batch, class,
@@ -82,12 +90,14 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         variances = attr_floats(node, "variances")
         if len(variances) != 4:
             raise NodeError(label, node.op_type, f"variances must have 4 values (got {variances})")
-        parts = build_multibox_detection(
-            b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"), clip=bool(attr_int(node, "clip")),
-            variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
-            force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))
         if self.output_format == "mxnet":
-            return [parts.mxnet_rows(b)]
+            if 0.0 < attr_float(node, "nms_threshold") <= 1.0:
+                return [build_multibox_rows(
+                    b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"),
+                    clip=bool(attr_int(node, "clip")), variances=variances,
+                    nms_threshold=attr_float(node, "nms_threshold"),
+                    force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))]
+            return [self._parts(b, node, variances).mxnet_rows(b)]
         out = node.outputs[0]
         if out.uses():
             raise NodeError(label, node.op_type, f"output format '{self.output_format}' replaces the graph output; "
@@ -96,7 +106,17 @@ class LowerMultiBoxDetectionPass(LoweringPass):
             b.warn(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
             return Expansion([[]])
         batch = out.shape[0] if out.shape is not None and len(out.shape) == 3 else None
+        parts = self._parts(b, node, variances)
         return Expansion([parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch)])
+
+    @staticmethod
+    def _parts(b: Builder, node: ir.Node, variances: list[float]) -> MultiBoxParts:
+        cls_prob, loc_pred, anchors = node.inputs[0], node.inputs[1], node.inputs[2]
+        assert cls_prob is not None and loc_pred is not None and anchors is not None  # check() made sure
+        return build_multibox_detection(
+            b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"), clip=bool(attr_int(node, "clip")),
+            variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
+            force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))
 
 
 class MultiBoxParts:
@@ -206,3 +226,56 @@ def build_multibox_detection(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value,
     return MultiBoxParts(probs=probs, cls=cls, score=score, valid=valid, boxes=boxes, nms_scores=nms_scores,
                          kept=kept, selected=selected, force_suppress=force_suppress, nms_on=nms_on,
                          nms_topk=nms_topk)
+
+
+def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anchors: ir.Value, *, threshold: float,
+                        clip: bool, variances: list[float], nms_threshold: float, force_suppress: bool,
+                        nms_topk: int) -> ir.Value:
+    """MXNet's [B, N, 6] rows with NMS on, computed on the K = min(N, nms_topk) candidates only.
+
+    One TopK of the valid scores (invalid -inf) gives the candidates in MXNet's stable score order;
+    NMS, its score matrix and the suppression mask are K-sized; the anchor-order compaction that fills
+    rows K..valid-1 is a stable partition (CumSum + ScatterElements, O(N)) instead of an N-sized sort.
+    Row p < K is candidate p (class -1 when suppressed), row K <= p < valid the p-th valid anchor
+    (class -1), every later row -1: the layout of the module docstring.
+    """
+    probs = b.op("Slice", cls_prob, b.i64(1), b.i64(np.iinfo(np.int64).max), b.i64(1))  # [B, C, N]
+    cls = b.op("ArgMax", probs, axis=1, keepdims=0, select_last_index=0)  # first maximum, like `temp > score`
+    score = b.squeeze(b.op("GatherElements", probs, b.unsqueeze(cls, 1), axis=1), 1)  # [B, N]
+    thr = b.f32(float(np.float32(threshold)))
+    valid = b.op("And", b.op("Greater", score, b.f32(-1.0)), b.op("Not", b.op("Less", score, thr)))
+    loc = b.op("Reshape", loc_pred, b.i64(0, -1, 4))
+    low, high = nms.decode_halves(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip)
+    # score and box columns in one table (one Concat): the output rows and the candidates are gathered from it
+    table = b.op("Concat", b.unsqueeze(score, -1), low, high, axis=-1)  # [B, N, 5]
+    values, order = nms.top_candidates(b, b.where(valid, score, nms.neg_inf(b)), nms_topk)  # [B, K]
+    cand_boxes = b.slice(b.gather_rows(table, order), 2, 1, 5)  # [B, K, 4]
+    cand_cls = b.gather_cols(cls, order)  # [B, K]
+    if force_suppress:
+        nms_scores = b.unsqueeze(values, 1)  # [B, 1, K]; invalid candidates are -inf already
+    else:
+        c_range = nms.arange(b, b.dim(probs, 1))
+        onehot = b.op("Equal", b.unsqueeze(cand_cls, 1), b.unsqueeze(c_range, 0, 2))  # [B, C, K]
+        nms_scores = b.where(onehot, b.unsqueeze(values, 1), nms.neg_inf(b))
+    # ONNX suppresses IoU > t, MXNet IoU >= t: the next float below t makes them agree
+    iou = float(np.nextafter(np.float32(nms_threshold), np.float32(0)))
+    selected = nms.non_max_suppression(b, cand_boxes, nms_scores, iou_threshold=iou)
+    kept = nms.selected_mask(b, selected, values, (0, 2))  # [B, K]
+    n = b.dim(score, 1)
+    minus_one = b.f32(-1.0)
+    # rows: candidates first, then (when nms_topk < N) the valid anchors in anchor order from position K on
+    static_n = _dim(cls_prob, 2)
+    n_valid = nms.count_true(b, valid)  # [B, 1]
+    if nms_topk <= 0 or (isinstance(static_n, int) and nms_topk >= static_n):
+        rows = order  # K == N
+    else:
+        compact = nms.stable_partition(b, valid, n_valid)
+        rows = b.op("Concat", order, b.op("Slice", compact, b.dim(order, 1), n, b.i64(1)), axis=1)  # [B, N]
+    pos = b.unsqueeze(nms.arange(b, n), 0)
+    in_valid = b.op("Less", pos, n_valid)  # [B, N]
+    cls_out = nms.pad_axis1(b, b.where(kept, b.cast(cand_cls, F32), minus_one), n, minus_one, 2)
+    # score and box columns gathered together from the table with an extra last row of -1: rows past the
+    # valid count point at it (a Where broadcasting a [B, N, 1] condition is ~10x slower)
+    table = nms.pad_axis1(b, table, b.op("Add", n, b.i64(1)), minus_one, 3)
+    rest = b.gather_rows(table, b.where(in_valid, rows, b.squeeze(n, 0)))
+    return b.op("Concat", b.unsqueeze(cls_out, -1), rest, axis=-1)

@@ -33,38 +33,50 @@ FORMAT_OUTPUTS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class AnchorParts:
-    """Anchor centre and size, each [1 or B, N, 1] float32."""
+    """Anchor centres (cx, cy) and sizes (w, h), each [1 or B, N, 2] float32.
 
-    cx: ir.Value
-    cy: ir.Value
-    w: ir.Value
-    h: ir.Value
+    Pairs, not four [.., N, 1] columns: every decode step is then one op on x and y together (the
+    same float32 operation per element, so the same bits), half the node count and kernel launches.
+    With constant anchors (MultiBoxPrior folded to an initializer) these fold away entirely.
+    """
+
+    center: ir.Value
+    size: ir.Value
+
+
+def _pairs(b: Builder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The last axis (4) of ``x`` as its first and second halves, [.., 2] each."""
+    return b.slice(x, -1, 0, 2), b.slice(x, -1, 2, 4)
 
 
 def anchors_from_corners_mean(b: Builder, anchors: ir.Value) -> AnchorParts:
     """(xmin, ymin, xmax, ymax) anchors; centre = (l + r) / 2 as in MXNet multibox_detection.cc."""
-    left, top, right, bottom = b.columns(anchors, 4)
-    two = b.f32(2.0)
-    return AnchorParts(b.op("Div", b.op("Add", left, right), two), b.op("Div", b.op("Add", top, bottom), two),
-                       b.op("Sub", right, left), b.op("Sub", bottom, top))
+    low, high = _pairs(b, anchors)
+    return AnchorParts(b.op("Div", b.op("Add", low, high), b.f32(2.0)), b.op("Sub", high, low))
 
 
 def anchors_from_corners_halfwidth(b: Builder, anchors: ir.Value) -> AnchorParts:
     """(xmin, ymin, xmax, ymax) anchors; centre = l + w * 0.5 as in MXNet bounding_box-inl.h box_decode."""
-    left, top, right, bottom = b.columns(anchors, 4)
-    w, h = b.op("Sub", right, left), b.op("Sub", bottom, top)
-    half = b.f32(0.5)
-    return AnchorParts(b.op("Add", left, b.op("Mul", w, half)), b.op("Add", top, b.op("Mul", h, half)), w, h)
+    low, high = _pairs(b, anchors)
+    size = b.op("Sub", high, low)
+    return AnchorParts(b.op("Add", low, b.op("Mul", size, b.f32(0.5))), size)
 
 
 def anchors_from_centers(b: Builder, anchors: ir.Value) -> AnchorParts:
     """(cx, cy, w, h) anchors."""
-    cx, cy, w, h = b.columns(anchors, 4)
-    return AnchorParts(cx, cy, w, h)
+    center, size = _pairs(b, anchors)
+    return AnchorParts(center, size)
 
 
 def decode_deltas(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
                   exp_clip: float | None = None, clip_unit: bool = False) -> ir.Value:
+    """SSD decoding of deltas [B, N, 4] against anchors -> corner boxes [B, N, 4] (``decode_halves``)."""
+    low, high = decode_halves(b, deltas, anchors, stds, exp_clip, clip_unit)
+    return b.op("Concat", low, high, axis=-1)
+
+
+def decode_halves(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
+                  exp_clip: float | None = None, clip_unit: bool = False) -> tuple[ir.Value, ir.Value]:
     """SSD decoding of deltas [B, N, 4] (dx, dy, dw, dh) against anchors -> corner boxes [B, N, 4].
 
     Float32 order of operations as in MXNet (multibox_detection.cc TransformLocations and
@@ -72,27 +84,26 @@ def decode_deltas(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequ
     (ox - ow, oy - oh, ox + ow, oy + oh). exp runs in float64 and is rounded to float32 once, which
     matches MXNet's expf bit for bit (onnxruntime's float32 Exp can be 1 ulp off). ``exp_clip``
     caps dw * v2 before exp (box_decode's ``clip``); ``clip_unit`` clamps the result to [0, 1].
+    x and y travel together as [B, N, 2] pairs (``AnchorParts``): returns (x1, y1) and (x2, y2), so a
+    caller that concatenates more columns does it in one Concat.
     """
-    dx, dy, dw, dh = b.columns(deltas, 4)
-    v = [b.f32(float(np.float32(s))) for s in stds]
-    ox = b.op("Add", b.op("Mul", b.op("Mul", dx, v[0]), anchors.w), anchors.cx)
-    oy = b.op("Add", b.op("Mul", b.op("Mul", dy, v[1]), anchors.h), anchors.cy)
-    tw, th = b.op("Mul", dw, v[2]), b.op("Mul", dh, v[3])
+    d_xy, d_wh = _pairs(b, deltas)
+    v = [float(np.float32(s)) for s in stds]
+    # a scalar when x and y share the variance (SSD's 0.1, 0.1, 0.2, 0.2): onnxruntime's Mul with a
+    # [2]-vector takes its general broadcasting path, ~10x slower than with a scalar
+    v_xy = b.f32(v[0]) if v[0] == v[1] else b.const(np.array(v[:2], np.float32))
+    v_wh = b.f32(v[2]) if v[2] == v[3] else b.const(np.array(v[2:], np.float32))
+    o_xy = b.op("Add", b.op("Mul", b.op("Mul", d_xy, v_xy), anchors.size), anchors.center)
+    t_wh = b.op("Mul", d_wh, v_wh)
     if exp_clip is not None:
-        limit = b.f32(exp_clip)
-        tw, th = b.op("Min", tw, limit), b.op("Min", th, limit)
-    two = b.f32(2.0)
-
-    def exp32(x: ir.Value) -> ir.Value:
-        return b.cast(b.op("Exp", b.cast(x, ir.DataType.DOUBLE)), F32)
-
-    ow = b.op("Div", b.op("Mul", exp32(tw), anchors.w), two)
-    oh = b.op("Div", b.op("Mul", exp32(th), anchors.h), two)
-    parts = [b.op("Sub", ox, ow), b.op("Sub", oy, oh), b.op("Add", ox, ow), b.op("Add", oy, oh)]
+        t_wh = b.op("Min", t_wh, b.f32(exp_clip))
+    e_wh = b.cast(b.op("Exp", b.cast(t_wh, ir.DataType.DOUBLE)), F32)
+    o_wh = b.op("Div", b.op("Mul", e_wh, anchors.size), b.f32(2.0))
+    low, high = b.op("Sub", o_xy, o_wh), b.op("Add", o_xy, o_wh)
     if clip_unit:  # std::max(0, std::min(1, v))
-        zero, one = b.f32(0.0), b.f32(1.0)
-        parts = [b.op("Max", b.op("Min", p, one), zero) for p in parts]
-    return b.op("Concat", *parts, axis=-1)
+        one, zero = b.f32(1.0), b.f32(0.0)
+        low, high = (b.op("Max", b.op("Min", v, one), zero) for v in (low, high))
+    return low, high
 
 
 def center_to_corner(b: Builder, boxes: ir.Value) -> ir.Value:
@@ -135,6 +146,55 @@ def sort_desc(b: Builder, key: ir.Value) -> ir.Value:
     """Indices [B, N] that sort each row of ``key`` descending; equal keys keep index order (TopK-11+)."""
     _, idx = b.op_multi("TopK", key, b.dim(key, 1), num_outputs=2, axis=1, largest=1, sorted=1)
     return idx
+
+
+def top_candidates(b: Builder, key: ir.Value, k: int | None) -> tuple[ir.Value, ir.Value]:
+    """The ``k`` largest entries of each row of ``key`` [B, N] (all N when ``k`` is None or <= 0), sorted
+    descending, equal keys in index order (TopK-11+): (values [B, K], indices [B, K]), K = min(N, k).
+
+    One TopK serves both the ``topk`` cut and the score order, so everything after it (NMS score
+    matrix, suppression mask, output rows) is K-sized instead of N-sized.
+    """
+    n = b.dim(key, 1)
+    kk = n if k is None or k <= 0 else b.op("Min", n, b.i64(k))
+    values, idx = b.op_multi("TopK", key, kk, num_outputs=2, axis=1, largest=1, sorted=1)
+    return values, idx
+
+
+def stable_partition(b: Builder, mask: ir.Value, count: ir.Value | None = None) -> ir.Value:
+    """Indices [B, M] listing each row's True positions of ``mask`` [B, M] first, then the False ones, each
+    group in index order (a stable partition) in O(M): True at i goes to cumsum(mask)[i] - 1, False at i
+    to count + i - cumsum(mask)[i]; ScatterElements inverts that permutation. ``count`` [B, 1] int64: the
+    number of True per row, when the caller has it already."""
+    m = b.cast(mask, I64)
+    inclusive = b.op("CumSum", m, b.const(np.array(1, np.int64)))
+    if count is None:
+        count = count_true(b, mask)
+    pos = b.op("Expand", b.unsqueeze(arange(b, b.dim(mask, 1)), 0), b.op("Shape", mask))
+    one = b.const(np.array(1, np.int64))
+    target = b.where(mask, b.op("Sub", inclusive, one), b.op("Sub", b.op("Add", count, pos), inclusive))
+    zeros = b.op("ConstantOfShape", b.op("Shape", mask), value=ir.tensor(np.array([0], np.int64)))
+    return b.op("ScatterElements", zeros, target, pos, axis=1)
+
+
+def count_true(b: Builder, mask: ir.Value) -> ir.Value:
+    """[B, 1] int64: True entries per row of ``mask`` [B, M]. Summed as float32 (exact below 2^24 entries):
+    onnxruntime's float ReduceSum is ~4x faster than its int64 one."""
+    return b.cast(b.reduce("ReduceSum", b.cast(mask, F32), [1], keepdims=1), I64)
+
+
+def arange(b: Builder, n: ir.Value) -> ir.Value:
+    """0 .. n-1 as int64 [n] (``n`` a 1-D one-element int64 tensor)."""
+    return b.op("Range", b.const(np.array(0, np.int64)), b.squeeze(n, 0), b.const(np.array(1, np.int64)))
+
+
+def pad_axis1(b: Builder, x: ir.Value, length: ir.Value, value: ir.Value, rank: int) -> ir.Value:
+    """Pad axis 1 of ``x`` [B, K, ...] (``rank`` axes) at the end with ``value`` up to ``length`` ([1] int64)."""
+    extra = b.op("Sub", length, b.dim(x, 1))
+    zero = b.i64(0)
+    ends = [zero, extra] + [zero] * (rank - 2)
+    pads = b.op("Concat", *([zero] * rank), *ends, axis=0)
+    return b.op("Pad", x, pads, value)
 
 
 def class_score_matrix(b: Builder, score: ir.Value, cls: ir.Value, candidate: ir.Value,

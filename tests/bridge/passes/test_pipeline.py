@@ -152,7 +152,7 @@ def test_history_is_recorded_in_model_metadata(relu_model: onnx.ModelProto) -> N
 
 def test_probe_names_output_dims_inference_left_anonymous() -> None:
     """Run-based naming: an anonymous output dim that follows the labelled axis gets its label; one that
-    stays constant, or that no label explains, is left alone."""
+    stays constant while every labelled axis changes is a fixed number (issue 14)."""
     proto = make_model(
         [helper.make_node("Relu", ["x"], ["y"], name="relu"),
          helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="swap")],
@@ -164,6 +164,6 @@ def test_probe_names_output_dims_inference_left_anonymous() -> None:
     run_pipeline(c, [Step(NameOutputDimsByProbePass([DynamicAxis("x", 0, "batch")], [InputSpec("x", (2, 3))],
                                                     probe_output_shapes), "t")])
     out = c.to_proto()
-    assert dims_of(out.graph.output[0]) == ["batch", ""]  # axis 1 is constant 3: not a label
-    assert dims_of(out.graph.output[1]) == ["", "batch"]
+    assert dims_of(out.graph.output[0]) == ["batch", 3]  # axis 1 is constant 3: a fixed dim
+    assert dims_of(out.graph.output[1]) == [3, "batch"]
     assert [r.modified for r in c.history] == [True]

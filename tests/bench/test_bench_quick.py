@@ -1,0 +1,68 @@
+"""``python -m bench --quick``: the performance suite runs end to end on tiny models and produces every row
+(conversion vs floor, onnxruntime vs MXNet per batch, decode+NMS vs MXNet's operator and its share,
+validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
+depend on the machine; the full run's table lives in the README."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+EXPECTED = {  # section -> row-name fragments that must be present
+    "conversion": ["convert --validate none, wall", "convert --validate none, peak RSS added",
+                   "convert with validation"],
+    "latency": ["b1: onnxruntime vs MXNet", "b4: onnxruntime vs MXNet", "b1: dynamic-batch vs static",
+                "b4: dynamic-batch vs static"],
+    "nms": ["b1: lowered decode+NMS vs MXNet", "b4: lowered decode+NMS vs MXNet", "b1: decode+NMS share",
+            "b4: decode+NMS share"],
+    "validation": ["compare_detections"],
+    "buckets": ["buckets: images/s", "per-batch: images/s", "max static: images/s", "dynamic: images/s"],
+    "migration": ["-j 1 / -j 2 wall"],
+}
+
+
+def _mxnet_available() -> bool:
+    import numpy as np
+
+    added = "bool" not in vars(np)
+    if added:
+        np.bool = bool  # type: ignore[attr-defined]  # mxnet 1.9.1 needs it at import
+    try:
+        import mxnet  # noqa: F401
+    except ImportError:
+        return False
+    finally:
+        if added:
+            del np.bool  # type: ignore[attr-defined]
+    return True
+
+
+@pytest.mark.skipif(not _mxnet_available(), reason="the suite compares against MXNet: mxnet not installed")
+def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path / "results"),
+                           "--cache", str(tmp_path / "cache")], capture_output=True, text=True, cwd=REPO,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = (tmp_path / "results").glob("*-quick.json")
+    data = json.loads(result.read_text())
+    assert data["quick"] and data["threads"] == 2 and data["machine"]["cores"]
+    rows = data["rows"]
+    for section, fragments in EXPECTED.items():
+        names = [r["name"] for r in rows if r["section"] == section]
+        for fragment in fragments:
+            assert any(fragment in n for n in names), (section, fragment, names)
+    for row in rows:
+        assert math.isfinite(row["value"]) and row["value"] > 0, row
+        assert row["met"] in (True, False, None)
+        if row["target"]:
+            assert row["met"] is not None, row
+    latency = [r for r in rows if r["section"] == "latency" and "onnxruntime vs MXNet" in r["name"]]
+    assert all(r["extra"]["parity"] for r in latency), "the converted tiny SSD's detections differ from MXNet's"
+    markdown = result.with_suffix(".md").read_text()
+    assert markdown.count("\n| ") == len(rows) + 1  # header + one line per row

@@ -1,0 +1,67 @@
+"""SoftmaxLastAxisPass: Softmax(Transpose(y, perm), axis=a) becomes Transpose(Softmax(y, -1), perm) exactly when
+perm[a] is y's last axis; outputs equal through onnxruntime; other layouts, old opsets and shared
+Transposes are handled (left alone, or the Transpose kept for its other readers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from bridge.passes.layout import SoftmaxLastAxisPass
+
+
+def _model(perm: list[int], axis: int, opset: int = 17, extra_reader: bool = False) -> onnx.ModelProto:
+    shape = [2, 5, 7, 3][: len(perm)]
+    out_shape = [shape[p] for p in perm]
+    nodes = [helper.make_node("Transpose", ["y"], ["t"], perm=perm, name="tr"),
+             helper.make_node("Softmax", ["t"], ["p"], axis=axis, name="sm")]
+    outputs = [helper.make_tensor_value_info("p", TensorProto.FLOAT, out_shape)]
+    if extra_reader:
+        nodes.append(helper.make_node("Relu", ["t"], ["r"]))
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, out_shape))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model: onnx.ModelProto, y: np.ndarray) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"y": y})
+
+
+@pytest.mark.parametrize(("perm", "axis", "expect"), [
+    ([0, 2, 1], 1, True),  # the SSD pattern: [B, N, C] -> [B, C, N], softmax over C
+    ([0, 2, 1], -2, True),
+    ([2, 0, 1], 0, True),
+    ([0, 2, 1], 2, False),  # already last-axis
+    ([0, 2, 1], 0, False),  # perm[0] is not the last axis of y
+    ([0, 3, 1, 2], 1, True),  # NHWC-style 4-D
+])
+@pytest.mark.parametrize("extra_reader", [False, True])
+def test_rewrite_only_where_it_makes_a_last_axis_softmax(perm: list[int], axis: int, expect: bool,
+                                                         extra_reader: bool) -> None:
+    model = _model(perm, axis, extra_reader=extra_reader)
+    y = np.random.default_rng(0).standard_normal([2, 5, 7, 3][: len(perm)]).astype(np.float32)
+    result = SoftmaxLastAxisPass()(ir.serde.deserialize_model(model))
+    assert result.modified == expect
+    out = ir.serde.serialize_model(result.model)
+    onnx.checker.check_model(out, full_check=True)
+    ops = [n.op_type for n in out.graph.node]
+    if expect:
+        softmax = next(n for n in out.graph.node if n.op_type == "Softmax")
+        assert softmax.input[0] == "y" and helper.get_attribute_value(softmax.attribute[0]) == len(perm) - 1
+        assert ops.count("Transpose") == 1 + int(extra_reader)  # the original stays only for its other reader
+    else:
+        assert ops == [n.op_type for n in model.graph.node]
+    assert [o.name for o in out.graph.output] == [o.name for o in model.graph.output]
+    for got, ref in zip(_run(out, y), _run(model, y), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+def test_opset_12_softmax_is_left_alone() -> None:
+    model = _model([0, 2, 1], 1, opset=12)
+    assert not SoftmaxLastAxisPass()(ir.serde.deserialize_model(model)).modified
