@@ -6,13 +6,19 @@ protocol - so validation can compare the converted model against the framework's
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import onnx
 
 from bridge.config import ExportSpec, InputSpec, Source
+from bridge.errors import BridgeError, InferenceError, ResourceLimitError
 from bridge.runtimes.base import Runtime
+
+FEEDS_HINT = "if these inputs are not valid for the model, give real ones with --feeds FILE.npz"
 
 
 @dataclass
@@ -26,6 +32,8 @@ class ExportResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. why a fallback exporter was used
     seconds: float = 0.0
+    example_source: str = ""  # what a tracing exporter ran the model on (reports say which inputs were used)
+    warning_details: list[str] = field(default_factory=list)  # every warning in full, when ``warnings`` groups them
 
 
 class Adapter(Protocol):
@@ -38,3 +46,35 @@ class Adapter(Protocol):
     def export(self, source: Source, spec: ExportSpec) -> ExportResult: ...
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime: ...
+
+
+def _first_lines(text: str, limit: int = 600) -> str:
+    """The informative part of a framework's message (C++ stack traces dropped, length bounded)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    keep = [ln for ln in lines if not re.match(r"^(Stack trace|\[bt\]|File \"|\d+: |Traceback)", ln)]
+    msg = " ".join(keep or lines)
+    return msg[:limit] + ("..." if len(msg) > limit else "")
+
+
+@contextmanager
+def source_failures(framework: str, doing: str, node_of: Callable[[str], str | None] | None = None,
+                    hint: str = FEEDS_HINT) -> Iterator[None]:
+    """Turn the source framework's own exceptions into ``InferenceError`` naming the framework and node.
+
+    A reference run that raises inside MXNet/torch/TF is a fact about the source model and its inputs,
+    not a bug in bridge (exit 3, not 70); BridgeErrors pass through unchanged.
+    """
+    try:
+        yield
+    except BridgeError:
+        raise
+    except MemoryError as exc:
+        raise ResourceLimitError(f"{framework} ran out of memory {doing}: {exc}") from exc
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        text = str(exc) or type(exc).__name__
+        node = node_of(text) if node_of else None
+        where = f" at node '{node}'" if node else ""
+        raise InferenceError(framework, f"{framework} failed {doing}{where}: {type(exc).__name__}: "
+                             f"{_first_lines(text)}; {hint}", node) from exc

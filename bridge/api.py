@@ -244,13 +244,21 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
                                                 probe=probe_output_shapes), progress)
     timings["passes_s"] = time.perf_counter() - start
     proto = container.to_proto()
+    # a per-output tolerance for an output that does not exist would be silently unused: a typo
+    check_names("--tolerance", cfg.tolerance.per_output, [*export.output_names, *(o.name for o in proto.graph.output)],
+                "output")
     specs = _detection_groups(proto, cfg.detections)
+    # the exporter's model and the ONNX stage's IR hold a copy of the weights each; only the final proto is
+    # needed from here on (peak RSS: plain exporter + weights, not + 3 x weights)
+    warnings, history = container.warnings, container.history
+    del container
+    export.model = _without_weights(export.model)
 
     result = ConvertResult(
         source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=export.exporter,
         opset=cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
         outputs=graph_metas(proto.graph.output, proto),
-        notes=list(export.notes), warnings=container.warnings, passes=container.history, timings=timings,
+        notes=list(export.notes), warnings=warnings, passes=history, timings=timings,
         strict=strict, detections=[s.to_dict() for s in specs], export_inputs=export.example_source,
         warning_details=list(export.warning_details),
     )
@@ -319,12 +327,19 @@ def _validate_converted(cfg: ConvertConfig, adapter: Any, export: Any, proto: on
         reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
                             stage=f"the {adapter.framework} reference", enabled=isolated, timeout=cfg.timeout,
                             max_memory=child_memory_limit())
-        candidates = {name: partial(isolate, partial(candidate_runtime, name, proto, workdir, artefacts), name=name,
-                                    stage=f"the {name} candidate", enabled=cfg.isolate, timeout=cfg.timeout,
+        # a child process gets the model as a file, not a pickled copy of the proto (the weights once more)
+        candidate_model: Any = proto
+        if cfg.isolate:
+            from bridge.io import save_model
+
+            candidate_model = workdir / "candidate.onnx"
+            save_model(proto, candidate_model)
+        candidates = {name: partial(isolate, partial(candidate_runtime, name, candidate_model, workdir, artefacts),
+                                    name=name, stage=f"the {name} candidate", enabled=cfg.isolate, timeout=cfg.timeout,
                                     max_memory=child_memory_limit())
                       for name in runtimes}
         progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-        feeds = FeedSource(cfg.feeds, export.inputs, cfg.seed, values=cfg.input_values)
+        feeds = FeedSource(cfg.feeds, export.inputs, cfg.seed, values=cfg.input_values, model=(export.model, proto))
         run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
                               detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
                               check_sensitivity=True)
@@ -377,12 +392,41 @@ def _detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[D
     else:
         specs = saved_detection_outputs(proto)
         covered = {n for s in specs for n in s.candidate_names()}
-        specs += [s for s in detect_detection_outputs(proto) if not covered & set(s.candidate_names())]
+        if _has_op(proto.graph, "NonMaxSuppression"):  # shape inference inside is not free: only for detectors
+            found = detect_detection_outputs(_without_weights(proto))
+            specs += [s for s in found if not covered & set(s.candidate_names())]
     if specs:
         props = {p.key: p for p in proto.metadata_props}
         entry = props.get(DETECTION_META) or proto.metadata_props.add(key=DETECTION_META)
         entry.value = dump_detection_specs(specs)
     return specs
+
+
+def _has_op(graph: onnx.GraphProto, op_type: str) -> bool:
+    return any(n.op_type == op_type or any(_has_op(a.g, op_type) for a in n.attribute if a.type == a.GRAPH)
+               or any(_has_op(g, op_type) for a in n.attribute for g in a.graphs) for n in graph.node)
+
+
+def _without_weights(proto: onnx.ModelProto, keep_bytes: int = 4096) -> onnx.ModelProto:
+    """``proto`` with its large initializers turned into typed graph inputs: what shape inference needs
+    (small ones - shapes, axes - stay as values), without copying the weights (a copy of a 400 MB model
+    was the peak of a whole conversion)."""
+    light = onnx.ModelProto(ir_version=proto.ir_version, producer_name=proto.producer_name)
+    light.opset_import.extend(proto.opset_import)
+    light.metadata_props.extend(proto.metadata_props)
+    light.functions.extend(proto.functions)
+    g = light.graph
+    g.name = proto.graph.name
+    g.node.extend(proto.graph.node)
+    g.input.extend(proto.graph.input)
+    g.output.extend(proto.graph.output)
+    g.value_info.extend(proto.graph.value_info)
+    for init in proto.graph.initializer:
+        if init.ByteSize() <= keep_bytes:
+            g.initializer.append(init)
+        else:
+            g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    return light
 
 
 def _source_output_names(model: onnx.ModelProto, detections: Sequence[DetectionSpec]) -> tuple[str, ...]:
@@ -489,8 +533,14 @@ def validate(
     isolated: bool = True,
     timeout: float | None = DEFAULT_TIMEOUT_S,
     strict: bool = False,
+    detections: Sequence[str] = (),
+    input_kind: str | None = None,
+    input_range: str | tuple[float, float] | None = None,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
+
+    ``detections`` declares detector output groups (else those recorded in the model, else those fed by
+    NonMaxSuppression); ``input_kind`` / ``input_range`` shape generated inputs as in ``convert``.
 
     ``save_reference`` stores the reference run (inputs + outputs) so another environment can
     validate against it later with ``reference=``. ``isolated`` runs the reference and each runtime in a
@@ -504,7 +554,10 @@ def validate(
     runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
     proto = load_model(model)
     specs = _specs(inputs)
-    detections = saved_detection_outputs(proto)
+    groups = _detection_groups(proto, detections)
+    check_names("--tolerance", tolerance.per_output,
+                [*(o.name for o in proto.graph.output), *_source_output_names(proto, groups)], "output")
+    values = InputValues.parse(input_kind, input_range)
     with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
         candidates = {name: partial(isolate, partial(candidate_runtime, name, proto, Path(workdir)), name=name,
                                     stage=f"the {name} candidate", enabled=isolated, timeout=timeout,
@@ -512,7 +565,7 @@ def validate(
                       for name in runtimes}
         if reference is not None:
             saved = RunResults.load(Path(reference))
-            run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=detections,
+            run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=groups,
                                   shape_only=nondeterministic_outputs(proto),
                                   reference_name=f"{saved.runtime} ({reference})")
             ref_name = str(reference)
@@ -526,13 +579,16 @@ def validate(
             given = {s.name: s for s in specs}
             model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
             export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
-                                  output_names=_source_output_names(proto, detections))
+                                  output_names=_source_output_names(proto, groups))
             runner = isolate(partial(reference_runner, adapter.framework, src, export), name=adapter.framework,
                              stage=f"the {adapter.framework} reference", enabled=isolated and src.obj is None,
                              timeout=timeout, max_memory=child_memory_limit())
             run = run_and_compare(runner, candidates,
-                                  FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False),
-                                  tolerance, detections=detections, shape_only=nondeterministic_outputs(proto))
+                                  FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False,
+                                             model=proto,
+                                             values=values),
+                                  tolerance, detections=groups, shape_only=nondeterministic_outputs(proto),
+                                  check_sensitivity=True)
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
                 RunResults(dict(run.feeds), run.reference_outputs, runner.name,

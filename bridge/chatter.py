@@ -80,6 +80,27 @@ def captured_warnings() -> Iterator[list[str]]:
             collected.append(text)
 
 
+_LOCATION = re.compile(r" \((?P<where>[^()]*:\d+)\)$")
+
+
+def group_warnings(collected: Sequence[str]) -> list[str]:
+    """One line per distinct 'Category: message' with a count and the first place it came from
+    (a traced model repeats one TracerWarning from many lines); the full list goes to the report."""
+    groups: dict[str, list[str]] = {}
+    for text in collected:
+        m = _LOCATION.search(text)
+        key = text[: m.start()] if m else text
+        groups.setdefault(key, []).append(m.group("where") if m else "")
+    lines = []
+    for key, places in groups.items():
+        where = next((p for p in places if p), "")
+        if len(places) == 1:
+            lines.append(f"{key} ({where})" if where else key)
+        else:
+            lines.append(f"{key} (x{len(places)}, first at {where})" if where else f"{key} (x{len(places)})")
+    return lines
+
+
 def root_cause(exc: BaseException, limit: int = 300) -> str:
     """'Type: first line' of the innermost cause (torch.onnx and onnx-tf wrap the useful one), ANSI-free."""
     while exc.__cause__ is not None:

@@ -30,6 +30,7 @@ DETECTION_META = "bridge.detection_outputs"
 # metadata_props key: JSON list of graph outputs computed from random ops (validation compares shape and dtype only)
 NONDETERMINISTIC_OUTPUTS_META = "bridge.nondeterministic_outputs"
 DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
+REPORT_SUFFIXES = (".json", ".md", ".markdown", ".html", ".htm")  # what bridge.report.write_report writes
 
 _DTYPES = {
     "float32": np.float32, "float": np.float32, "f32": np.float32,
@@ -47,6 +48,29 @@ def canonical_dtype(name: str) -> str:
         raise UsageError(f"unknown dtype '{name}'; use one of {sorted(set(_DTYPES))}") from None
 
 
+def check_names(option: str, given: Iterable[str], known: Iterable[str], what: str) -> None:
+    """UsageError for names in ``given`` that are not in ``known``, listing the known ones (a typo in
+    --input / --dynamic / --tolerance must not be silently ignored)."""
+    import difflib
+
+    known_list = list(dict.fromkeys(known))
+    for name in given:
+        if name not in known_list:
+            near = difflib.get_close_matches(name, known_list, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise UsageError(f"{option} '{name}': the model has no {what} of that name{hint}; "
+                             f"its {what}s: {', '.join(known_list) or '(none)'}")
+
+
+def check_unique(option: str, names: Iterable[str]) -> None:
+    """UsageError when a name repeats in an option's list (``--output-names a,a``)."""
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise UsageError(f"{option}: '{n}' is given twice")
+        seen.add(n)
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One model input: name, concrete sample shape (None = take it from the source) and dtype."""
@@ -54,23 +78,64 @@ class InputSpec:
     name: str
     shape: tuple[int, ...] | None = None
     dtype: str = "float32"
+    dtype_given: bool = field(default=False, compare=False)  # NAME:SHAPE:DTYPE said it (a model may contradict it)
 
     @classmethod
     def parse(cls, text: str) -> InputSpec:
-        """Parse ``NAME:4,3,64,64`` or ``NAME:4,3,64,64:int64`` (shape may be empty: ``NAME``)."""
-        parts = text.split(":")
-        if not parts[0] or len(parts) > 3:
-            raise UsageError(f"--input '{text}': expected NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64")
-        shape: tuple[int, ...] | None = None
-        if len(parts) >= 2 and parts[1].strip():
-            try:
-                shape = tuple(int(d) for d in parts[1].replace("x", ",").split(","))
-            except ValueError:
-                raise UsageError(f"--input '{text}': shape must be comma-separated integers") from None
-            if any(d <= 0 for d in shape):
-                raise UsageError(f"--input '{text}': every dim must be a positive integer (use --dynamic for symbolic ones)")
-        dtype = canonical_dtype(parts[2]) if len(parts) == 3 else "float32"
-        return cls(parts[0], shape, dtype)
+        """Parse ``NAME:4,3,64,64[:DTYPE]``, or ``NAME=4,3,64,64[:DTYPE]`` for names that hold colons.
+
+        Frameworks spell tensor names with colons (TF / tflite ``serving_default_x:0``), so the shape
+        and dtype are taken from the right: ``serving_default_x:0:1,4`` is name ``serving_default_x:0``
+        with shape [1, 4], ``serving_default_x:0`` alone is a name (a one-dim shape of 0 means nothing).
+        The ``=`` form is never ambiguous (``NAME=SHAPE``, ``NAME=`` for no shape).
+        """
+        usage = (f"--input '{text}': expected NAME:SHAPE[:DTYPE] or NAME=SHAPE[:DTYPE], e.g. images:4,3,64,64 "
+                 "or serving_default_x:0=1,224,224,3")
+        if "=" in text:
+            name, _, rest = text.rpartition("=")
+            tail = rest.split(":") if rest else []
+            if not name or len(tail) > 2:
+                raise UsageError(usage)
+            shape_text, dtype_text = [*tail, None, None][:2]
+            shape = _parse_shape(shape_text, text) if shape_text and shape_text.strip() else None
+        else:
+            parts = text.split(":")
+            dtype_text = None
+            if len(parts) > 1 and parts[-1].strip().lower() in _DTYPES:
+                dtype_text = parts.pop()
+            shape = None
+            if len(parts) > 1 and _looks_like_shape(parts[-1]):
+                shape = _parse_shape(parts.pop(), text)
+            elif len(parts) > 1 and dtype_text is not None and not parts[-1].strip():
+                parts.pop()  # NAME::DTYPE
+            name = ":".join(parts)
+            if not name or any(_looks_like_shape(p) for p in parts[1:]):  # NAME:SHAPE:<not a dtype>
+                raise UsageError(usage + f" (dtypes: {', '.join(sorted(set(_DTYPES)))})")
+        if not name:
+            raise UsageError(usage)
+        dtype = canonical_dtype(dtype_text) if dtype_text else "float32"
+        return cls(name, shape, dtype, dtype_given=dtype_text is not None)
+
+
+def _looks_like_shape(text: str) -> bool:
+    """A shape was meant: dims separated by ``,`` (or ``x``), or one positive integer; a lone ``0`` is the
+    output index of a TF tensor name (``x:0``), not a shape (a 0-sized input would be an error anyway)."""
+    text = text.strip()
+    if not text:
+        return False
+    if "," in text or re.fullmatch(r"\d+(x\d+)+", text):
+        return True
+    return text.isdigit() and int(text) > 0
+
+
+def _parse_shape(text: str, where: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(d) for d in text.replace("x", ",").split(","))
+    except ValueError:
+        raise UsageError(f"--input '{where}': shape must be comma-separated integers") from None
+    if any(d <= 0 for d in shape):
+        raise UsageError(f"--input '{where}': every dim must be a positive integer (use --dynamic for symbolic ones)")
+    return shape
 
 
 @dataclass(frozen=True)
@@ -145,15 +210,72 @@ def check_tolerance(value: object, what: str) -> float:
 DEFAULT_TOLERANCE = Tolerance()
 
 
+INPUT_KINDS = ("normal", "image")
+EXPORTERS = ("auto", "dynamo", "torchscript")
+
+
+@dataclass(frozen=True)
+class InputValues:
+    """What generated inputs look like (``--input-kind``, ``--input-range``), for tracing and validation alike.
+
+    ``normal``: standard normal floats; ``image``: image-like arrays (smooth gradients, flat
+    rectangles, fine texture) in [0, 1] for float inputs and [0, 255] for integer ones. ``range``
+    rescales floats to [LO, HI] (e.g. 0,255 for a model that normalises raw pixels itself).
+    """
+
+    kind: str = "normal"
+    range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in INPUT_KINDS:
+            raise UsageError(f"--input-kind '{self.kind}': choose one of {', '.join(INPUT_KINDS)}")
+        if self.range is not None:
+            lo, hi = (float(v) for v in self.range)
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise UsageError(f"--input-range {lo},{hi}: expected LO,HI with finite LO < HI")
+            object.__setattr__(self, "range", (lo, hi))
+
+    @classmethod
+    def parse(cls, kind: str | None, range_text: str | tuple[float, float] | None) -> InputValues:
+        """``--input-kind`` and ``--input-range LO,HI`` (either may be None)."""
+        rng: tuple[float, float] | None = None
+        if isinstance(range_text, str):
+            try:
+                lo, hi = (float(v) for v in range_text.split(","))
+            except ValueError:
+                raise UsageError(f"--input-range '{range_text}': expected LO,HI, e.g. 0,1 or 0,255") from None
+            rng = (lo, hi)
+        elif range_text is not None:
+            rng = (float(range_text[0]), float(range_text[1]))
+        return cls(kind or "normal", rng)
+
+    def describe(self) -> str:
+        base = {"normal": "standard normal", "image": "image-like"}[self.kind]
+        return base + (f" in [{self.range[0]:g}, {self.range[1]:g}]" if self.range else
+                       (" in [0, 1] (floats) / [0, 255] (integers)" if self.kind == "image" else ""))
+
+
 @dataclass(frozen=True)
 class ExportSpec:
     """What an adapter is asked to produce: input shapes/dtypes, named dynamic axes, target opset,
-    and optionally the names to give the model's outputs (in the order the model returns them)."""
+    and optionally the names to give the model's outputs (in the order the model returns them).
+
+    ``examples`` makes the arrays a tracing exporter runs the model on (the same inputs validation
+    uses: ``--feeds`` or generated per ``--input-kind/--input-range``), given the resolved input specs;
+    None = the adapter's own. ``exporter``: which exporter a framework with several uses (PyTorch:
+    auto|dynamo|torchscript).
+    """
 
     inputs: tuple[InputSpec, ...] = ()
     dynamic: tuple[DynamicAxis, ...] = ()
     opset: int = DEFAULT_OPSET
     output_names: tuple[str, ...] = ()
+    examples: Any = field(default=None, compare=False)  # Callable[[Sequence[InputSpec]], dict[str, np.ndarray]]
+    exporter: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.exporter not in EXPORTERS:
+            raise UsageError(f"--exporter '{self.exporter}': choose one of {', '.join(EXPORTERS)}")
 
     def input(self, name: str) -> InputSpec | None:
         return next((s for s in self.inputs if s.name == name), None)
@@ -206,6 +328,8 @@ class ConvertConfig:
     saved_model: Path | None = None  # where the SavedModel goes (default: <output stem>_saved_model)
     isolate: bool = True  # run the source reference and each runtime in a child process (bridge.runtimes.isolated)
     timeout: float | None = 600.0  # seconds per reference/runtime step in that child
+    detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection_layouts)
+    input_values: InputValues = InputValues()  # what generated tracing/validation inputs look like
 
     @property
     def saved_model_dir(self) -> Path:
@@ -226,3 +350,19 @@ class ConvertConfig:
             seen.add((d.input, d.axis))
         if self.output.suffix.lower() != ".onnx":
             raise UsageError(f"-o '{self.output}': the output of convert is an .onnx file")
+        check_unique("--output-names", self.export.output_names)
+        if any(not n.strip() for n in self.export.output_names):
+            raise UsageError("--output-names: names cannot be empty")
+        if self.report is not None and self.report.suffix.lower() not in REPORT_SUFFIXES:
+            raise UsageError(f"--report {self.report}: use a .json, .md or .html file")
+        # checked before anything runs or is written: an output must not destroy an input
+        from bridge.io import refuse_overwriting_inputs
+
+        inputs = [self.source.path, self.weights_path, self.feeds]
+        refuse_overwriting_inputs(self.output, inputs, "-o")
+        if self.report is not None:
+            refuse_overwriting_inputs(self.report, [*inputs, self.output], "--report")
+
+    @property
+    def weights_path(self) -> Path | None:
+        return Path(self.source.weights) if self.source.weights else None

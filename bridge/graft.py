@@ -30,9 +30,9 @@ import onnx_ir as ir
 
 from bridge.errors import ExportError, UsageError
 from bridge.io import load_model
-from bridge.passes.base import default_opset
 from bridge.passes.contrib import nms
-from bridge.passes.contrib.builder import F32, I64, MIN_OPSET, Builder
+from bridge.rewriting import default_opset
+from bridge.rewriting.builder import F32, I64, MIN_OPSET, Builder
 
 log = logging.getLogger(__name__)
 

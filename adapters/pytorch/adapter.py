@@ -1,9 +1,21 @@
 """PyTorch -> ONNX through torch.onnx: the dynamo (torch.export) exporter first, TorchScript as fallback.
 
-The result says which exporter ran and, for a fallback, why the first one failed. Warnings raised
-while exporting (TracerWarning, UserWarning from model code, ...) are collected for the report
-instead of being printed and lost. Dynamic axes are exported as unnamed dynamic dims and named by
-the ONNX stage (NameDynamicAxesPass), so every framework's symbols are handled in one place.
+``--exporter auto`` (default) captures the model with ``torch.export`` (non-strict) once; data-dependent
+control flow (torchvision's detectors: ``if boxes.numel() == 0`` after score thresholding) makes it go
+straight to TorchScript instead of letting the dynamo exporter retry other capture strategies that
+fail the same way (that doubled conversion time). ``dynamo`` / ``torchscript`` use one exporter only.
+The result says which exporter ran and why. Both trace the model on the user's representative
+inputs (``ExportSpec.examples``: ``--feeds`` or ``--input-kind/--input-range``), the ones validation
+uses, so a branch fixed by tracing (one detection in a traced mask head) shows in validation.
+
+A TorchScript trace bakes Python-level loops over a tensor's axis (``unbind``, iterating a batch)
+into ``Split`` nodes with a fixed count; when that axis was asked to be dynamic the conversion stops
+with an ExportError naming the node, instead of a model that fails at any other size.
+
+Warnings raised while exporting (TracerWarning, UserWarning from model code, ...) are collected for
+the report, grouped one line per distinct message with a count. Dynamic axes are exported as
+unnamed dynamic dims and named by the ONNX stage (NameDynamicAxesPass), so every framework's
+symbols are handled in one place.
 """
 
 from __future__ import annotations
@@ -27,8 +39,8 @@ from adapters.pytorch.loading import (
     looks_like_factory,
 )
 from adapters.pytorch.runner import TorchReferenceRunner, flatten_outputs
-from bridge.chatter import captured_warnings, quiet, root_cause
-from bridge.config import ExportSpec, InputSpec, Source
+from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
+from bridge.config import DynamicAxis, ExportSpec, InputSpec, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
 from bridge.runtimes.base import Runtime
 
@@ -60,7 +72,9 @@ class PyTorchAdapter:
         _require_torch()
         loaded = load(source)
         inputs = _resolve_inputs(loaded, spec)
-        example = _example_tensors(inputs)
+        example, example_source = _example_tensors(inputs, spec)
+        inputs = tuple(InputSpec(s.name, tuple(t.shape), str(t.dtype).removeprefix("torch."), s.dtype_given)
+                       for s, t in zip(inputs, example, strict=True))
         output_names = _output_names(loaded.module, example)
         if spec.output_names:
             if len(spec.output_names) != len(output_names):
@@ -68,25 +82,14 @@ class PyTorchAdapter:
                                  f"{len(output_names)} tensors ({', '.join(output_names)})")
             output_names = list(spec.output_names)
         start = time.perf_counter()
-        notes: list[str] = []
         with captured_warnings() as caught:
-            try:
-                model = _export_dynamo(loaded, example, inputs, output_names, spec)
-                exporter = DYNAMO
-            except Exception as exc:
-                reason = root_cause(exc)
-                logger.info("dynamo export failed (%s); falling back to the TorchScript exporter", reason)
-                notes.append(f"dynamo exporter failed ({reason}); used the TorchScript exporter instead")
-                try:
-                    model = _export_torchscript(loaded, example, inputs, output_names, spec)
-                except Exception as exc2:
-                    raise ExportError(
-                        f"both PyTorch exporters failed.\n  dynamo: {reason}\n  TorchScript: {type(exc2).__name__}: {exc2}"
-                    ) from exc2
-                exporter = TORCHSCRIPT
+            model, exporter, notes = _export(loaded, example, inputs, output_names, spec)
+        if exporter == TORCHSCRIPT:
+            check_traced_dynamic_axes(model, inputs, spec.dynamic)
         return ExportResult(
             model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
-            warnings=caught, notes=notes, seconds=time.perf_counter() - start,
+            warnings=group_warnings(caught), notes=notes, seconds=time.perf_counter() - start,
+            example_source=example_source, warning_details=list(caught),
         )
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
@@ -120,6 +123,12 @@ def _resolve_inputs(loaded: LoadedTorch, spec: ExportSpec) -> tuple[InputSpec, .
         samples = {n: InputSpec(n, tuple(a.shape), str(a.dtype).replace("torch.", "")) for n, a in zip(names, args, strict=False)}
         return tuple(given.get(n, samples[n]) for n in names if n in samples)
     missing = [n for n in names if n not in given or given[n].shape is None]
+    if missing and spec.examples is not None:  # --feeds gives the sample shapes
+        try:
+            arrays = spec.examples([given.get(n, InputSpec(n)) for n in names])
+            return tuple(InputSpec(n, tuple(arrays[n].shape), arrays[n].dtype.name) for n in names)
+        except UsageError:
+            pass
     if missing:
         raise UsageError(
             "give a sample shape for every input of forward(): "
@@ -128,10 +137,16 @@ def _resolve_inputs(loaded: LoadedTorch, spec: ExportSpec) -> tuple[InputSpec, .
     return tuple(given[n] for n in names)
 
 
-def _example_tensors(inputs: Sequence[InputSpec]) -> tuple[Any, ...]:
+def _example_tensors(inputs: Sequence[InputSpec], spec: ExportSpec) -> tuple[tuple[Any, ...], str]:
+    """The tensors the model is traced on and where they came from: ``spec.examples`` (the inputs
+    validation uses) when given, else seeded standard normal / small integers."""
     import numpy as np
     import torch
 
+    if spec.examples is not None:
+        arrays = spec.examples(inputs)
+        where = getattr(spec.examples, "description", "the inputs validation uses")
+        return tuple(torch.from_numpy(np.array(arrays[s.name], order="C")) for s in inputs), where  # a writable copy
     rng = np.random.default_rng(0)
     tensors = []
     for s in inputs:
@@ -141,7 +156,112 @@ def _example_tensors(inputs: Sequence[InputSpec]) -> tuple[Any, ...]:
         else:
             arr = rng.integers(0, 10, size=s.shape).astype(s.dtype)
         tensors.append(torch.from_numpy(arr))
-    return tuple(tensors)
+    return tuple(tensors), "seeded standard normal noise"
+
+
+def _export(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec], output_names: Sequence[str],
+            spec: ExportSpec) -> tuple[onnx.ModelProto, str, list[str]]:
+    """Run the exporter ``spec.exporter`` asks for; returns the model, the exporter used and why (notes)."""
+    if spec.exporter == "torchscript":
+        if loaded.exported_program is not None:
+            raise UsageError("--exporter torchscript: a .pt2 ExportedProgram can only go through the dynamo exporter")
+        return (_export_torchscript(loaded, example, inputs, output_names, spec), TORCHSCRIPT,
+                ["exporter: TorchScript (--exporter torchscript)"])
+    if spec.exporter == "dynamo":
+        try:
+            return (_export_dynamo(loaded, example, inputs, output_names, spec), DYNAMO,
+                    ["exporter: dynamo (--exporter dynamo)"])
+        except Exception as exc:
+            raise ExportError(f"the dynamo exporter failed ({root_cause(exc)}); try --exporter torchscript") from exc
+    # auto: one torch.export capture decides whether dynamo can work at all
+    program = loaded.exported_program
+    if program is None:
+        try:
+            program = _capture(loaded, example, inputs, spec)
+        except Exception as exc:
+            reason = root_cause(exc)
+            if not _data_dependent(exc):
+                program = None  # let the dynamo exporter try its other capture strategies
+                logger.info("torch.export (non-strict) failed (%s); the dynamo exporter tries its other strategies", reason)
+            else:
+                logger.info("data-dependent control flow (%s); using the TorchScript exporter", reason)
+                return _torchscript_fallback(loaded, example, inputs, output_names, spec,
+                                             f"dynamo exporter failed at capture: torch.export found data-dependent "
+                                             f"control flow ({reason})", None)
+    try:
+        model = _export_dynamo(loaded, example, inputs, output_names, spec, program=program)
+    except Exception as exc:
+        reason = root_cause(exc)
+        logger.info("dynamo export failed (%s); falling back to the TorchScript exporter", reason)
+        return _torchscript_fallback(loaded, example, inputs, output_names, spec, f"dynamo exporter failed ({reason})",
+                                     exc)
+    return model, DYNAMO, ["exporter: dynamo (auto: torch.export captured the model)"]
+
+
+def _torchscript_fallback(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec],
+                          output_names: Sequence[str], spec: ExportSpec, why: str,
+                          first: BaseException | None) -> tuple[onnx.ModelProto, str, list[str]]:
+    try:
+        model = _export_torchscript(loaded, example, inputs, output_names, spec)
+    except Exception as exc2:
+        raise ExportError(f"both PyTorch exporters failed.\n  dynamo: {why}\n  TorchScript: {root_cause(exc2)}") from exc2
+    return model, TORCHSCRIPT, [f"{why}; used the TorchScript exporter instead (auto)"]
+
+
+def _capture(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec], spec: ExportSpec) -> Any:
+    import torch
+
+    with quiet(["torch"], "torch.export", stderr=True):
+        return torch.export.export(loaded.module, example, dynamic_shapes=_dynamo_dynamic_shapes(inputs, spec),
+                                   strict=False)
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    """torch.export stopped on control flow that depends on tensor values (no other capture strategy helps)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        name = type(seen).__name__
+        if name in ("GuardOnDataDependentSymNode", "PendingUnbackedSymbolNotFound") or \
+                "data-dependent" in str(seen) or "data dependent" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec], dynamic: Sequence[DynamicAxis]) -> None:
+    """ExportError when the traced graph splits a dynamic axis into a fixed number of pieces (``unbind``,
+    a Python loop over the batch): the model would fail at every other size of that axis."""
+    if not dynamic:
+        return
+    labels = {a.label: a for a in dynamic}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)  # follows computed Reshape shapes
+    except Exception:  # inference is a help here, not a requirement
+        inferred = model
+    dims: dict[str, list[str | int]] = {}
+    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            dims[vi.name] = [d.dim_param or d.dim_value for d in t.shape.dim]
+    for node in inferred.graph.node:
+        if node.op_type not in ("Split", "SplitToSequence") or not node.input:
+            continue
+        shape = dims.get(node.input[0])
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if shape is None or not -len(shape) <= axis < len(shape):
+            continue
+        dim = shape[axis]
+        if not isinstance(dim, str) or dim not in labels or (node.op_type == "SplitToSequence" and len(node.input) < 2):
+            continue
+        axis_spec = labels[dim]
+        given = next((s for s in inputs if s.name == axis_spec.input), None)
+        size = given.shape[axis_spec.axis] if given is not None and given.shape is not None else "its sample size"
+        pieces = len(node.output) if node.op_type == "Split" else "a fixed number of"
+        raise ExportError(
+            f"the traced graph fixes axis {axis_spec.axis} of '{axis_spec.input}' to {size}: node {node.op_type} "
+            f"'{node.name}' splits that axis ('{dim}') into {pieces} pieces (a Python loop or unbind over it, "
+            f"recorded by tracing); trace with dynamo (--exporter dynamo) or remove "
+            f"--dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label}")
 
 
 def _output_names(module: Any, example: tuple[Any, ...]) -> list[str]:
@@ -171,15 +291,17 @@ def _dynamo_dynamic_shapes(inputs: Sequence[InputSpec], spec: ExportSpec) -> dic
 
 
 def _export_dynamo(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec],
-                   output_names: Sequence[str], spec: ExportSpec) -> onnx.ModelProto:
+                   output_names: Sequence[str], spec: ExportSpec, program: Any = None) -> onnx.ModelProto:
     import torch
 
-    target = loaded.exported_program if loaded.exported_program is not None else loaded.module
+    if program is None:
+        program = loaded.exported_program
+    target = program if program is not None else loaded.module
     with quiet(["torch"], "torch.onnx", stderr=True):  # progress prints, graph dumps, torchvision notices
         program = torch.onnx.export(
             target, example, dynamo=True, input_names=[s.name for s in inputs], output_names=list(output_names),
             opset_version=max(spec.opset, 18),  # the dynamo exporter emits >= 18; the ONNX stage converts down
-            dynamic_shapes=None if loaded.exported_program is not None else _dynamo_dynamic_shapes(inputs, spec),
+            dynamic_shapes=None if program is not None else _dynamo_dynamic_shapes(inputs, spec),
             optimize=True, verify=False, report=False,
         )
     assert program is not None

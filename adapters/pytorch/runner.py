@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters.base import source_failures
 from bridge.config import InputSpec
 from bridge.errors import ExportError
 from bridge.runtimes.base import TensorMeta
@@ -55,8 +56,9 @@ class TorchReferenceRunner:
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         import torch
 
-        args = [torch.from_numpy(np.ascontiguousarray(feeds[s.name])) for s in self.inputs]
-        with torch.no_grad():
+        args = [torch.from_numpy(np.array(feeds[s.name], order="C")) for s in self.inputs]  # writable copies
+        with torch.no_grad(), source_failures("torch", f"running {type(self.module).__name__}.forward on the "
+                                              "validation inputs", _torch_location):
             out = self.module(*args)
         flat = flatten_outputs(out)
         values = list(flat.values())
@@ -66,3 +68,18 @@ class TorchReferenceRunner:
 
     def deactivate(self) -> None:
         pass
+
+
+def _torch_location(message: str) -> str | None:
+    """The innermost frame of the model's own code in the exception being handled (file:line in fn)."""
+    import sys
+    import traceback
+
+    exc = sys.exc_info()[1]
+    if exc is None:
+        return None
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{f.name} ({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters.base import source_failures
 from adapters.tensorflow.loading import LoadedTF, tflite_interpreter
 from bridge.config import InputSpec
 from bridge.errors import UsageError
@@ -57,8 +58,9 @@ class TFFunctionRunner(_Base):
         import tensorflow as tf
 
         args = {s.name: tf.constant(self._feed(feeds, s.name), dtype=s.dtype) for s in self.loaded.inputs}
-        out = self.loaded.call(args)
-        return self._named({k: v.numpy() for k, v in out.items()})
+        with source_failures("tensorflow", "running the source on the validation inputs", _tf_node):
+            out = self.loaded.call(args)
+            return self._named({k: v.numpy() for k, v in out.items()})
 
 
 class GraphDefRunner(_Base):
@@ -87,7 +89,8 @@ class GraphDefRunner(_Base):
         if self._fn is None:
             self.activate()
         args = [tf.constant(self._feed(feeds, s.name), dtype=s.dtype) for s in self.loaded.inputs]
-        out = self._fn(*args)
+        with source_failures("tensorflow", "running the source GraphDef on the validation inputs", _tf_node):
+            out = self._fn(*args)
         return self._named({n: v.numpy() for n, v in zip(self.loaded.output_names, out, strict=True)})
 
     def deactivate(self) -> None:
@@ -123,7 +126,8 @@ class TFLiteRunner(_Base):
             interp.allocate_tensors()
         for name, d in details.items():
             interp.set_tensor(d["index"], self._feed(feeds, name).astype(d["dtype"], copy=False))
-        interp.invoke()
+        with source_failures("tflite", "running the source on the validation inputs"):
+            interp.invoke()
         out = {d["name"]: np.array(interp.get_tensor(d["index"])) for d in interp.get_output_details()}
         return self._named(out)
 
@@ -137,3 +141,11 @@ def make_runner(loaded: LoadedTF, inputs: Sequence[InputSpec], output_names: Seq
     if loaded.kind == "tflite":
         return TFLiteRunner(loaded, inputs, output_names)
     return TFFunctionRunner(loaded, inputs, output_names)
+
+
+def _tf_node(message: str) -> str | None:
+    """The node a TensorFlow error names ("... [[{{node model/dense/MatMul}}]]"), if any."""
+    import re
+
+    m = re.search(r"\{\{node ([^}]+)\}\}", message)
+    return m.group(1) if m else None

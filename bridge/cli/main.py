@@ -1,6 +1,6 @@
 """The `bridge` command line: parses arguments into bridge.api calls and renders their results.
 
-No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch, 2 usage error,
+No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch (or problems found by inspect), 2 usage error,
 3 conversion error, 70 internal error (a bug: please report it with the traceback shown).
 """
 
@@ -48,7 +48,7 @@ from bridge.cli.options import (
     tolerance_from,
 )
 from bridge.cli.render import err, out
-from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, ValidationMismatch
+from bridge.errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_USAGE, BridgeError, ValidationMismatch
 from bridge.runtimes import available_runtimes
 from bridge.targets import registered_targets
 
@@ -151,6 +151,10 @@ def _render_convert(result: Any, as_json: bool) -> None:
         out.print(f"[yellow]validation skipped:[/yellow] {escape(result.validation_skipped)}")
     if result.validation_inputs:
         out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.validation_inputs.items()))
+    sources = {str(f.get("source")) for f in result.validation_feeds.values() if f.get("source")}
+    if sources:
+        out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
+                  + (f"; traced on: {escape(result.export_inputs)}" if result.export_inputs else ""), soft_wrap=True)
     render.print_comparisons(result.validation)
 
 
@@ -167,6 +171,8 @@ def inspect(
     rep = api.inspect(model, nodes=nodes)
     if as_json:
         render.print_json(rep)
+        if rep.problems:  # scripts can trust the exit code: problems found = 1
+            raise typer.Exit(EXIT_MISMATCH)
         return
     out.print(f"[bold]{rep.path}[/bold]  IR {rep.ir_version}  opsets "
               + ", ".join(f"{d}={v}" for d, v in rep.opset_imports.items()) + f"  producer: {rep.producer or '-'}")
@@ -177,9 +183,12 @@ def inspect(
                 str(d) if isinstance(d, int) else f"[yellow]{d or '?'}[/yellow]" for d in m.shape) + "]"
             table.add_row(m.name, kind, shape, m.dtype)
     out.print(table)
+    unknown = [m.name for m in (*rep.inputs, *rep.outputs) if m.shape is None]
     if rep.symbolic:
         out.print("[yellow]symbolic dims:[/yellow] " + ", ".join(rep.symbolic))
-    else:
+    if unknown:
+        out.print("[yellow]no declared shape:[/yellow] " + ", ".join(unknown))
+    if not rep.symbolic and not unknown:
         out.print("all input/output dims are concrete")
     out.print(f"parameters: {rep.parameter_count:,} ({rep.parameter_bytes / 2**20:.2f} MiB)")
     out.print("ops: " + ", ".join(f"{op} x{n}" for op, n in rep.op_histogram.items()))
@@ -193,6 +202,8 @@ def inspect(
         out.print("[green]no problems found[/green] (checker, known traps, onnxruntime load)")
     if rep.nodes is not None:
         render.print_node_types(rep.nodes)
+    if rep.problems:
+        raise typer.Exit(EXIT_MISMATCH)
 
 
 @app.command()
@@ -216,6 +227,9 @@ def validate(
     strict: StrictOpt = False,
     seed: SeedOpt = 0,
     localize: LocalizeOpt = False,
+    detections: DetectionsOpt = [],  # noqa: B006
+    input_kind: InputKindOpt = None,
+    input_range: InputRangeOpt = None,
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
     from bridge import api
@@ -226,7 +240,8 @@ def validate(
                               tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
                               save_reference=save_reference, report=report, feeds=feeds,
                               options={"trust_source": "1"} if trust_source else None, isolated=isolate,
-                              timeout=timeout, strict=strict)
+                              timeout=timeout, strict=strict, detections=detections, input_kind=input_kind,
+                              input_range=input_range)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_comparisons(exc.result.comparisons)
@@ -257,7 +272,8 @@ _register_command_modules()
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map every outcome to the documented exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        # without standalone mode click returns (not raises) the code of a typer.Exit from a command
+        code = app(args=argv, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
@@ -277,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         err.print("[red]internal error[/red] (a bug in bridge; please report it with this traceback):")
         err.print(traceback.format_exc(), highlight=False, markup=False)
         return EXIT_INTERNAL
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

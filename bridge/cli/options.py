@@ -42,6 +42,17 @@ IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run th
 TimeoutOpt = Annotated[float, typer.Option(help="seconds each reference/runtime step may take in its child process")]
 
 
+DetectionsOpt = Annotated[list[str], typer.Option(
+    "--detections", help="detector outputs to compare detection by detection: boxes=NAME,scores=NAME[,labels=NAME]"
+    "[,batch_index=NAME][,num=NAME] (repeatable; NMS-fed outputs are found without it)")]
+ExporterOpt = Annotated[str, typer.Option(help="PyTorch exporter: auto (dynamo unless torch.export finds data-dependent "
+                                          "control flow, then TorchScript) | dynamo | torchscript")]
+InputKindOpt = Annotated[str | None, typer.Option(help="generated inputs (tracing and validation): normal (default) | "
+                                                  "image (image-like, [0,1] floats / [0,255] integers)")]
+InputRangeOpt = Annotated[str | None, typer.Option(help="LO,HI: generated float inputs in this range (e.g. 0,255 for a "
+                                                   "model that normalises raw pixels itself)")]
+
+
 def tolerance_from(atol: float, rtol: float, per_output: list[str] | None = None) -> Tolerance:
     """``--atol/--rtol`` plus ``--tolerance NAME=ATOL,RTOL`` overrides as one Tolerance."""
     return Tolerance.parse_override(Tolerance(atol, rtol), per_output or [])

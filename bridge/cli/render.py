@@ -1,8 +1,10 @@
 """How every ``bridge`` command shows progress and results: one console pair, one progress display,
 one comparison table, one JSON printer.
 
-Progress is a spinner naming the current stage on a terminal and plain log lines (at ``-v``) when
-piped. Tables keep their columns readable when piped (no wrapping of names into slivers).
+Progress is a spinner naming the current stage (and how long it has run) on a terminal, and plain
+log lines (at ``-v``) when piped, plus a "still ..." line on stderr every ``HEARTBEAT_S`` seconds
+of a long stage (a 90 s export must not look hung). Comparison tables become one line per output
+when piped (a table squeezed to 80 columns folds names and notes into slivers).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,15 +25,44 @@ out = Console()
 err = Console(stderr=True)
 
 
+HEARTBEAT_S = 15.0
+
+
 @contextlib.contextmanager
-def progress(what: str, logger: str = "bridge.cli") -> Iterator[Callable[[str], None]]:
-    """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise."""
+def progress(what: str, logger: str = "bridge.cli", heartbeat: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
+    """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise; either way
+    a long stage says it is still running every ``heartbeat`` seconds."""
     log = logging.getLogger(logger)
-    if err.is_terminal:
-        with err.status(what) as status:
-            yield lambda msg: status.update(f"{what}: {msg}")
-    else:
-        yield lambda msg: log.info("%s: %s", what, msg)
+    stage: dict[str, Any] = {"msg": "", "since": time.monotonic()}
+    done = threading.Event()
+    with contextlib.ExitStack() as stack:
+        status = stack.enter_context(err.status(what)) if err.is_terminal else None
+
+        def show(msg: str) -> None:
+            stage.update(msg=msg, since=time.monotonic())
+            if status is not None:
+                status.update(f"{what}: {escape(msg)}")
+            else:
+                log.info("%s: %s", what, msg)
+
+        def beat() -> None:
+            while not done.wait(heartbeat):
+                elapsed = time.monotonic() - stage["since"]
+                if elapsed < heartbeat or not stage["msg"]:
+                    continue
+                line = f"{what}: still {stage['msg']} ({elapsed:.0f} s)"
+                if status is not None:
+                    status.update(escape(line))
+                else:
+                    err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+        thread = threading.Thread(target=beat, name="bridge-progress", daemon=True)
+        thread.start()
+        try:
+            yield show
+        finally:
+            done.set()
+            thread.join()
 
 
 def print_json(result: Any) -> None:
@@ -43,7 +76,16 @@ def print_comparisons(comparisons: list[Any]) -> None:
         verdict = "PASS" if comp.passed else "FAIL"
         if getattr(comp, "vacuous", False):
             verdict += " [yellow](vacuous: " + escape("; ".join(comp.vacuous_reasons)) + ")[/yellow]"
-        table = Table(title=f"{escape(comp.candidate)} vs {escape(comp.reference)}: {verdict}", title_justify="left")
+        title = f"{escape(comp.candidate)} vs {escape(comp.reference)}: {verdict}"
+        if not out.is_terminal:  # piped: one line per output, never folded into columns
+            out.print(title, soft_wrap=True)
+            for o in comp.outputs:
+                figures = " ".join(f"{k} {v:.3g}" for k, v in (("max_abs", o.max_abs), ("max_rel", o.max_rel),
+                                                              ("mismatch", o.mismatch_fraction)) if v is not None)
+                out.print(f"  {escape(o.name)}: {'ok' if o.passed else '[red]NO[/red]'} shape {o.cand_shape} {figures}"
+                          + (f" - {escape(o.note)}" if o.note else ""), soft_wrap=True)
+            continue
+        table = Table(title=title, title_justify="left")
         for col in ("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"):
             table.add_column(col, overflow="fold", no_wrap=col in ("ok", "max abs", "max rel", "mismatch"))
         for o in comp.outputs:

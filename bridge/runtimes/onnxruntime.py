@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import onnx
 
-from bridge.errors import RuntimeLoadError
+from bridge.errors import InferenceError, RuntimeLoadError
 from bridge.runtimes.base import TensorMeta
 
 _ORT_TYPES = {
     "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16", "tensor(int8)": "int8",
     "tensor(uint8)": "uint8", "tensor(bool)": "bool", "tensor(string)": "object",
+    "tensor(uint16)": "uint16", "tensor(uint32)": "uint32", "tensor(uint64)": "uint64",
 }
 
 # (pattern on the onnxruntime message, explanation template using the named groups)
@@ -49,6 +50,10 @@ _EXPLANATIONS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+# "Non-zero status code returned while running Gather node. Name:'g' Status Message: ..."
+_RUN_NODE = re.compile(r"while running (?P<op>\w+) node\. Name:'(?P<node>[^']*)' Status Message: (?P<msg>.*)", re.S)
+
+
 def explain_load_error(message: str) -> str | None:
     """A plain-words explanation of an onnxruntime load error, or None when it is not a known kind."""
     for pattern, template in _EXPLANATIONS:
@@ -74,11 +79,14 @@ class OnnxRuntime:
 
     name = "onnxruntime"
 
-    def __init__(self, model: Any, *, log_severity: int = 2, intra_op_threads: int | None = None) -> None:
+    def __init__(self, model: Any, *, log_severity: int = 2, intra_op_threads: int | None = None,
+                 describe: str = "the model", failure_hint: str = "") -> None:
         self._model = _as_model_bytes(model)
         self._log_severity = log_severity
         self._threads = intra_op_threads
         self._session: Any = None
+        self._describe = describe  # how run failures name the model ("the source ONNX file", ...)
+        self._hint = failure_hint
 
     def activate(self) -> None:
         import onnxruntime as ort
@@ -108,7 +116,16 @@ class OnnxRuntime:
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in self.session.get_outputs()]
-        values = self.session.run(names, dict(feeds))
+        try:
+            values = self.session.run(names, dict(feeds))
+        except Exception as exc:  # onnxruntime's Fail / InvalidArgument / RuntimeException ...
+            text = str(exc)
+            m = _RUN_NODE.search(text)
+            node = m.group("node") if m else None
+            where = f" at {m.group('op')} node '{node}'" if m else ""
+            detail = m.group("msg").strip() if m else text.strip()
+            raise InferenceError("onnxruntime", f"onnxruntime failed running {self._describe}{where}: {detail}"
+                                 + (f"; {self._hint}" if self._hint else ""), node) from exc
         return dict(zip(names, values, strict=True))
 
     def deactivate(self) -> None:

@@ -28,6 +28,7 @@ from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, ShapeInfer
 
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, Tolerance
 from bridge.errors import ExportError, UsageError, ValidationMismatch
+from bridge.io import refuse_overwriting_inputs
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import BakedShape, ReleaseAxesPass, ResetShapesPass, RewriteBakedShapesPass
@@ -150,6 +151,8 @@ def make_dynamic(
     ValidationMismatch (with ``.result``) when a check fails; nothing is written then.
     """
     say = progress or quiet
+    if output is not None and not isinstance(model, onnx.ModelProto):
+        refuse_overwriting_inputs(output, [model])  # a failed run must not destroy its own source
     proto, name = load(model)
     parsed = _parse_axes(axes)
     for vi in graph_inputs(proto):

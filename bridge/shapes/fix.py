@@ -24,6 +24,7 @@ from onnx_ir.passes.common import CheckerPass, ShapeInferencePass, TopologicalSo
 
 from bridge.config import DEFAULT_TOLERANCE, InputSpec, Tolerance
 from bridge.errors import UsageError, ValidationMismatch
+from bridge.io import refuse_overwriting_inputs
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.pipeline import Step, run_pipeline
@@ -148,6 +149,8 @@ def fix_shapes(
     False; on a mismatch nothing is written and ValidationMismatch (with ``.result``) is raised.
     """
     say = progress or quiet
+    if output is not None and not isinstance(model, onnx.ModelProto):
+        refuse_overwriting_inputs(output, [model])  # a failed run must not destroy its own source
     proto, name = load(model)
     specs = complete_specs(proto, parse_specs(inputs))
     timings: dict[str, float] = {}
@@ -186,6 +189,6 @@ def validate_same(original: onnx.ModelProto, candidate: onnx.ModelProto, specs: 
                   tolerance: Tolerance, seed: int) -> list[Comparison]:
     """Run both models in onnxruntime on the same seeded inputs at ``specs``' shapes and compare."""
     run = run_and_compare(OnnxRuntime(original), {"onnxruntime": OnnxRuntime(candidate)},
-                          FeedSource(specs=specs, seed=seed, vary_dynamic=False), tolerance,
+                          FeedSource(specs=specs, seed=seed, vary_dynamic=False, model=original), tolerance,
                           reference_name="original model (onnxruntime)")
     return run.comparisons

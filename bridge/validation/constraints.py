@@ -93,9 +93,11 @@ def _elements(g: _Graph, n: onnx.NodeProto, slot: int, shape: tuple[int, ...], d
     (duplicates make the result depend on the order writes land in)."""
     data = g.shape(n.input[0], "the data it indexes")
     ax = _axis(int(_attr(n, "axis", 0)), len(data))
-    if not 0 <= ax < len(data) or len(shape) != len(data):
-        raise NoValidValues(f"indices of rank {len(shape)} do not fit data of shape {list(data)}")
+    if not 0 <= ax < len(data):
+        raise NoValidValues(f"axis {ax} is outside the rank of data of shape {list(data)}")
     d = data[ax]
+    if len(shape) != len(data):  # reached through Unsqueeze/Reshape/...: the range still holds
+        return _index_range(g, d, shape, dt, "indices")
     if n.op_type.startswith("Scatter") and shape[ax] <= d and d > 0:
         order = np.argsort(g.rng.random((*shape[:ax], d, *shape[ax + 1:])), axis=ax)
         return np.take(order, np.arange(shape[ax]), axis=ax).astype(dt)
@@ -251,6 +253,12 @@ def _range(g: _Graph, n: onnx.NodeProto, slot: int, shape: tuple[int, ...], dt: 
     return _ints(plan[slot], shape, dt)
 
 
+def _mel(g: _Graph, n: onnx.NodeProto, slot: int, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+    """MelWeightMatrix: num_mel_bins, dft_length, sample_rate, lower/upper edge (Hz) of one valid bank
+    (the edges must fall inside the spectrogram: 0 <= lower < upper <= sample_rate / 2)."""
+    return _ints([8, 64, 8000, 100.0, 3000.0][slot], shape, dt)
+
+
 def _seq_lens(data_axis: Callable[[onnx.NodeProto], int]) -> Rule:
     def rule(g: _Graph, n: onnx.NodeProto, slot: int, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
         t = _dim(g, n, 0, data_axis(n), "the sequences it measures")
@@ -299,6 +307,7 @@ RULES: dict[tuple[str, int], Rule] = {
     ("LSTM", 4): _seq_lens(lambda n: int(_attr(n, "layout", 0))),
     ("NegativeLogLikelihoodLoss", 1): _class_index, ("SoftmaxCrossEntropyLoss", 1): _class_index,
     ("Loop", 0): _positive(1, 4),
+    **{("MelWeightMatrix", k): _mel for k in range(5)},
 }
 for _op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
             "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"):
@@ -384,20 +393,21 @@ def valid_values(
     shapes: Mapping[str, tuple[int, ...]],
     dtypes: Mapping[str, np.dtype],
     rng: np.random.Generator,
+    skip: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Values for the inputs of ``model`` whose consumers constrain them, and why they were chosen.
 
     Returns ``(values, reasons)``; raises ``NoValidValues`` with ``args = (message, input name)``
     when a consumer's valid set cannot be derived.
     """
-    consumers = constrained_consumers(model, set(shapes))
+    consumers = constrained_consumers(model, set(shapes) - set(skip))  # skip: values already chosen
     if not consumers:
         return {}, {}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     g = _Graph(_static_shapes(model, shapes), _constants(model), opset, rng)
     values: dict[str, np.ndarray] = {}
     reasons: dict[str, str] = {}
-    for name in shapes:  # graph input order: reproducible draws
+    for name in shapes:  # input order: reproducible draws
         for consumer in consumers.get(name, ()):
             rule = RULES[(consumer.node.op_type, consumer.slot)]
             try:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from bridge.config import InputSpec
+from bridge.config import InputSpec, InputValues
 from bridge.errors import BadInputFileError, UsageError
 from bridge.io import npz_keys, read_npz
 from bridge.limits import check_allocation, nbytes_of
@@ -78,7 +78,41 @@ def input_dtype(meta: TensorMeta) -> np.dtype:
     return np.dtype(kind)
 
 
-def _generic(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def image_like(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Image-like float64 values in [0, 1]: a per-image, per-channel gradient, a few flat rectangles
+    and fine texture (a detector predicts background everywhere on white noise). The two innermost
+    axes are the picture (NCHW and NHWC alike: for NHWC the channels blur into columns, which is
+    still a smooth picture); lower ranks get a smooth ramp with texture."""
+    if len(shape) < 2 or 0 in shape:
+        base = np.linspace(0.0, 1.0, num=int(np.prod(shape)) or 1)[: int(np.prod(shape))].reshape(shape)
+        return np.clip(base * rng.uniform(0.3, 1.0) + 0.05 * rng.random(shape), 0.0, 1.0)
+    h, w = shape[-2], shape[-1]
+    lead = shape[:-2]
+    ramp = np.linspace(0.0, 1.0, w)[None, :] * np.ones((h, 1))
+    img = rng.uniform(0.2, 1.0, size=(*lead, 1, 1)) * ramp + rng.uniform(0.0, 0.3, size=(*lead, 1, 1))
+    flat = img.reshape(-1, h, w)
+    for plane in flat:
+        for _ in range(3):
+            rh, rw = max(1, h // 4), max(1, w // 4)
+            y, x = int(rng.integers(0, h - rh + 1)), int(rng.integers(0, w - rw + 1))
+            plane[y:y + rh, x:x + rw] = rng.random()
+    img = flat.reshape(shape)
+    return np.clip(img + 0.05 * rng.random(shape), 0.0, 1.0)
+
+
+def _generic(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype,
+             values: InputValues | None = None) -> np.ndarray:
+    if values is not None and (values.kind == "image" or values.range is not None):
+        if dtype.kind == "f":
+            unit = image_like(rng, shape) if values.kind == "image" else rng.random(shape)
+            lo, hi = values.range or (0.0, 1.0)
+            return (lo + unit * (hi - lo)).astype(dtype)
+        if dtype.kind in "iu" and values.kind == "image":
+            lo, hi = values.range or (0.0, 255.0)
+            return np.rint(lo + image_like(rng, shape) * (hi - lo)).astype(dtype)
+        if dtype.kind in "iu":
+            lo, hi = values.range  # type: ignore[misc]
+            return rng.integers(int(np.ceil(lo)), int(np.floor(hi)) + 1, size=shape, dtype=np.int64).astype(dtype)
     if dtype.kind == "f":
         return rng.standard_normal(shape, dtype=np.float32 if dtype.itemsize <= 4 else np.float64).astype(dtype)
     if dtype.kind in "iu":
@@ -93,9 +127,11 @@ def make_inputs(
     seed: int = 0,
     vary_dynamic: bool = True,
     shapes: Mapping[str, tuple[int, ...]] | None = None,
-    model: onnx.ModelProto | None = None,
+    model: onnx.ModelProto | Sequence[onnx.ModelProto] | None = None,
+    values: InputValues | None = None,
 ) -> dict[str, np.ndarray]:
-    """One array per input: standard normal floats, small non-negative ints, random bools.
+    """One array per input: standard normal floats, small non-negative ints, random bools; ``values``
+    (``--input-kind image``, ``--input-range LO,HI``) asks for image-like or uniform values instead.
 
     With ``model`` (the ONNX graph the inputs feed), inputs read as indices, axes, shapes, scales or
     counts get values their consumer accepts; when none can be derived, UsageError naming the input
@@ -115,19 +151,22 @@ def make_inputs(
         concrete[meta.name] = tuple(int(d) for d in shape)
         dtypes[meta.name] = dtype
     special: dict[str, np.ndarray] = {}
-    if model is not None:
+    # the source's graph first (what the reference runs), then the converted one (passes may drop consumers)
+    models = [] if model is None else [model] if isinstance(model, onnx.ModelProto) else list(model)
+    for graph in models:
         try:
-            special, reasons = valid_values(model, concrete, dtypes, rng)
+            found, reasons = valid_values(graph, concrete, dtypes, rng, skip=set(special))
         except NoValidValues as exc:
             message, name = exc.args[0], exc.args[1] if len(exc.args) > 1 else "?"
             raise UsageError(f"input '{name}' feeds {message}, so bridge cannot generate valid values for it; "
                              f"{_FEEDS_HINT}") from None
+        special.update(found)
         for name, why in reasons.items():
             log.info("input '%s': values chosen valid for %s", name, why)
     feeds: dict[str, np.ndarray] = {}
     for meta in metas:
         name = meta.name
-        feeds[name] = special[name] if name in special else _generic(rng, concrete[name], dtypes[name])
+        feeds[name] = special[name] if name in special else _generic(rng, concrete[name], dtypes[name], values)
     return feeds
 
 

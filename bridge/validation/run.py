@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,15 +25,17 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from bridge.config import DETECTION_META, NONDETERMINISTIC_OUTPUTS_META, InputSpec, Tolerance
+from bridge.config import DETECTION_META, NONDETERMINISTIC_OUTPUTS_META, InputSpec, InputValues, Tolerance
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.runtimes.base import Runtime, TensorMeta, activated
-from bridge.validation.compare import Comparison, compare_outputs
-from bridge.validation.detection_layouts import DetectionSpec, load_detection_specs
+from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
+from bridge.validation.constraints import constrained_consumers
+from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs, load_detection_specs
 from bridge.validation.inputs import load_feeds, make_inputs
 from bridge.validation.results import RunResults
 
 CandidateSource = Runtime | Callable[[], Runtime]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,40 @@ class FeedSource:
     specs: Sequence[InputSpec] = ()
     seed: int = 0
     vary_dynamic: bool = True
+    values: InputValues | None = None  # --input-kind / --input-range for generated data
+    # the graph the inputs feed: indices, axes, shapes, ... get values valid for their consumer
+    # (or graphs: the source's export and the converted model, in that order)
+    model: onnx.ModelProto | Sequence[onnx.ModelProto] | None = field(default=None, compare=False, hash=False,
+                                                                       repr=False)
 
     def make(self, metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
         if self.file is not None:
             return load_feeds(self.file, metas)
-        return make_inputs(metas, self.specs, seed=self.seed, vary_dynamic=self.vary_dynamic)
+        return make_inputs(metas, self.specs, seed=self.seed, vary_dynamic=self.vary_dynamic, values=self.values,
+                           model=self.model)
+
+    def other(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A second, different input of the same shapes (for the input-sensitivity check): float inputs
+        re-generated with the next seed, or for ``--feeds`` rotated (same values, other places); integer
+        and bool inputs (indices, shapes, masks) are kept, so the model still accepts them."""
+        # inputs read as scales, roi, thresholds, ... (bridge.validation.constraints) keep their valid values
+        graphs = [] if self.model is None else [self.model] if isinstance(self.model, onnx.ModelProto) else self.model
+        fixed = {name for g in graphs for name in constrained_consumers(g, set(feeds))}
+        metas = [TensorMeta(k, tuple(v.shape), v.dtype.name) for k, v in feeds.items()
+                 if v.dtype.kind == "f" and k not in fixed]
+        if self.file is None and metas:
+            fresh = make_inputs(metas, seed=self.seed + 1, shapes={m.name: tuple(feeds[m.name].shape) for m in metas},
+                                values=self.values)
+        else:
+            fresh = {m.name: np.roll(feeds[m.name].ravel(), feeds[m.name].size // 3 + 1).reshape(feeds[m.name].shape)
+                     for m in metas}
+        return {k: fresh.get(k, v) for k, v in feeds.items()}
+
+    def describe(self) -> str:
+        """Which inputs were used, for reports."""
+        if self.file is not None:
+            return f"--feeds {self.file}"
+        return f"generated ({(self.values or InputValues()).describe()}, seed {self.seed})"
 
 
 @dataclass
@@ -59,6 +91,18 @@ class ComparisonRun:
     reference_outputs: dict[str, np.ndarray]
     reference_name: str
     comparisons: list[Comparison] = field(default_factory=list)
+    insensitive: list[str] = field(default_factory=list)  # reference outputs that ignored the input
+
+    def input_summary(self, source: str = "") -> dict[str, dict[str, object]]:
+        """Per input: shape, dtype, value range and where the values came from (for reports)."""
+        summary: dict[str, dict[str, object]] = {}
+        for k, v in self.feeds.items():
+            entry: dict[str, object] = {"shape": list(v.shape), "dtype": v.dtype.name, "source": source}
+            if v.size and v.dtype.kind in "fiub":
+                with np.errstate(all="ignore"):
+                    entry["min"], entry["max"] = float(np.nanmin(v)), float(np.nanmax(v))
+            summary[k] = entry
+        return summary
 
     @property
     def passed(self) -> bool:
@@ -97,6 +141,7 @@ def run_and_compare(
     detections: Sequence[DetectionSpec] | Mapping[str, str] | None = None,
     reference_name: str | None = None,
     shape_only: Sequence[str] = (),
+    check_sensitivity: bool = False,
 ) -> ComparisonRun:
     """Run ``reference`` and every candidate on the same inputs; compare each candidate with the reference.
 
@@ -131,4 +176,39 @@ def run_and_compare(
             assert not isinstance(reference, RunResults)
             made = feeds.make(reference.input_metadata())
             run = ComparisonRun(made, reference.infer(made), name)
+        if check_sensitivity and saved is None:
+            _mark_insensitive(run, reference, feeds, as_detection_specs(detections))  # type: ignore[arg-type]
         return run
+
+
+INSENSITIVE_REASON = ("the reference gives the same output for two different inputs (it ignores its input, e.g. "
+                      "random weights), so matching it proves little")
+
+
+def _mark_insensitive(run: ComparisonRun, reference: Runtime, feeds: FeedSource,
+                      detections: Sequence[DetectionSpec] = ()) -> None:
+    """Run the reference on a second input; float outputs that stay bitwise the same make the verdicts on
+    them vacuous (integer outputs and a detector's labels, counts and batch indices - TF reports classes as
+    floats - may legitimately not change; its boxes and scores may not)."""
+    second = feeds.other(run.feeds)
+    if all(np.array_equal(second[k], v) for k, v in run.feeds.items()):
+        return  # nothing to vary (integer-only inputs)
+    try:
+        other = reference.infer(second)
+    except Exception as exc:  # the check is extra evidence; a reference that rejects the input says so elsewhere
+        log.info("input-sensitivity check skipped: the reference failed on a second input: %s", exc)
+        return
+    categorical = {name for spec in detections for role, name in spec.ref_outputs.items()
+                   if role in ("labels", "num", "batch_index", "selected_indices")}
+    floats = {k: v for k, v in run.reference_outputs.items()
+              if np.asarray(v).dtype.kind in "fc" and k not in categorical}
+    run.insensitive = insensitive_outputs(floats, other)
+    same = set(run.insensitive)
+    grouped = {name for spec in detections for name in spec.ref_outputs.values()}
+    flag = same - grouped
+    for spec in detections:  # a detector ignores its input when none of its boxes and scores change
+        measured = [n for n in spec.ref_outputs.values() if n in floats]
+        if measured and all(n in same for n in measured):
+            flag.update(spec.ref_outputs.values())
+    for comp in run.comparisons:
+        comp.mark_vacuous(sorted(flag), INSENSITIVE_REASON)

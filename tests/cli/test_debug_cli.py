@@ -78,7 +78,7 @@ def test_inspect_nodes_marks_where_inference_loses_a_dim(tmp_path: Path, capsys:
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("NonZero", ["r"], ["nz"], name="nz"),
              helper.make_node("Transpose", ["nz"], ["t"], name="tr")]
     model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                       [helper.make_tensor_value_info("t", TensorProto.INT64, None)])
+                       [helper.make_tensor_value_info("t", TensorProto.INT64, ["n", 2])])
     path = tmp_path / "nz.onnx"
     onnx.save(model, path)
     assert main(["inspect", str(path), "--nodes", "--json"]) == 0

@@ -91,6 +91,11 @@ CASES = [
      [vi("b", F, [1, 4, 4]), vi("s", F, [1, 1, 4]), vi("m", I64, [1]), vi("iou", F, [1]), vi("st", F, [1])], [], 17),
     ("reverse_sequence", [helper.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=1, time_axis=0)],
      [vi("x", F, [4, 3]), vi("l", I64, [3])], [], 17),
+    ("gather_elements_through_unsqueeze", [helper.make_node("Unsqueeze", ["t", "one"], ["u"]),
+                                           helper.make_node("GatherElements", ["x", "u"], ["y"], axis=1)],
+     [vi("x", F, [3, 5]), vi("t", I64, [3])], [const("one", [1])], 17),
+    ("mel_weight_matrix", [helper.make_node("MelWeightMatrix", ["n", "d", "s", "lo", "hi"], ["y"])],
+     [vi("n", I64, []), vi("d", I64, []), vi("s", I64, []), vi("lo", F, []), vi("hi", F, [])], [], 17),
     ("pad_axes", [helper.make_node("Pad", ["x", "p", "", "a"], ["y"])],
      [vi("x", F, [2, 3]), vi("a", I64, [1])], [const("p", [1, 1])], 18),
 ]
@@ -135,3 +140,17 @@ def test_impossible_values_name_the_input_and_ask_for_feeds(nodes: list[onnx.Nod
     with pytest.raises(UsageError, match=f"input '{inputs[1].name}' feeds input 1 of {nodes[0].op_type}.*{needle}") as err:
         make_inputs(metas, model=model)
     assert "--feeds" in str(err.value)
+
+
+def test_the_source_graph_constrains_inputs_the_converted_graph_no_longer_reads() -> None:
+    """Passes may drop a consumer (an inference-time Dropout): the source still runs it."""
+    source = make_model([helper.make_node("Dropout", ["x", "r"], ["y"])], [vi("x", F, [2, 3]), vi("r", F, [])],
+                        [vi("y", F, [2, 3])])
+    converted = make_model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", F, [2, 3]), vi("r", F, [])],
+                           [vi("y", F, [2, 3])])
+    metas = [TensorMeta.from_value_info(v) for v in source.graph.input]
+    sess = ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed in range(5):
+        feeds = make_inputs(metas, seed=seed, model=(source, converted))
+        assert 0 <= float(feeds["r"]) < 1
+        sess.run(None, feeds)

@@ -1,0 +1,95 @@
+"""The input-sensitivity check of run_and_compare and the inputs of FeedSource: a reference whose output
+does not change with the input makes the verdict on it vacuous; a detector is judged by its boxes and
+scores (its labels and counts may not change); generated inputs follow --input-kind / --input-range."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bridge.config import InputSpec, InputValues, Tolerance
+from bridge.runtimes.base import TensorMeta
+from bridge.validation.detection_layouts import DetectionSpec
+from bridge.validation.run import FeedSource, run_and_compare
+
+Outputs = Callable[[np.ndarray], dict[str, np.ndarray]]
+
+
+class Fake:
+    """A Runtime computing ``fn`` of its single input ``x`` [2, 3, 8, 8]."""
+
+    name = "fake"
+
+    def __init__(self, fn: Outputs) -> None:
+        self.fn = fn
+
+    def activate(self) -> None: ...
+
+    def deactivate(self) -> None: ...
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.fn(feeds["x"])
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        return [TensorMeta("x", (2, 3, 8, 8), "float32")]
+
+
+SPEC = DetectionSpec("boxes-scores-labels", {"boxes": "boxes", "scores": "scores", "labels": "labels"})
+
+
+def _boxes(x: np.ndarray) -> np.ndarray:
+    return np.array([[0, 0, 10, 10], [20, 20, 30, 30]], np.float32) + float(x.mean())
+
+
+@pytest.mark.parametrize(("fn", "detections", "vacuous"), [
+    (lambda x: {"y": np.ones(4, np.float32)}, None, {"y"}),
+    (lambda x: {"y": x.sum(axis=(1, 2, 3)), "k": np.ones(2, np.float32)}, None, {"k"}),
+    (lambda x: {"y": x * 2}, None, set()),
+    (lambda x: {"boxes": _boxes(x), "scores": np.array([0.9, 0.8], np.float32),
+                "labels": np.array([1.0, 2.0], np.float32)}, [SPEC], set()),  # float labels unchanged: fine
+    (lambda x: {"boxes": _boxes(x * 0), "scores": np.array([0.9, 0.8], np.float32),
+                "labels": np.array([1, 2])}, [SPEC], {"boxes"}),
+])
+def test_outputs_that_ignore_the_input_are_vacuous(fn: Outputs, detections: list[DetectionSpec] | None,
+                                                   vacuous: set[str]) -> None:
+    run = run_and_compare(Fake(fn), {"c": Fake(fn)}, FeedSource(specs=[InputSpec("x", (2, 3, 8, 8))]), Tolerance(),
+                          detections=detections, check_sensitivity=True)
+    comp = run.comparisons[0]
+    assert comp.passed
+    assert {o.name for o in comp.outputs if o.vacuous} == vacuous
+    assert all("two different inputs" in o.vacuous_reason for o in comp.outputs if o.vacuous)
+
+
+def test_without_the_check_nothing_is_flagged() -> None:
+    fn: Outputs = lambda x: {"y": np.ones(4, np.float32)}  # noqa: E731
+    run = run_and_compare(Fake(fn), {"c": Fake(fn)}, FeedSource(specs=[InputSpec("x", (2, 3, 8, 8))]), Tolerance())
+    assert not run.comparisons[0].vacuous
+
+
+def test_second_input_from_feeds_keeps_values_and_integer_inputs(tmp_path: Path) -> None:
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(3, 4), "ids": np.arange(3)}
+    other = FeedSource(file=tmp_path / "f.npz").other(feeds)
+    assert not np.array_equal(other["x"], feeds["x"]) and sorted(other["x"].ravel()) == sorted(feeds["x"].ravel())
+    assert other["ids"] is feeds["ids"]
+
+
+@pytest.mark.parametrize(("values", "lo", "hi"), [
+    (InputValues("image"), 0.0, 1.0), (InputValues("image", (0, 255)), 0.0, 255.0),
+    (InputValues("normal", (-2, 3)), -2.0, 3.0),
+])
+def test_generated_inputs_follow_kind_and_range(values: InputValues, lo: float, hi: float) -> None:
+    feeds = FeedSource(specs=[InputSpec("x", (2, 3, 8, 8))], values=values).make(Fake(dict).input_metadata())
+    x = feeds["x"]
+    assert x.dtype == np.float32 and lo <= x.min() and x.max() <= hi and x.max() - x.min() > (hi - lo) / 2
+    assert values.describe() in FeedSource(values=values).describe()
+
+
+@pytest.mark.parametrize(("kind", "text"), [("noise", None), (None, "1"), (None, "3,1"), (None, "0,inf")])
+def test_bad_kind_or_range_is_a_usage_error(kind: str | None, text: str | None) -> None:
+    from bridge.errors import UsageError
+
+    with pytest.raises(UsageError):
+        InputValues.parse(kind, text)
