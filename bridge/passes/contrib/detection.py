@@ -79,8 +79,11 @@ class LowerMultiBoxDetectionPass(LoweringPass):
                       if n.outputs[0].name in graph_outputs}
         result = super().call(model)
         if detections:
-            recorded = json.loads(model.metadata_props.get(DETECTION_META, "{}"))
-            model.metadata_props[DETECTION_META] = json.dumps({**recorded, **detections})
+            # the metadata is a JSON list of detection specs; a lowered output is recorded in the short
+            # {output: format} form, which bridge.validation.detection_layouts reads as an item of that list
+            recorded = json.loads(model.metadata_props.get(DETECTION_META, "[]"))
+            items = recorded if isinstance(recorded, list) else [recorded]
+            model.metadata_props[DETECTION_META] = json.dumps([*items, detections])
         return result
 
     def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value] | Expansion:
