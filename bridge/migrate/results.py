@@ -35,7 +35,7 @@ class Parity:
 class ModelResult:
     name: str
     status: str  # passed | failed | disabled
-    kind: str | None = None  # why it failed: mismatch, conversion, usage, crash, memory, timeout, internal
+    kind: str | None = None  # why it failed: mismatch, conversion, usage, crash, memory, timeout, internal, unvalidated
     reason: str | None = None
     source: str = ""
     framework: str | None = None
@@ -92,10 +92,16 @@ class ModelResult:
             if key:
                 outputs[key] = f
         status = outcome["status"]
+        kind, reason = outcome.get("kind"), outcome.get("reason")
         if status == "passed" and conv and not conv.get("written", True):
             status = "failed"  # defensive: a "passed" conversion whose model was not written is no pass
+        skipped = (conv or {}).get("validation_skipped")
+        if status == "passed" and skipped and not str(skipped).startswith("validation disabled"):
+            # validation was asked for but could not run (e.g. the source framework is missing in this
+            # environment): the record must not say the model was proved
+            status, kind, reason = "failed", "unvalidated", f"not validated: {skipped}"
         return cls(
-            name=entry["name"], status=status, kind=outcome.get("kind"), reason=outcome.get("reason"),
+            name=entry["name"], status=status, kind=kind, reason=reason,
             source=entry["source"], framework=conv.get("framework") or entry.get("framework"), to=entry["to"],
             exporter=conv.get("exporter"), opset=conv.get("opset", entry["opset"]),
             passes_applied=[p["name"] for p in conv.get("passes") or [] if p.get("modified")],

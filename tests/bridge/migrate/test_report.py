@@ -49,3 +49,12 @@ def test_comparable_drops_only_run_dependent_fields() -> None:
     assert comparable(a) == comparable(b)
     b["models"][1]["reason"] = "other"
     assert comparable(a) != comparable(b)
+
+
+def test_a_model_whose_validation_could_not_run_is_not_a_pass() -> None:
+    entry = {"name": "m", "source": "/z/m-symbol.json", "framework": "mxnet", "to": "onnx", "opset": 17}
+    conv = {"written": True, "validation": [], "validation_skipped": "source reference unavailable: MXNet is not installed"}
+    result = ModelResult.from_outcome(entry, {"status": "passed", "conversion": conv}, [])
+    assert result.status == "failed" and result.kind == "unvalidated" and "MXNet is not installed" in (result.reason or "")
+    asked_none = {**conv, "validation_skipped": "validation disabled (--validate none)"}
+    assert ModelResult.from_outcome(entry, {"status": "passed", "conversion": asked_none}, []).status == "passed"
