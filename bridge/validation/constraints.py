@@ -394,19 +394,21 @@ def valid_values(
     dtypes: Mapping[str, np.dtype],
     rng: np.random.Generator,
     skip: frozenset[str] | set[str] = frozenset(),
-) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Values for the inputs of ``model`` whose consumers constrain them, and why they were chosen.
+) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, str]]:
+    """Values for the inputs of ``model`` whose consumers constrain them, why they were chosen, and why
+    none could be derived for the others: ``(values, reasons, failures)``.
 
-    Returns ``(values, reasons)``; raises ``NoValidValues`` with ``args = (message, input name)``
-    when a consumer's valid set cannot be derived.
+    An input with several constrained consumers takes the first that yields values; ``failures`` holds
+    (for inputs with none) the first consumer's reason, for the caller to raise when no other graph helps.
     """
     consumers = constrained_consumers(model, set(shapes) - set(skip))  # skip: values already chosen
     if not consumers:
-        return {}, {}
+        return {}, {}, {}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     g = _Graph(_static_shapes(model, shapes), _constants(model), opset, rng)
     values: dict[str, np.ndarray] = {}
     reasons: dict[str, str] = {}
+    failures: dict[str, str] = {}
     for name in shapes:  # input order: reproducible draws
         for consumer in consumers.get(name, ()):
             rule = RULES[(consumer.node.op_type, consumer.slot)]
@@ -414,11 +416,11 @@ def valid_values(
                 value = rule(g, consumer.node, consumer.slot, tuple(shapes[name]), np.dtype(dtypes[name]))
             except _NotConstrained:
                 continue
-            except NoValidValues as exc:
-                raise NoValidValues(f"{consumer.describe()}: {exc}", name) from None
-            except (ValueError, IndexError, TypeError) as exc:  # shapes that contradict the op's definition
-                raise NoValidValues(f"{consumer.describe()}: {exc}", name) from None
+            except (NoValidValues, ValueError, IndexError, TypeError) as exc:  # incl. shapes contradicting the op
+                failures.setdefault(name, f"{consumer.describe()}: {exc}")
+                continue
             values[name] = value
             reasons[name] = consumer.describe()
+            failures.pop(name, None)
             break
-    return values, reasons
+    return values, reasons, failures

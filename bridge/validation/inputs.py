@@ -27,7 +27,7 @@ from bridge.errors import BadInputFileError, UsageError
 from bridge.io import npz_keys, read_npz
 from bridge.limits import check_allocation, nbytes_of
 from bridge.runtimes.base import TensorMeta
-from bridge.validation.constraints import NoValidValues, valid_values
+from bridge.validation.constraints import valid_values
 
 log = logging.getLogger(__name__)
 
@@ -153,16 +153,19 @@ def make_inputs(
     special: dict[str, np.ndarray] = {}
     # the source's graph first (what the reference runs), then the converted one (passes may drop consumers)
     models = [] if model is None else [model] if isinstance(model, onnx.ModelProto) else list(model)
+    failed: dict[str, str] = {}
     for graph in models:
-        try:
-            found, reasons = valid_values(graph, concrete, dtypes, rng, skip=set(special))
-        except NoValidValues as exc:
-            message, name = exc.args[0], exc.args[1] if len(exc.args) > 1 else "?"
-            raise UsageError(f"input '{name}' feeds {message}, so bridge cannot generate valid values for it; "
-                             f"{_FEEDS_HINT}") from None
+        found, reasons, failures = valid_values(graph, concrete, dtypes, rng, skip=set(special))
         special.update(found)
+        for name, why in failures.items():
+            failed.setdefault(name, why)
         for name, why in reasons.items():
             log.info("input '%s': values chosen valid for %s", name, why)
+    unresolved = [name for name in concrete if name in failed and name not in special]
+    if unresolved:
+        name = unresolved[0]
+        raise UsageError(f"input '{name}' feeds {failed[name]}, so bridge cannot generate valid values for it; "
+                         f"{_FEEDS_HINT}")
     feeds: dict[str, np.ndarray] = {}
     for meta in metas:
         name = meta.name

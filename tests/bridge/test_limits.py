@@ -50,3 +50,11 @@ def test_over_the_limit_names_what_the_size_and_the_limit() -> None:
     assert err.value.exit_code == EXIT_CONVERSION
     assert "m.params array #3 declares 5 GiB" in str(err.value) and "limit of 1 GiB" in str(err.value)
     check_allocation(2**30, "fits", limit=2**30)
+
+
+def test_anchors_for_absurd_feature_maps_are_refused_before_building_them() -> None:
+    from bridge.passes.contrib.anchors import multibox_prior
+
+    assert multibox_prior(4, 4, [0.2], [1, 2], False, [-1, -1], [0.5, 0.5]).shape == (1, 32, 4)
+    with pytest.raises(ResourceLimitError, match="MultiBoxPrior anchors for a 100000 x 100000 feature map"):
+        multibox_prior(100_000, 100_000, [0.2], [1, 2], False, [-1, -1], [0.5, 0.5])

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from bridge.limits import check_allocation
 from bridge.passes.contrib.common import LoweringPass, ShapeOracle, attr_floats, attr_int
 from bridge.rewriting import node_label
 from bridge.rewriting.builder import F32, Builder
@@ -41,6 +42,9 @@ def _half_extents(sizes: Sequence[float], ratios: Sequence[float]) -> tuple[np.n
 def multibox_prior(height: int, width: int, sizes: Sequence[float], ratios: Sequence[float], clip: bool,
                    steps: Sequence[float], offsets: Sequence[float]) -> np.ndarray:
     """MXNet MultiBoxPrior anchors for an H x W feature map: float32 [1, H*W*A, 4]."""
+    # absurd feature-map sizes (from absurd --input sizes) are refused before the arrays are built
+    check_allocation(height * width * (len(sizes) + len(ratios) - 1) * 4 * 4 * 2,
+                     f"MultiBoxPrior anchors for a {height} x {width} feature map")
     step_y, step_x = f32(steps[0]), f32(steps[1])
     if step_y <= 0 or step_x <= 0:
         step_y, step_x = f32(1) / f32(height), f32(1) / f32(width)

@@ -1,0 +1,563 @@
+"""Write a corpus of bad or hostile inputs for the bridge CLI, one case per folder.
+
+Each case is ``DIR/<case>/`` holding its files and ``args.json``: the CLI arguments, where
+``{dir}`` is the case folder and ``{out}`` a fresh output path. ``tests/hostile/sweep.py DIR`` runs
+them all and prints the exit-code histogram; the only acceptable codes are 0-3 (never 70, never a
+signal or a hang). The files are built here with numpy/onnx only (no framework, nothing downloaded).
+
+    python tests/hostile/corpus.py DIR [--big]      # --big adds the 2.2 GB-when-unpacked zip bomb
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+Case = Callable[[Path], list[str]]
+CASES: dict[str, Case] = {}
+
+
+def case(fn: Case) -> Case:
+    CASES[fn.__name__] = fn
+    return fn
+
+
+# ---- builders ------------------------------------------------------------------------------------
+
+
+def params_bytes(arrays: Mapping[str, np.ndarray], shapes: Mapping[str, Sequence[int]] | None = None) -> bytes:
+    """An MXNet NDArray list file (V2 dense arrays, as NDArray::Save writes); ``shapes`` overrides the
+    declared shape of some arrays without changing their data (a lying header)."""
+    flags = {np.dtype("float32"): 0, np.dtype("float64"): 1, np.dtype("int64"): 6}
+    out = bytearray(struct.pack("<QQQ", 0x112, 0, len(arrays)))
+    for name, arr in arrays.items():
+        a = np.ascontiguousarray(arr)
+        dims = list((shapes or {}).get(name, a.shape))
+        out += struct.pack("<Ii", 0xF993FAC9, 0) + struct.pack("<i", len(dims)) + struct.pack(f"<{len(dims)}q", *dims)
+        out += struct.pack("<iii", 1, 0, flags[a.dtype]) + a.tobytes()
+    out += struct.pack("<Q", len(arrays))
+    for name in arrays:
+        out += struct.pack("<Q", len(name.encode())) + name.encode()
+    return bytes(out)
+
+
+def symbol(nodes: list[dict[str, Any]], heads: list[list[int]], row_ptr: bool = True) -> str:
+    doc: dict[str, Any] = {"nodes": nodes, "arg_nodes": [i for i, n in enumerate(nodes) if n["op"] == "null"],
+                           "heads": heads, "attrs": {"mxnet_version": ["int", 10901]}}
+    if row_ptr:
+        doc["node_row_ptr"] = list(range(len(nodes) + 1))
+    return json.dumps(doc)
+
+
+def var(name: str) -> dict[str, Any]:
+    return {"op": "null", "name": name, "inputs": []}
+
+
+def conv_net(attrs: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    a = {"kernel": "(3, 3)", "num_filter": "2", "pad": "(1, 1)", **(attrs or {})}
+    return [var("data"), var("conv0_weight"), var("conv0_bias"),
+            {"op": "Convolution", "name": "conv0", "attrs": a, "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},
+            {"op": "Activation", "name": "relu0", "attrs": {"act_type": "relu"}, "inputs": [[3, 0, 0]]}]
+
+
+def conv_params(weight_shape: Sequence[int] = (2, 3, 3, 3)) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"arg:conv0_weight": rng.standard_normal(weight_shape).astype(np.float32),
+            "arg:conv0_bias": np.zeros(2, np.float32)}
+
+
+def mxnet_case(d: Path, nodes: list[dict[str, Any]], params: bytes | None, heads: list[list[int]] | None = None,
+               input_arg: str = "data:1,3,8,8", row_ptr: bool = True, extra: Sequence[str] = ()) -> list[str]:
+    (d / "m-symbol.json").write_text(symbol(nodes, heads or [[len(nodes) - 1, 0, 0]], row_ptr))
+    if params is not None:
+        (d / "m-0000.params").write_bytes(params)
+    return ["convert", "{dir}/m-symbol.json", "--input", input_arg, "-o", "{out}", *extra]
+
+
+def onnx_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
+               inits: Sequence[onnx.TensorProto] = (), opset: int = 17) -> onnx.ModelProto:
+    m = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits)),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def relu_onnx(d: Path, dtype: int = TensorProto.FLOAT, dims: Sequence[Any] = (2, 3)) -> Path:
+    m = onnx_model([helper.make_node("Abs", ["x"], ["y"], name="abs")],
+                   [helper.make_tensor_value_info("x", dtype, list(dims))],
+                   [helper.make_tensor_value_info("y", dtype, list(dims))])
+    p = d / "m.onnx"
+    p.write_bytes(m.SerializeToString())
+    return p
+
+
+def zip_bomb(path: Path, unpacked: int, key: str = "unused") -> None:
+    """An .npz whose member ``key`` is ``unpacked`` bytes of zeros (deflated to ~1/1000), beside a real x."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        with zf.open("x.npy", "w") as fh:
+            np.lib.format.write_array(fh, np.ones((2, 3), np.float32))
+        with zf.open(f"{key}.npy", "w", force_zip64=True) as fh:
+            header = {"descr": "<f4", "fortran_order": False, "shape": ((unpacked - 128) // 4,)}
+            np.lib.format.write_array_header_1_0(fh, header)
+            chunk = bytes(2**22)
+            left = unpacked - 128
+            while left > 0:
+                fh.write(chunk[: min(left, len(chunk))])
+                left -= len(chunk)
+
+
+def lying_npz(path: Path) -> None:
+    """An .npz whose x.npy header declares 1e12 floats but holds six."""
+    with zipfile.ZipFile(path, "w") as zf, zf.open("x.npy", "w") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6)})
+        fh.write(np.ones(6, np.float32).tobytes())
+
+
+# ---- MXNet cases ---------------------------------------------------------------------------------
+
+
+@case
+def mx_nested_json(d: Path) -> list[str]:
+    (d / "m-symbol.json").write_text('{"heads": [], "nodes": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    return ["convert", "{dir}/m-symbol.json", "-o", "{out}"]
+
+
+@case
+def mx_missing_output_index(d: Path) -> list[str]:
+    nodes = conv_net()
+    nodes[4]["inputs"] = [[3, 5, 0]]
+    return mxnet_case(d, nodes, params_bytes(conv_params()), row_ptr=False)
+
+
+@case
+def mx_missing_output_index_row_ptr(d: Path) -> list[str]:
+    nodes = conv_net()
+    nodes[4]["inputs"] = [[3, 5, 0]]
+    return mxnet_case(d, nodes, params_bytes(conv_params()))
+
+
+@case
+def mx_kernel_empty(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net({"kernel": "()"}), params_bytes(conv_params()))
+
+
+@case
+def mx_num_filter_inf(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net({"num_filter": "inf"}), params_bytes(conv_params()))
+
+
+@case
+def mx_num_filter_nan(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net({"num_filter": "nan"}), params_bytes(conv_params()))
+
+
+@case
+def mx_num_filter_negative(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net({"num_filter": "-1"}), params_bytes(conv_params()))
+
+
+@case
+def mx_stride_zero(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net({"stride": "(0, 1)"}), params_bytes(conv_params()))
+
+
+@case
+def mx_params_wrong_shape(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net(), params_bytes(conv_params((5, 5))))
+
+
+@case
+def mx_params_wrong_shape_same_size(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net(), params_bytes(conv_params((3, 2, 3, 3))))
+
+
+@case
+def mx_params_dims_wrap(d: Path) -> list[str]:
+    p = conv_params()
+    return mxnet_case(d, conv_net(), params_bytes(p, {"arg:conv0_weight": (2**62, 4)}))
+
+
+@case
+def mx_params_huge_dims(d: Path) -> list[str]:
+    p = conv_params()
+    return mxnet_case(d, conv_net(), params_bytes(p, {"arg:conv0_weight": (10**6, 10**6)}))
+
+
+@case
+def mx_params_truncated(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net(), params_bytes(conv_params())[:90])
+
+
+@case
+def mx_params_garbage(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net(), np.random.default_rng(1).bytes(300))
+
+
+@case
+def mx_params_unused_names(d: Path) -> list[str]:
+    p = conv_params()
+    p["arg:conv9_weight"] = np.zeros(3, np.float32)
+    return mxnet_case(d, conv_net(), params_bytes(p))
+
+
+@case
+def mx_no_parameters_empty_params(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "Activation", "name": "relu0", "attrs": {"act_type": "relu"}, "inputs": [[0, 0, 0]]}]
+    return mxnet_case(d, nodes, struct.pack("<QQQQ", 0x112, 0, 0, 0))
+
+
+@case
+def mx_batchnorm_aux_as_args(d: Path) -> list[str]:
+    nodes = [var("data"), var("bn_gamma"), var("bn_beta"), var("bn_moving_mean"), var("bn_moving_var"),
+             {"op": "BatchNorm", "name": "bn", "attrs": {"fix_gamma": "False"},
+              "inputs": [[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 1], [4, 0, 1]]}]
+    rng = np.random.default_rng(0)
+    p = {"arg:bn_gamma": rng.random(3).astype(np.float32), "arg:bn_beta": rng.random(3).astype(np.float32),
+         "arg:bn_moving_mean": rng.random(3).astype(np.float32), "arg:bn_moving_var": rng.random(3).astype(np.float32) + 1}
+    return mxnet_case(d, nodes, params_bytes(p))
+
+
+@case
+def mx_box_nms_hidden_output(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "_contrib_box_nms", "name": "nms", "attrs": {"overlap_thresh": "0.5", "topk": "-1"},
+                           "inputs": [[0, 0, 0]]}]
+    return mxnet_case(d, nodes, None, input_arg="data:1,10,6", row_ptr=False)
+
+
+@case
+def mx_arange_bomb(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "_arange", "name": "ar", "attrs": {"start": "0", "stop": "1e12"}, "inputs": []},
+             {"op": "broadcast_add", "name": "add", "inputs": [[0, 0, 0], [1, 0, 0]]}]
+    return mxnet_case(d, nodes, None, input_arg="data:1")
+
+
+@case
+def mx_arange_step_zero(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "_arange", "name": "ar", "attrs": {"start": "0", "stop": "5", "step": "0"},
+                           "inputs": []},
+             {"op": "broadcast_add", "name": "add", "inputs": [[0, 0, 0], [1, 0, 0]]}]
+    return mxnet_case(d, nodes, None, input_arg="data:1")
+
+
+@case
+def mx_tile_bomb(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "tile", "name": "t", "attrs": {"reps": "(100000, 100000, 1000)"},
+                           "inputs": [[0, 0, 0]]}]
+    return mxnet_case(d, nodes, None, input_arg="data:1,2,3")
+
+
+@case
+def mx_zeros_bomb(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "_zeros", "name": "z", "attrs": {"shape": "(100000, 100000, 100)"}, "inputs": []},
+             {"op": "broadcast_add", "name": "add", "inputs": [[0, 0, 0], [1, 0, 0]]}]
+    return mxnet_case(d, nodes, None, input_arg="data:1,1,1")
+
+
+@case
+def mx_reshape_bomb(d: Path) -> list[str]:
+    nodes = [var("data"), {"op": "Reshape", "name": "r", "attrs": {"shape": "(100000, 100000, 1000)"},
+                           "inputs": [[0, 0, 0]]}]
+    return mxnet_case(d, nodes, None, input_arg="data:2,3")
+
+
+@case
+def mx_absurd_input(d: Path) -> list[str]:
+    return mxnet_case(d, conv_net(), params_bytes(conv_params()), input_arg="data:1,3,1000000,1000000")
+
+
+@case
+def mx_params_fifo(d: Path) -> list[str]:
+    import os
+
+    args = mxnet_case(d, conv_net(), None)
+    os.mkfifo(d / "m-0000.params")
+    return args
+
+
+# ---- ONNX cases ----------------------------------------------------------------------------------
+
+
+@case
+def onnx_empty_file(d: Path) -> list[str]:
+    (d / "m.onnx").write_bytes(b"")
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_garbage(d: Path) -> list[str]:
+    (d / "m.onnx").write_bytes(np.random.default_rng(2).bytes(4096))
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_data_type_999(d: Path) -> list[str]:
+    w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
+    w.data_type = 999
+    m = onnx_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_input_data_type_999(d: Path) -> list[str]:
+    m = onnx_model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+                   [helper.make_tensor_value_info("x", 999, [2])], [helper.make_tensor_value_info("y", 999, [2])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_dims_1e12(d: Path) -> list[str]:
+    relu_onnx(d, dims=(10**6, 10**6))
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_uint16_input(d: Path) -> list[str]:
+    m = onnx_model([helper.make_node("Add", ["x", "x"], ["y"], name="add")],
+                   [helper.make_tensor_value_info("x", TensorProto.UINT16, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.UINT16, [2, 3])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_string_input(d: Path) -> list[str]:
+    m = onnx_model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+                   [helper.make_tensor_value_info("x", TensorProto.STRING, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_sequence_input(d: Path) -> list[str]:
+    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2])
+    m = onnx_model([helper.make_node("SequenceLength", ["s"], ["n"], name="len")], [seq],
+                   [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_gather_indices(d: Path) -> list[str]:
+    m = onnx_model([helper.make_node("Gather", ["x", "i"], ["y"], name="gather", axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_gather_empty_axis(d: Path) -> list[str]:
+    m = onnx_model([helper.make_node("Gather", ["x", "i"], ["y"], name="gather", axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 0]),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_int_div(d: Path) -> list[str]:
+    m = onnx_model([helper.make_node("Div", ["a", "b"], ["y"], name="div")],
+                   [helper.make_tensor_value_info("a", TensorProto.INT32, [8]),
+                    helper.make_tensor_value_info("b", TensorProto.INT32, [8])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [8])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def onnx_deep_subgraphs(d: Path) -> list[str]:
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "b", [], [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    body = leaf
+    for _ in range(30):  # as deep as protobuf builds (upb depth 100); nested in then-branches only (both would double the size at every level)
+        node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=leaf)
+        body = helper.make_graph([node], "b", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = onnx_model(list(body.node), [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                     helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+# ---- feeds, outputs, other commands --------------------------------------------------------------
+
+
+@case
+def feeds_npy(d: Path) -> list[str]:
+    relu_onnx(d)
+    np.save(d / "feeds.npy", np.ones((2, 3), np.float32))
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npy", "-o", "{out}"]
+
+
+@case
+def feeds_wrong_shape(d: Path) -> list[str]:
+    relu_onnx(d)
+    np.savez(d / "feeds.npz", x=np.ones((2, 4), np.float32))
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_wrong_rank(d: Path) -> list[str]:
+    relu_onnx(d)
+    np.savez(d / "feeds.npz", x=np.ones((6,), np.float32))
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_wrong_dtype(d: Path) -> list[str]:
+    relu_onnx(d, TensorProto.INT64)
+    np.savez(d / "feeds.npz", x=np.full((2, 3), 0.5, np.float32))
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_unknown_name(d: Path) -> list[str]:
+    relu_onnx(d)
+    np.savez(d / "feeds.npz", x=np.ones((2, 3), np.float32), typo=np.ones(2))
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_lying_header(d: Path) -> list[str]:
+    relu_onnx(d)
+    lying_npz(d / "feeds.npz")
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_pickle(d: Path) -> list[str]:
+    relu_onnx(d)
+    np.savez(d / "feeds.npz", x=np.array([{"a": 1}, None], dtype=object))
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_not_zip(d: Path) -> list[str]:
+    relu_onnx(d)
+    (d / "feeds.npz").write_bytes(b"PK\x03\x04garbage")
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def reference_nested_sidecar(d: Path) -> list[str]:
+    relu_onnx(d)
+    np.savez(d / "ref.npz", **{"input/x": np.ones((2, 3), np.float32), "output/y": np.ones((2, 3), np.float32)})
+    (d / "ref.json").write_text("[" * 100_000 + "]" * 100_000)
+    return ["validate", "{dir}/m.onnx", "--reference", "{dir}/ref.npz"]
+
+
+@case
+def graft_nms_empty_file(d: Path) -> list[str]:
+    (d / "head.onnx").write_bytes(b"")
+    return ["graft-nms", "{dir}/head.onnx", "--boxes", "boxes", "--scores", "scores", "-o", "{out}"]
+
+
+@case
+def inspect_empty_file(d: Path) -> list[str]:
+    (d / "m.onnx").write_bytes(b"")
+    return ["inspect", "{dir}/m.onnx"]
+
+
+@case
+def out_unwritable(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "-o", "/proc/bridge-hostile/out.onnx"]
+
+
+@case
+def out_is_source(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "-o", "{dir}/m.onnx"]
+
+
+@case
+def out_is_a_folder(d: Path) -> list[str]:
+    relu_onnx(d)
+    (d / "folder.onnx").mkdir()
+    return ["convert", "{dir}/m.onnx", "-o", "{dir}/folder.onnx"]
+
+
+@case
+def cli_unknown_input_name(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "--input", "typo:2,3", "-o", "{out}"]
+
+
+@case
+def cli_unknown_dynamic_name(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "--dynamic", "typo:0=batch", "-o", "{out}"]
+
+
+@case
+def cli_unknown_tolerance_name(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "--tolerance", "typo=1,1", "-o", "{out}"]
+
+
+@case
+def cli_dtype_contradicts_model(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "--input", "x:2,3:int64", "-o", "{out}"]
+
+
+@case
+def cli_duplicate_output_names(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "--output-names", "a,a", "-o", "{out}"]
+
+
+@case
+def cli_bad_report_suffix(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "--report", "{dir}/r.exe", "-o", "{out}"]
+
+
+def big_cases() -> dict[str, Case]:
+    def feeds_zip_bomb_unused_key(d: Path) -> list[str]:
+        relu_onnx(d)
+        zip_bomb(d / "feeds.npz", int(2.2e9))
+        return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+    return {"feeds_zip_bomb_unused_key": feeds_zip_bomb_unused_key}
+
+
+def write_corpus(out: Path, big: bool = False) -> list[str]:
+    names = []
+    for name, fn in {**CASES, **(big_cases() if big else {})}.items():
+        d = out / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "args.json").write_text(json.dumps(fn(d)))
+        names.append(name)
+    return names
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--big", action="store_true", help="also write the 2.2 GB-when-unpacked .npz zip bomb")
+    args = ap.parse_args()
+    names = write_corpus(args.folder, args.big)
+    print(f"wrote {len(names)} cases to {args.folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
