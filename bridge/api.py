@@ -7,6 +7,7 @@ for anything the user can fix (``ValidationMismatch`` carries the result that fa
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import time
@@ -42,7 +43,7 @@ from bridge.errors import (
 )
 from bridge.inspection import InspectReport, graph_metas, inspect_model
 from bridge.io import load_model
-from bridge.limits import max_memory
+from bridge.limits import max_memory, memory_limit
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
@@ -76,6 +77,18 @@ def _source(source: Any, weights: str | Path | None, options: dict[str, str] | N
     if isinstance(source, (str, Path)):
         return Source(location=str(source), weights=w, options=options or {})
     return Source(obj=source, weights=w, options=options or {})
+
+
+def _under_memory_limit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` under its ``max_memory`` keyword (``--max-memory``; None = the default limit): sizes files
+    declare are checked against it, and isolated children get twice it as their address-space limit."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with memory_limit(kwargs.get("max_memory")):
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 # ---------------------------------------------------------------------------------------------- convert
@@ -127,6 +140,7 @@ class ConvertResult:
         }
 
 
+@_under_memory_limit
 def convert(
     source: Any,
     output: str | Path,
@@ -155,6 +169,7 @@ def convert(
     exporter: str = "auto",
     input_kind: str | None = None,
     input_range: str | tuple[float, float] | None = None,
+    max_memory: int | str | None = None,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
 
@@ -515,6 +530,7 @@ class ValidateResult:
                 "saved_reference": self.saved_reference}
 
 
+@_under_memory_limit
 def validate(
     model: str | Path,
     *,
@@ -536,6 +552,7 @@ def validate(
     detections: Sequence[str] = (),
     input_kind: str | None = None,
     input_range: str | tuple[float, float] | None = None,
+    max_memory: int | str | None = None,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
 

@@ -35,6 +35,7 @@ from bridge.cli.options import (
     InputOpt,
     InputRangeOpt,
     IsolateOpt,
+    MaxMemoryOpt,
     OpsetOpt,
     ReportOpt,
     RtolOpt,
@@ -95,6 +96,7 @@ def convert(
     isolate: IsolateOpt = True,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     strict: StrictOpt = False,
+    max_memory: MaxMemoryOpt = None,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
     localize: LocalizeOpt = False,
@@ -116,7 +118,8 @@ def convert(
                                  output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
                                  to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
-                                 strict=strict, detections=detections, exporter=exporter, input_kind=input_kind,
+                                 strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
+                                 input_kind=input_kind,
                                  input_range=input_range)
     except ValidationMismatch as exc:
         if exc.result is not None:
@@ -225,6 +228,7 @@ def validate(
     isolate: IsolateOpt = True,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     strict: StrictOpt = False,
+    max_memory: MaxMemoryOpt = None,
     seed: SeedOpt = 0,
     localize: LocalizeOpt = False,
     detections: DetectionsOpt = [],  # noqa: B006
@@ -240,7 +244,8 @@ def validate(
                               tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
                               save_reference=save_reference, report=report, feeds=feeds,
                               options={"trust_source": "1"} if trust_source else None, isolated=isolate,
-                              timeout=timeout, strict=strict, detections=detections, input_kind=input_kind,
+                              timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
+                              input_kind=input_kind,
                               input_range=input_range)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):

@@ -33,6 +33,9 @@ FeedsOpt = Annotated[Path | None, typer.Option(help="validation inputs: .npz key
 ReportOpt = Annotated[Path | None, typer.Option(help="write a report (.json or .md)")]
 WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")]
 AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", help="limit for sizes files declare and for "
+                                                 "reference/runtime children, e.g. 4G (default: half the RAM, or "
+                                                 "BRIDGE_MAX_MEMORY)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
                                          "all-NaN outputs, a 0-sized dim) fails validation (exit 1)")]
 TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "

@@ -39,3 +39,16 @@ def test_a_vacuous_verdict_is_a_warning_and_strict_fails_it(all_nan_model: Path,
 def test_nan_or_negative_tolerances_are_usage_errors(all_nan_model: Path, tmp_path: Path, option: list[str]) -> None:
     assert main(["convert", str(all_nan_model), "-o", str(tmp_path / "o.onnx"), *option]) == 2
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_max_memory_bounds_what_validation_allocates(tmp_path: Path) -> None:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", "b"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    out = tmp_path / "o.onnx"
+    args = ["convert", str(path), "-o", str(out), "--input", "x:1000,1000", "--dynamic", "x:0=a", "--dynamic", "x:1=b",
+            "--no-isolate"]
+    assert main([*args, "--max-memory", "1M"]) == 3 and not out.exists()
+    assert main([*args, "--max-memory", "1G"]) == 0 and out.exists()
