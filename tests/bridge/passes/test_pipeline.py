@@ -22,8 +22,8 @@ from bridge.errors import (
 from bridge.model import ModelContainer
 from bridge.passes.pipeline import Step, conversion_pipeline, run_pipeline
 from bridge.passes.shapes import NameDynamicAxesPass, NameOutputDimsByProbePass, RequireStaticShapesPass
-from bridge.validation.probe import probe_output_shapes
 from bridge.runtimes import activated, get_runtime
+from bridge.validation.probe import probe_output_shapes
 
 
 def _container(proto: onnx.ModelProto) -> ModelContainer:

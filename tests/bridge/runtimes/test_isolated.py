@@ -31,32 +31,27 @@ def test_the_protocol_works_across_the_process_boundary() -> None:
 
 @pytest.mark.parametrize(("how", "cause"), [("abort", "SIGABRT"), ("segfault", "SIGSEGV")])
 def test_a_native_crash_is_an_error_naming_the_stage_and_signal(how: str, cause: str) -> None:
-    with pytest.raises(RuntimeCrashedError, match=f"the test reference crashed during infer: killed by {cause}"):
-        with activated(_isolated(how)) as rt:
-            rt.infer(X)
+    with pytest.raises(RuntimeCrashedError, match=f"the test reference crashed during infer: killed by {cause}"), activated(_isolated(how)) as rt:
+        rt.infer(X)
     with activated(_isolated("ok")) as rt:  # and the next model is unaffected
         assert rt.infer(X)["y"].tolist() == [2.0, 4.0]
 
 
 def test_a_hang_past_the_time_limit_is_stopped() -> None:
-    with pytest.raises(RuntimeCrashedError, match="did not answer within 2 s"):
-        with activated(_isolated("hang", timeout=2.0)) as rt:
-            rt.infer(X)
+    with pytest.raises(RuntimeCrashedError, match="did not answer within 2 s"), activated(_isolated("hang", timeout=2.0)) as rt:
+        rt.infer(X)
 
 
 def test_allocating_past_the_memory_limit_is_reported() -> None:
-    with pytest.raises(RuntimeCrashedError, match="ran out of memory|memory limit"):
-        with activated(_isolated("allocate", max_memory=2 * 2**30)) as rt:
-            rt.infer(X)
+    with pytest.raises(RuntimeCrashedError, match=r"ran out of memory|memory limit"), activated(_isolated("allocate", max_memory=2 * 2**30)) as rt:
+        rt.infer(X)
 
 
 def test_bridge_errors_keep_their_type_and_others_name_theirs() -> None:
-    with pytest.raises(UsageError, match="the child says: bad option"):
-        with activated(_isolated("usage")) as rt:
-            rt.infer(X)
-    with pytest.raises(RuntimeCrashedError, match="the test reference raised ZeroDivisionError: framework bug"):
-        with activated(_isolated("raise")) as rt:
-            rt.infer(X)
+    with pytest.raises(UsageError, match="the child says: bad option"), activated(_isolated("usage")) as rt:
+        rt.infer(X)
+    with pytest.raises(RuntimeCrashedError, match="the test reference raised ZeroDivisionError: framework bug"), activated(_isolated("raise")) as rt:
+        rt.infer(X)
 
 
 def test_factories_that_cannot_travel_run_in_process() -> None:
