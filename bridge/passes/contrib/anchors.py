@@ -101,7 +101,7 @@ class LowerMultiBoxPriorPass(LoweringPass):
         self._oracle = ShapeOracle(model)  # one shape inference per run, only if a node needs it
         return super().call(model)
 
-    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+    def lower(self, b: Builder, node: ir.Node) -> list[ir.Value]:
         data = node.inputs[0]
         assert data is not None  # check() made sure
         params = dict(sizes=attr_floats(node, "sizes"), ratios=attr_floats(node, "ratios"),

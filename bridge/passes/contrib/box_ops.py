@@ -48,7 +48,7 @@ class LowerBoxNMSPass(LoweringPass):
     input_names = ("data",)
     float32_inputs = (0,)
 
-    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+    def lower(self, b: Builder, node: ir.Node) -> list[ir.Value]:
         data = node.inputs[0]
         assert data is not None  # check() made sure
         return [build_box_nms(
@@ -130,7 +130,7 @@ class LowerBoxDecodePass(LoweringPass):
     input_names = ("data", "anchors")
     float32_inputs = (0, 1)
 
-    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+    def lower(self, b: Builder, node: ir.Node) -> list[ir.Value]:
         data, anchors = node.inputs[0], node.inputs[1]
         assert data is not None and anchors is not None  # check() made sure
         return [build_box_decode(b, data, anchors, [attr_float(node, f"std{i}") for i in range(4)],

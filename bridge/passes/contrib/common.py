@@ -4,11 +4,18 @@ A lowering is one class: a pass (so the pipeline can list it with its reason) th
 ``bridge.rewriting.Rewrite`` for one contrib op. It declares the op, the inputs that must be present
 and float32, and implements ``rewrite(b, node)`` returning the new values; the rewrite driver finds
 the nodes (subgraphs included), checks them, splices and collects warnings. ``requires`` fails before
-anything is rewritten when a node cannot be lowered (opset < 13, a float16 input, a missing input);
-``ensures`` checks that no node of the op is left.
+anything is rewritten when a node cannot be lowered (opset < 13, a float64 or integer input, a missing
+input); ``ensures`` checks that no node of the op is left.
+
+float16 models (MXNet's ``cast(float16)`` deployments): the float inputs are cast to float32, the op is
+lowered as for float32, and its float outputs are cast back to float16 - so the result is the float32
+result rounded once, which is at least as close to the exact value as MXNet's own float16 kernels.
 """
 
 from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
@@ -17,7 +24,10 @@ from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import NodeError
 from bridge.passes.base import BridgePass
 from bridge.rewriting import (
+    F32,
     MIN_OPSET,
+    Builder,
+    Expansion,
     MatchResult,
     Rewrite,
     all_graphs,
@@ -34,7 +44,8 @@ class LoweringPass(BridgePass, Rewrite):
     required = True  # a contrib op left in the model runs nowhere: failing to lower it is an error
     min_opset = MIN_OPSET
     input_names: tuple[str, ...] = ()  # inputs that must be present, in order (named in errors)
-    float32_inputs: tuple[int, ...] = ()  # indices of inputs the lowering supports in float32 only
+    float32_inputs: tuple[int, ...] = ()  # inputs computed in float32 (float16 ones are cast to it and back)
+    dtype_from: int = 0  # the input whose float dtype the float outputs take (MXNet: outputs follow data)
 
     def nodes(self, model: ir.Model) -> list[ir.Node]:
         return [node for graph in all_graphs(model) for node in graph if self.matches(node)]
@@ -48,9 +59,30 @@ class LoweringPass(BridgePass, Rewrite):
             return MatchResult.fail(f"needs inputs {', '.join(self.input_names)}")
         for index in self.float32_inputs:
             value = node.inputs[index] if index < len(node.inputs) else None
-            if value is not None and value.dtype is not None and value.dtype != ir.DataType.FLOAT:
-                return MatchResult.fail(f"input '{value.name}' is {value.dtype}; the lowering supports float32 only")
+            if value is not None and value.dtype is not None and value.dtype not in _FLOATS:
+                return MatchResult.fail(f"input '{value.name}' is {value.dtype}; the lowering supports float32 and "
+                                        "float16 only")
         return MatchResult.success()
+
+    def rewrite(self, b: Builder, node: ir.Node) -> Sequence[ir.Value] | Expansion:
+        """``lower`` in float32; float16 inputs are cast up first and float outputs cast back (module docstring)."""
+        source = node.inputs[self.dtype_from] if self.dtype_from < len(node.inputs) else None
+        if source is None or source.dtype != ir.DataType.FLOAT16:
+            return self.lower(b, node)
+        for index in self.float32_inputs:
+            value = node.inputs[index] if index < len(node.inputs) else None
+            if value is not None and value.dtype == ir.DataType.FLOAT16:
+                wide = b.cast(value, F32)
+                wide.type, wide.shape = ir.TensorType(F32), value.shape  # lowerings read static dims
+                node.replace_input_with(index, wide)  # the node is dropped once lowered
+        result = self.lower(b, node)
+        if isinstance(result, Expansion):
+            return Expansion([[_to_half(b, v) for v in values] for values in result.outputs])
+        return [_to_half(b, v) for v in result]
+
+    @abstractmethod
+    def lower(self, b: Builder, node: ir.Node) -> Sequence[ir.Value] | Expansion:
+        """The standard-ONNX values replacing the node's outputs, computed in float32."""
 
     def requires(self, model: ir.Model) -> None:
         opset = default_opset(model)
@@ -68,6 +100,22 @@ class LoweringPass(BridgePass, Rewrite):
         outcome = apply_rewrites(model, [self])
         self.warnings.extend(outcome.warnings)
         return ir.passes.PassResult(model, outcome.modified)
+
+
+_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+def _to_half(b: Builder, value: ir.Value) -> ir.Value:
+    """A float32 (or not yet typed: the lowerings' float results) value cast to float16; others unchanged."""
+    if value.dtype not in (None, ir.DataType.FLOAT):
+        return value
+    half = b.cast(value, ir.DataType.FLOAT16)
+    if value.name and not value.name.startswith(b.prefix):  # a named graph output (Expansion): the cast takes the name
+        name, value.name = value.name, None
+        half.name = name
+    half.type = ir.TensorType(ir.DataType.FLOAT16)
+    half.shape = value.shape
+    return half
 
 
 def _attr(node: ir.Node, name: str) -> ir.Attr:

@@ -86,7 +86,7 @@ class LowerMultiBoxDetectionPass(LoweringPass):
             model.metadata_props[DETECTION_META] = json.dumps([*items, detections])
         return result
 
-    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value] | Expansion:
+    def lower(self, b: Builder, node: ir.Node) -> list[ir.Value] | Expansion:
         label = node_label(node)
         cls_prob, loc_pred, anchors = node.inputs[0], node.inputs[1], node.inputs[2]
         assert cls_prob is not None and loc_pred is not None and anchors is not None  # check() made sure
