@@ -144,3 +144,17 @@ def save_symbol(mx: ModuleType, sym: Any, tmp: Path, params: Mapping[str, Any], 
         params_path = tmp / f"{prefix}-0000.params"
         mx.nd.save(str(params_path), {k: mx.nd.array(v, dtype=v.dtype) for k, v in params.items()})
     return Model(sym_path, params_path, dict(feeds), outputs)
+
+
+def assert_same_as_mxnet(got: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], rtol: float,
+                         atol: float) -> None:
+    """Every MXNet output is in ``got`` with MXNet's dtype and shape; integers exact, floats within rtol/atol."""
+    assert set(expected) <= set(got), (sorted(got), sorted(expected))
+    for name, ref in expected.items():
+        out = got[name]
+        assert out.dtype == ref.dtype, f"{name}: dtype {out.dtype} != MXNet's {ref.dtype}"
+        assert out.shape == ref.shape, f"{name}: shape {out.shape} != MXNet's {ref.shape}"
+        if ref.dtype.kind in "iub":
+            np.testing.assert_array_equal(out, ref, err_msg=name)
+        else:
+            np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol, err_msg=name)

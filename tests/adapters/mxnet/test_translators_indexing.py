@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mxnet_testlib import Model, export, mx_op, need_mxnet, run_mxnet, run_onnx
+from mxnet_testlib import Model, assert_same_as_mxnet, export, mx_op, need_mxnet, run_mxnet, run_onnx
 
 from adapters.mxnet import MXNetAdapter, ops_creation, ops_elemwise, ops_indexing
 from adapters.mxnet.nondeterministic import read_nondeterministic_outputs
@@ -390,16 +390,7 @@ def build(case: Case, tmp: Path, mx: Any) -> Model:
 
 
 def _compare(case: Case, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
-    assert set(expected) <= set(got), (sorted(got), sorted(expected))
-    for name, ref in expected.items():
-        out = got[name]
-        assert out.dtype == ref.dtype, f"{name}: dtype {out.dtype} != MXNet's {ref.dtype}"
-        assert out.shape == ref.shape, f"{name}: shape {out.shape} != MXNet's {ref.shape}"
-        if ref.dtype.kind in "iub":
-            np.testing.assert_array_equal(out, ref, err_msg=name)
-        else:
-            np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=case.rtol, atol=case.atol,
-                                       err_msg=name)
+    assert_same_as_mxnet(got, expected, case.rtol, case.atol)
 
 
 def _check_samples(case: Case, model: Model, got: dict[str, np.ndarray]) -> None:
