@@ -22,7 +22,14 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bridge.config import DETECTION_FORMATS, DynamicAxis, InputSpec, canonical_dtype
+from bridge.config import (
+    DEFAULT_OPSET,
+    DEFAULT_TOLERANCE,
+    DETECTION_FORMATS,
+    DynamicAxis,
+    InputSpec,
+    canonical_dtype,
+)
 from bridge.errors import UsageError
 from bridge.limits import parse_size as limits_parse_size
 
@@ -59,8 +66,8 @@ class OutputTolerance(_Strict):
 class ToleranceSpec(_Strict):
     """Global tolerance plus per-output overrides (``outputs: {boxes: {atol: 1e-3}}``)."""
 
-    atol: Annotated[float, Field(ge=0, description="absolute tolerance for every output")] = 1e-4
-    rtol: Annotated[float, Field(ge=0, description="relative tolerance for every output")] = 1e-3
+    atol: Annotated[float, Field(ge=0, description="absolute tolerance for every output")] = DEFAULT_TOLERANCE.atol
+    rtol: Annotated[float, Field(ge=0, description="relative tolerance for every output")] = DEFAULT_TOLERANCE.rtol
     outputs: dict[str, OutputTolerance] = Field(default_factory=dict, description="per output name")
 
 
@@ -205,15 +212,15 @@ class ResolvedEntry(BaseModel):
     framework: str | None = None
     inputs: tuple[str, ...] = ()
     dynamic: tuple[str, ...] = ()
-    opset: int = 17
+    opset: int = DEFAULT_OPSET
     to: str = "onnx"
     runtimes: tuple[str, ...] | None = None
     detection_format: str = "mxnet"
     max_detections: int | None = None
     output_names: tuple[str, ...] = ()
     options: dict[str, str] = Field(default_factory=dict)
-    atol: float = 1e-4
-    rtol: float = 1e-3
+    atol: float = DEFAULT_TOLERANCE.atol
+    rtol: float = DEFAULT_TOLERANCE.rtol
     per_output: dict[str, tuple[float, float]] = Field(default_factory=dict)
     feeds: str | None = None
     seed: int = 0
@@ -313,7 +320,7 @@ def _resolve(entry: Entry, base: Path) -> ResolvedEntry:
     return ResolvedEntry(
         name=entry.name, source=_resolve_source(base, entry.source),
         weights=_resolve_path(base, entry.weights or entry.params), framework=entry.framework,
-        inputs=tuple(inputs), dynamic=tuple(dict.fromkeys(dynamic)), opset=entry.opset or 17, to=entry.to or "onnx",
+        inputs=tuple(inputs), dynamic=tuple(dict.fromkeys(dynamic)), opset=entry.opset or DEFAULT_OPSET, to=entry.to or "onnx",
         runtimes=tuple(entry.runtimes) if entry.runtimes is not None else None,
         detection_format=entry.detection_format or "mxnet", max_detections=entry.max_detections,
         output_names=tuple(entry.output_names or ()), options=options, atol=tol.atol, rtol=tol.rtol,
