@@ -113,11 +113,11 @@ def _subclasses(cls: type) -> list[type]:
 def _break_lowering(b: Breakage) -> Iterator[None]:
     from bridge.passes.contrib.common import LoweringPass
 
-    classes = [c for c in _subclasses(LoweringPass) if getattr(c, "op_type", None) == b.name and "rewrite" in vars(c)]
+    classes = [c for c in _subclasses(LoweringPass) if getattr(c, "op_type", None) == b.name and "lower" in vars(c)]
     if not classes:
         raise UsageError(f"{ENV}: no lowering for bridge.contrib op '{b.name}'")
     cls = classes[0]
-    original = cls.rewrite  # type: ignore[attr-defined]
+    original = cls.lower  # type: ignore[attr-defined]
     attr_name = b.attribute or ""
 
     def off(self: Any, builder: Any, node: ir.Node) -> Any:
@@ -129,11 +129,11 @@ def _break_lowering(b: Breakage) -> Iterator[None]:
             node.attributes[attr_name] = ir.Attr(attr_name, kind, scaled)
         return original(self, builder, node)
 
-    cls.rewrite = off  # type: ignore[attr-defined]
+    cls.lower = off  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        cls.rewrite = original  # type: ignore[attr-defined]
+        cls.lower = original  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager

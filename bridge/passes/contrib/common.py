@@ -2,7 +2,8 @@
 
 A lowering is one class: a pass (so the pipeline can list it with its reason) that is also a
 ``bridge.rewriting.Rewrite`` for one contrib op. It declares the op, the inputs that must be present
-and float32, and implements ``rewrite(b, node)`` returning the new values; the rewrite driver finds
+and float, and implements ``lower(b, node)`` returning the new values (``rewrite`` wraps it for
+float16); the rewrite driver finds
 the nodes (subgraphs included), checks them, splices and collects warnings. ``requires`` fails before
 anything is rewritten when a node cannot be lowered (opset < 13, a float64 or integer input, a missing
 input); ``ensures`` checks that no node of the op is left.

@@ -35,9 +35,9 @@ def test_breakages_are_undone() -> None:
     from bridge.passes.cleanup import FoldConstantsPass
     from bridge.passes.contrib import LowerMultiBoxDetectionPass
 
-    before = (TRANSLATORS["SoftmaxActivation"], LowerMultiBoxDetectionPass.rewrite, FoldConstantsPass.call)
+    before = (TRANSLATORS["SoftmaxActivation"], LowerMultiBoxDetectionPass.lower, FoldConstantsPass.call)
     with broken("translator:SoftmaxActivation;lowering:MultiBoxDetection.variances;pass:FoldConstantsPass"):
-        during = (TRANSLATORS["SoftmaxActivation"], LowerMultiBoxDetectionPass.rewrite, FoldConstantsPass.call)
+        during = (TRANSLATORS["SoftmaxActivation"], LowerMultiBoxDetectionPass.lower, FoldConstantsPass.call)
         assert all(a is not b for a, b in zip(before, during, strict=True))
-    after = (TRANSLATORS["SoftmaxActivation"], LowerMultiBoxDetectionPass.rewrite, FoldConstantsPass.call)
+    after = (TRANSLATORS["SoftmaxActivation"], LowerMultiBoxDetectionPass.lower, FoldConstantsPass.call)
     assert after == before
