@@ -185,18 +185,28 @@ def _sampler(ctx: ConversionContext, node: MXNode, op: str, elem: int, attrs: di
     return ctx.emit("Cast", [r], [out(ctx, node)], name=node.name, to=elem)
 
 
+def _normal_params(a: Any) -> dict[str, float]:
+    """MXNet's loc/scale as ONNX RandomNormal's mean/scale."""
+    return {"mean": float(a.float("loc", 0.0) or 0.0), "scale": float(a.float("scale", 1.0) or 0.0)}
+
+
+def _uniform_params(a: Any) -> dict[str, float]:
+    """MXNet's low/high as ONNX RandomUniform's (the same names)."""
+    return {"low": float(a.float("low", 0.0) or 0.0), "high": float(a.float("high", 1.0) or 0.0)}
+
+
 @translator("_random_normal", "random_normal", "normal")
 def _random_normal(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = node.attrs
     return _sampler(ctx, node, "RandomNormal", _dtype(node, allowed=_RANDOM_DTYPES),
-                    {"mean": float(a.float("loc", 0.0) or 0.0), "scale": float(a.float("scale", 1.0) or 0.0)}, None)
+                    _normal_params(a), None)
 
 
 @translator("_random_uniform", "random_uniform", "uniform")
 def _random_uniform(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = node.attrs
     return _sampler(ctx, node, "RandomUniform", _dtype(node, allowed=_RANDOM_DTYPES),
-                    {"low": float(a.float("low", 0.0) or 0.0), "high": float(a.float("high", 1.0) or 0.0)}, None)
+                    _uniform_params(a), None)
 
 
 @translator("_random_normal_like")
@@ -204,7 +214,7 @@ def _random_normal_like(ctx: ConversionContext, node: MXNode, inputs: list[str])
     a = node.attrs
     x = inputs[0]
     return _sampler(ctx, node, "RandomNormal", ctx.elem(x),
-                    {"mean": float(a.float("loc", 0.0) or 0.0), "scale": float(a.float("scale", 1.0) or 0.0)}, x)
+                    _normal_params(a), x)
 
 
 @translator("_random_uniform_like")
@@ -212,7 +222,7 @@ def _random_uniform_like(ctx: ConversionContext, node: MXNode, inputs: list[str]
     a = node.attrs
     x = inputs[0]
     return _sampler(ctx, node, "RandomUniform", ctx.elem(x),
-                    {"low": float(a.float("low", 0.0) or 0.0), "high": float(a.float("high", 1.0) or 0.0)}, x)
+                    _uniform_params(a), x)
 
 
 @translator("_sample_multinomial", "sample_multinomial")

@@ -647,11 +647,7 @@ def linalg_extractdiag(ctx: ConversionContext, node: MXNode, inputs: list[str]) 
     a = inputs[0]
     size = _square(ctx, node, a)
     k = node.attrs.int("offset", 0) or 0
-    pos = [(i, i + k) for i in range(size) if 0 <= i + k < size]
-    m = np.zeros((size * size, len(pos)))
-    for c, (i, j) in enumerate(pos):
-        m[i * size + j, c] = 1
-    return _selection(ctx, node, a, m, [len(pos)])
+    return _extract(ctx, node, a, size, [(i, i + k) for i in range(size) if 0 <= i + k < size])
 
 
 @translator("_linalg_makediag", "linalg_makediag")
@@ -671,7 +667,12 @@ def linalg_makediag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
 def linalg_extracttrian(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
     size = _square(ctx, node, a)
-    pos = _tri_positions(size, node.attrs.int("offset", 0) or 0, node.attrs.bool("lower", True))
+    return _extract(ctx, node, a, size, _tri_positions(size, node.attrs.int("offset", 0) or 0,
+                                                       node.attrs.bool("lower", True)))
+
+
+def _extract(ctx: ConversionContext, node: MXNode, a: str, size: int, pos: list[tuple[int, int]]) -> list[str]:
+    """The elements of the trailing size x size matrices at ``pos`` (row, column), as a vector."""
     m = np.zeros((size * size, len(pos)))
     for c, (i, j) in enumerate(pos):
         m[i * size + j, c] = 1
