@@ -7,6 +7,11 @@ For each model (``bench.ssd_models``) and batch size:
   * decode + NMS alone: MXNet's C++ MultiBoxDetection (``mx.nd.contrib``) vs bridge's lowering of the
     same node (one-node ``bridge.contrib`` model through the pipeline's lowering + folding), fed with the
     model's own cls_prob / loc_pred / anchors; its share = lowered time / whole-model onnxruntime time.
+    The lowering reads class scores class-last (``Transpose(cls_prob)``, which cancels against the
+    Transpose after the Softmax in a converted model), so the one-node model is fed class-last through a
+    Transpose that ``TransposePairPass`` cancels, as in the converted model;
+  * the share as the converted model has it: whole converted model vs the same model cut before the
+    lowered MultiBoxDetection (``cut_before``: the values its nodes read become the outputs), same rounds.
 """
 
 from __future__ import annotations
@@ -85,10 +90,13 @@ def lowered_detection(attrs: dict[str, Any], num_classes: int, anchors: np.ndarr
                       legacy: bool = False) -> bytes:
     """bridge's lowering of one MultiBoxDetection node (static shapes), serialized, with the anchors as an
     initializer as in a converted SSD (MultiBoxPrior folds to one); ``legacy``: the N-sized lowering
-    from before the candidate-first rewrite."""
+    from before the candidate-first rewrite, fed ``cls_prob`` [B, C+1, N]. The current lowering is fed
+    ``cls_prob_last`` [B, N, C+1] (``detection_feeds``) through a Transpose, as a converted SSD's Softmax
+    output reaches it (the Transpose pair cancels)."""
     num_anchors = anchors.shape[1]
     from bridge.passes.cleanup import FoldConstantsPass
     from bridge.passes.contrib import LowerMultiBoxDetectionPass
+    from bridge.passes.layout import TransposePairPass
 
     a: dict[str, Any] = {"clip": int(attrs["clip"]), "threshold": float(attrs["threshold"]), "background_id": 0,
          "nms_threshold": float(attrs["nms_threshold"]), "force_suppress": int(attrs["force_suppress"]),
@@ -96,18 +104,62 @@ def lowered_detection(attrs: dict[str, Any], num_classes: int, anchors: np.ndarr
     node = helper.make_node("MultiBoxDetection", ["cls_prob", "loc_pred", "anchors"], ["detections"],
                             name="detection", domain="bridge.contrib", **a)
     vi = helper.make_tensor_value_info
-    graph = helper.make_graph([node], "nms", [
-        vi("cls_prob", TensorProto.FLOAT, [batch, num_classes + 1, num_anchors]),
-        vi("loc_pred", TensorProto.FLOAT, [batch, 4 * num_anchors])],
-        [vi("detections", TensorProto.FLOAT, [batch, num_anchors, 6])],
-        initializer=[onnx.numpy_helper.from_array(anchors.astype(np.float32), "anchors")])
+    nodes = [node]
+    cls_input = vi("cls_prob", TensorProto.FLOAT, [batch, num_classes + 1, num_anchors])
+    if not legacy:
+        nodes.insert(0, helper.make_node("Transpose", ["cls_prob_last"], ["cls_prob"], perm=[0, 2, 1]))
+        cls_input = vi("cls_prob_last", TensorProto.FLOAT, [batch, num_anchors, num_classes + 1])
+    graph = helper.make_graph(nodes, "nms", [cls_input, vi("loc_pred", TensorProto.FLOAT, [batch, 4 * num_anchors])],
+                              [vi("detections", TensorProto.FLOAT, [batch, num_anchors, 6])],
+                              initializer=[onnx.numpy_helper.from_array(anchors.astype(np.float32), "anchors")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("bridge.contrib", 1)])
     model.ir_version = 8
     irm = ir.serde.deserialize_model(model)
-    for p in (_NSizedMultiBoxDetectionPass() if legacy else LowerMultiBoxDetectionPass(), FoldConstantsPass()):
+    passes = [_NSizedMultiBoxDetectionPass()] if legacy else [LowerMultiBoxDetectionPass()]
+    for p in (*passes, FoldConstantsPass(), TransposePairPass()):
         irm = p(irm).model
     return ir.serde.serialize_model(irm).SerializeToString()
+
+
+def detection_feeds(cls_prob: np.ndarray, loc_pred: np.ndarray, legacy: bool = False) -> dict[str, np.ndarray]:
+    """The inputs of ``lowered_detection``'s model from MXNet's cls_prob [B, C+1, N] and loc_pred."""
+    if legacy:
+        return {"cls_prob": cls_prob, "loc_pred": loc_pred}
+    return {"cls_prob_last": np.ascontiguousarray(cls_prob.transpose(0, 2, 1)), "loc_pred": loc_pred}
+
+
+def detection_node(built: Built) -> str:
+    """Name of the MultiBoxDetection node in the model's symbol (the lowered nodes are named after it)."""
+    nodes = json.loads(Path(built.symbol).read_text())["nodes"]
+    return next(n["name"] for n in nodes if n["op"] in ("_contrib_MultiBoxDetection", "MultiBoxDetection"))
+
+
+def cut_before(whole: Path, out: Path, node: str) -> Path:
+    """The converted model cut before the lowered ``node``: every value its nodes (named ``<node>/...``)
+    read from the rest of the graph becomes an output, and whatever only the lowering needed is dropped."""
+    from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+    if out.exists():
+        return out
+    model = ir.load(whole)
+    prefix = f"{node}/"
+    outputs: list[ir.Value] = []
+    for n in model.graph:
+        if not (n.name or "").startswith(prefix):
+            continue
+        for v in n.inputs:
+            producer = v.producer() if v is not None else None
+            if v is not None and producer is not None and not (producer.name or "").startswith(prefix) and \
+                    producer.op_type != "Constant" and v not in outputs:
+                outputs.append(v)
+    if not outputs:
+        raise RuntimeError(f"{whole}: no nodes named {prefix}... read values from the rest of the graph")
+    model.graph.outputs.clear()
+    model.graph.outputs.extend(outputs)
+    RemoveUnusedNodesPass()(model)
+    ir.save(model, out)
+    return out
 
 
 @dataclass
@@ -121,6 +173,7 @@ class SSDRow:
     nms_mxnet: Timing
     nms_ort: Timing
     parity: bool  # onnxruntime's detections agree with MXNet's end to end (detection-aware)
+    ort_cut: Timing | None = None  # the converted model cut before the lowered MultiBoxDetection
     nms_max_diff: float = 0.0  # lowered MultiBoxDetection vs MXNet's operator on the same tensors, max |diff|
     dynamic_error: str = ""  # why no dynamic-batch model could be made, when it could not
 
@@ -133,6 +186,12 @@ class SSDRow:
         return self.nms_ort.median / self.ort.median
 
     @property
+    def cut_share(self) -> float:
+        """(whole - cut) / whole: decode + NMS as the converted model runs it."""
+        assert self.ort_cut is not None
+        return (self.ort.median - self.ort_cut.median) / self.ort.median
+
+    @property
     def nms_ratio(self) -> float:
         return self.nms_mxnet.median / self.nms_ort.median
 
@@ -143,7 +202,9 @@ class SSDRow:
                 "nms_mxnet": self.nms_mxnet.to_dict(), "nms_onnxruntime": self.nms_ort.to_dict(),
                 "ratio_mxnet_over_ort": self.ratio, "nms_share_of_ort": self.nms_share,
                 "nms_ratio_mxnet_over_ort": self.nms_ratio, "parity": self.parity, "nms_max_diff": self.nms_max_diff,
-                "dynamic_error": self.dynamic_error}
+                "dynamic_error": self.dynamic_error,
+                "onnxruntime_cut": self.ort_cut.to_dict() if self.ort_cut else None,
+                "nms_share_whole_vs_cut": self.cut_share if self.ort_cut else None}
 
 
 def same_detections(ref: np.ndarray, got: np.ndarray) -> bool:
@@ -159,7 +220,9 @@ def bench_ssd(mx: Any, built: Built, batch: int, *, threads: int, rounds: int, w
               dynamic: bool = True) -> SSDRow:
     spec = built.spec
     x = np.random.default_rng(batch).uniform(-1, 1, (batch, 3, spec.size, spec.size)).astype(np.float32)
-    static = ort_session(convert(built, workdir / f"{spec.name}-b{batch}.onnx", batch), threads)
+    whole = convert(built, workdir / f"{spec.name}-b{batch}.onnx", batch)
+    static = ort_session(whole, threads)
+    cut = ort_session(cut_before(whole, workdir / f"{spec.name}-b{batch}-cut.onnx", detection_node(built)), threads)
     dyn = None
     dynamic_error = ""
     if dynamic:
@@ -174,7 +237,7 @@ def bench_ssd(mx: Any, built: Built, batch: int, *, threads: int, rounds: int, w
     (got,) = static.run(None, {"data": x})
     parity = same_detections(ref_det, got)
     nms_sess = ort_session(lowered_detection(spec.detection, spec.num_classes, anchors, batch), threads)
-    feeds = {"cls_prob": cls_prob, "loc_pred": loc_pred}
+    feeds = detection_feeds(cls_prob, loc_pred)
     nd = [mx.nd.array(cls_prob), mx.nd.array(loc_pred), mx.nd.array(anchors)]
     nms_diff = float(np.abs(nms_sess.run(None, feeds)[0] -
                             mx.nd.contrib.MultiBoxDetection(*nd, **spec.detection).asnumpy()).max())
@@ -184,12 +247,13 @@ def bench_ssd(mx: Any, built: Built, batch: int, *, threads: int, rounds: int, w
 
     ways: dict[str, Callable[[], object]] = {
         "mxnet": lambda: mx_run(x), "ort": lambda: static.run(None, {"data": x}),
+        "ort_cut": lambda: cut.run(None, {"data": x}),
         "nms_mxnet": mx_nms, "nms_ort": lambda: nms_sess.run(None, feeds)}
     if dyn is not None:
         ways["ort_dynamic"] = lambda: dyn.run(None, {"data": x})
     t = interleaved(ways, rounds)
     return SSDRow(spec.name, batch, built.num_anchors, t["mxnet"], t["ort"], t.get("ort_dynamic"), t["nms_mxnet"],
-                  t["nms_ort"], parity, nms_diff, dynamic_error)
+                  t["nms_ort"], parity, t["ort_cut"], nms_diff, dynamic_error)
 
 
 def profile_lowered_nms(attrs: dict[str, Any], num_classes: int, anchors: np.ndarray, batch: int,
@@ -216,4 +280,5 @@ def profile_lowered_nms(attrs: dict[str, Any], num_classes: int, anchors: np.nda
     return dict(sorted(((k, v / total) for k, v in by_op.items()), key=lambda kv: -kv[1]))
 
 
-__all__ = ["SSDRow", "bench_ssd", "convert", "lowered_detection", "onnx", "profile_lowered_nms"]
+__all__ = ["SSDRow", "bench_ssd", "convert", "cut_before", "detection_feeds", "detection_node", "lowered_detection",
+           "onnx", "profile_lowered_nms"]

@@ -8,6 +8,7 @@ for anything the user can fix (``ValidationMismatch`` carries the result that fa
 from __future__ import annotations
 
 import functools
+import gc
 import shutil
 import tempfile
 import time
@@ -42,7 +43,7 @@ from bridge.errors import (
     ValidationMismatch,
 )
 from bridge.inspection import InspectReport, graph_metas, inspect_model
-from bridge.io import load_model
+from bridge.io import load_model, tensor_size
 from bridge.limits import max_memory, memory_limit
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
@@ -170,13 +171,15 @@ def convert(
     input_kind: str | None = None,
     input_range: str | tuple[float, float] | None = None,
     max_memory: int | str | None = None,
+    external_data: bool | None = None,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
 
     ``detections``: detector output groups (``boxes=B,scores=S,labels=L[,batch_index=I]``) compared
     detection-aware; groups fed by NonMaxSuppression are found without it. ``exporter``: PyTorch's
     auto|dynamo|torchscript. ``input_kind`` ("image") / ``input_range`` ("LO,HI"): what generated inputs look
-    like; tracing uses the same inputs as validation (``feeds`` when given).
+    like; tracing uses the same inputs as validation (``feeds`` when given). ``external_data``: write the
+    weights to ``<output>.data`` beside the model (None: only when the model is over protobuf's 2 GiB limit).
 
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance, or with
@@ -200,7 +203,7 @@ def convert(
         report=Path(report) if report else None, seed=seed, detection_format=detection_format,
         max_detections=max_detections, feeds=feeds_path, to=to,
         saved_model=Path(saved_model) if saved_model else None, isolate=isolated, timeout=timeout,
-        detections=tuple(detections), input_values=values,
+        detections=tuple(detections), input_values=values, external_data=external_data,
     )
     as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
     try:
@@ -258,16 +261,20 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
                                                 max_detections=cfg.max_detections,
                                                 probe=probe_output_shapes), progress)
     timings["passes_s"] = time.perf_counter() - start
-    proto = container.to_proto()
+    # the final model is written into the exporter's ModelProto around the weights it holds (a copy would hold
+    # them twice); a weightless copy of the exporter's model stays for validation (metadata, inputs)
+    weightless = _without_weights(export.model)
+    proto = container.to_proto(reuse=export.model if export.model is not cfg.source.obj else None)
+    export.model = weightless
     # a per-output tolerance for an output that does not exist would be silently unused: a typo
     check_names("--tolerance", cfg.tolerance.per_output, [*export.output_names, *(o.name for o in proto.graph.output)],
                 "output")
     specs = _detection_groups(proto, cfg.detections)
-    # the exporter's model and the ONNX stage's IR hold a copy of the weights each; only the final proto is
-    # needed from here on (peak RSS: plain exporter + weights, not + 3 x weights)
     warnings, history = container.warnings, container.history
     del container
-    export.model = _without_weights(export.model)
+    # the IR is a web of reference cycles (nodes <-> values): only the cycle collector frees it, and with it
+    # any tensor proto it still points at (upb frees a model's memory only when nothing refers into it)
+    gc.collect()
 
     result = ConvertResult(
         source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=export.exporter,
@@ -378,7 +385,7 @@ def _write_outputs(cfg: ConvertConfig, target: Any, proto: onnx.ModelProto, arte
     if result.passed:
         from bridge.io import save_model
 
-        save_model(proto, cfg.output)
+        save_model(proto, cfg.output, external_data=cfg.external_data)
         if result.target is not None and artefacts:
             result.target["path"] = str(target.commit(next(iter(artefacts.values())), cfg.saved_model_dir))
         result.written = True
@@ -437,7 +444,7 @@ def _without_weights(proto: onnx.ModelProto, keep_bytes: int = 4096) -> onnx.Mod
     g.output.extend(proto.graph.output)
     g.value_info.extend(proto.graph.value_info)
     for init in proto.graph.initializer:
-        if init.ByteSize() <= keep_bytes:
+        if tensor_size(init) <= keep_bytes:  # not ByteSize(): upb encodes the tensor to measure it
             g.initializer.append(init)
         else:
             g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))

@@ -330,6 +330,7 @@ class ConvertConfig:
     timeout: float | None = 600.0  # seconds per reference/runtime step in that child
     detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection_layouts)
     input_values: InputValues = InputValues()  # what generated tracing/validation inputs look like
+    external_data: bool | None = None  # weights to <output>.data (None: only past protobuf's 2 GiB limit)
 
     @property
     def saved_model_dir(self) -> Path:

@@ -23,12 +23,14 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 import onnx
 
-from bridge.errors import BadInputFileError, BridgeError, SourceNotFoundError, UsageError
+from bridge.errors import BadInputFileError, BridgeError, BridgeInternalError, SourceNotFoundError, UsageError
 from bridge.limits import check_allocation, nbytes_of
 
 _PROTOBUF_LIMIT = 2**31 - 1  # a single ModelProto cannot serialise past 2 GiB
@@ -130,70 +132,205 @@ def atomic_write_text(target: Path, text: str) -> None:
 
 def save_model(model: onnx.ModelProto, target: Path, external_data: bool | None = None) -> None:
     """Save an ONNX model atomically. ``external_data`` (None: only when the model is over protobuf's
-    2 GiB limit) writes every tensor of >= 1 KiB to ``<target name>.data`` beside it (ONNX external
-    data, loaded back by ``onnx.load``), the data file first, then the model; ``model`` is left as it was."""
+    2 GiB limit) writes the raw data of every initializer and attribute tensor (graphs, subgraphs,
+    functions) of >= 1 KiB to ``<target name>.data`` beside it (ONNX external data, loaded back by
+    ``onnx.load``); the data file is renamed into place first, then the model; ``model`` is left as it was.
+
+    The bytes are streamed (``_Plan``): no serialisation of the whole model ever exists in memory, only
+    one tensor's data at a time, so saving adds about the largest tensor to the process, not 2x the
+    model (``SerializeToString`` encodes into a buffer and copies it into a bytes object; upb's
+    ``ByteSize`` encodes too). Inline files are byte-for-byte what ``SerializeToString`` gives."""
     target = Path(target)
+    plan = _Plan(model, None)
     if external_data is None:
-        external_data = model.ByteSize() > _PROTOBUF_LIMIT
+        external_data = plan.size > _PROTOBUF_LIMIT
     if not external_data:
-        data = model.SerializeToString()
-        with atomic_path(target) as tmp:
-            tmp.write_bytes(data)
+        with atomic_path(target) as tmp, tmp.open("wb") as f:
+            plan.write(f, None)
         return
     data_target = target.with_name(target.name + ".data")
-    with atomic_path(target) as model_tmp:
-        with atomic_path(data_target) as data_tmp:
-            moved = _tensors_to_external(model, data_tmp, data_target.name)
-        try:
-            model_tmp.write_bytes(model.SerializeToString())
-        finally:
-            _tensors_back(moved, data_target)
+    plan = _Plan(model, data_target.name)
+    # both streamed in one pass; the data file is renamed into place first, then the model
+    with atomic_path(target) as model_tmp, atomic_path(data_target) as data_tmp, \
+            data_tmp.open("wb") as data, model_tmp.open("wb") as f:
+        plan.write(f, data)
 
 
-_EXTERNAL_MIN_BYTES = 1024
+_EXTERNAL_MIN_BYTES = 1024  # tensors smaller than this stay inline when writing external data
+_STREAM_MIN_BYTES = 64 * 1024  # tensor data at least this large is written from the proto, not re-encoded
 
 
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Initializers of ``graph`` and of every subgraph, and tensors held by attributes (Constant values)."""
-    yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
-            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
-                        attr.graphs if attr.type == onnx.AttributeProto.GRAPHS else []):
-                yield from _graph_tensors(sub)
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
-def _tensors_to_external(model: onnx.ModelProto, data_path: Path, location: str) -> list[tuple[onnx.TensorProto, int, int]]:
-    """Move the raw data of large tensors into ``data_path`` one tensor at a time (no second copy of the
-    whole model in memory); returns (tensor, offset, length) to undo it."""
-    moved = []
-    with open(data_path, "wb") as f:
-        for tensor in _graph_tensors(model.graph):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
+def _len_key(number: int) -> bytes:
+    """The key of a length-delimited field (wire type 2: messages, bytes, strings)."""
+    return _varint(number << 3 | 2)
+
+
+def _raw_length(tensor: onnx.TensorProto) -> int:
+    """``len(tensor.raw_data)`` without copying the data out of the proto (upb hands out copies): from
+    the dims and element size, or the copy's length for element types whose size is not fixed here."""
+    count = math.prod(int(d) for d in tensor.dims)
+    if tensor.data_type in _PACKED_BITS:
+        return (count * _PACKED_BITS[tensor.data_type] + 7) // 8
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, TypeError, ValueError):
+        return len(tensor.raw_data)
+    return count * dtype.itemsize if count >= 0 and not dtype.hasobject else len(tensor.raw_data)
+
+
+def tensor_size(tensor: onnx.TensorProto) -> int:
+    """About the bytes ``tensor`` takes serialised, without copying its data out of the proto (upb's
+    ``ByteSize()`` encodes the whole tensor to measure it): exact for the data, the rest estimated."""
+    if tensor.HasField("raw_data") and tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return _raw_length(tensor) + 16 + len(tensor.name) + 10 * len(tensor.dims)
+    return int(tensor.ByteSize())  # typed fields (small here) or a reference to external data
+
+
+@dataclass
+class _Data:
+    """One tensor's ``raw_data``, copied out of the proto only when it is written."""
+
+    tensor: onnx.TensorProto
+    length: int
+    external: bool  # to the data file (its offset is already in the model) instead of inline
+
+
+_Part = bytes | _Data
+# messages that can hold tensor data somewhere below them: planned field by field; every other message
+# (types, value infos, opset ids, ...) is small and encoded whole
+_CONTAINERS = (onnx.ModelProto, onnx.GraphProto, onnx.FunctionProto, onnx.SparseTensorProto)
+_HEAVY_ATTRS = frozenset({onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.GRAPH,
+                          onnx.AttributeProto.GRAPHS, onnx.AttributeProto.SPARSE_TENSOR,
+                          onnx.AttributeProto.SPARSE_TENSORS})
+
+
+class _Plan:
+    """The serialisation of a ModelProto as a list of parts: encoded bytes for everything small, and a
+    reference to each large tensor's ``raw_data`` to copy out of the proto when its turn comes.
+
+    Protobuf writes a message as key + length + its fields, so each message's length is worked out
+    before anything is written (a tensor's data length from its dims, not from the data). Fields come in
+    field-number order, as ``SerializeToString`` writes them, so the result is the same bytes. With
+    ``location`` (external data) every initializer or attribute tensor with raw data of >= 1 KiB gets ``external_data`` entries
+    (location, offset, length: as ``onnx.external_data_helper.set_external_data`` writes them) and
+    ``data_location = EXTERNAL`` instead of its data, which goes to the data file at that offset."""
+
+    def __init__(self, model: onnx.ModelProto, location: str | None) -> None:
+        self.location = location
+        self._inline_only = 0  # > 0 inside training_info, whose tensors onnx.load does not read back from a file
+        self.data_size = 0  # bytes planned into the data file so far
+        self.parts: list[_Part] = []
+        self.size = self._message(model, self.parts)
+
+    def write(self, f: BinaryIO, data: BinaryIO | None) -> None:
+        for part in self.parts:
+            if isinstance(part, bytes):
+                f.write(part)
                 continue
-            raw = tensor.raw_data
-            if len(raw) < _EXTERNAL_MIN_BYTES:
-                continue
-            offset, length = f.tell(), len(raw)
-            f.write(raw)
+            raw = part.tensor.raw_data  # a copy of this one tensor's data, dropped after writing it
+            if len(raw) != part.length:
+                raise BridgeInternalError(
+                    f"tensor '{part.tensor.name}' holds {len(raw):,} bytes of raw data, but its type "
+                    f"{onnx.TensorProto.DataType.Name(part.tensor.data_type)}{list(part.tensor.dims)} needs "
+                    f"{part.length:,}; nothing was written")
+            (data if part.external and data is not None else f).write(raw)
             del raw
-            onnx.external_data_helper.set_external_data(tensor, location, offset, length)  # needs raw_data still
-            tensor.ClearField("raw_data")
-            tensor.data_location = onnx.TensorProto.EXTERNAL
-            moved.append((tensor, offset, length))
-    return moved
 
+    def _message(self, msg: Any, parts: list[_Part]) -> int:
+        """Append ``msg``'s fields to ``parts``; returns its encoded length."""
+        size = 0
+        for fd, value in msg.ListFields():
+            if fd.type != fd.TYPE_MESSAGE:
+                if isinstance(msg, onnx.TensorProto) and fd.name == "raw_data":
+                    continue  # the tensor's own planner handles it
+                one = type(msg)()
+                if fd.is_repeated:
+                    getattr(one, fd.name).extend(value)
+                else:
+                    setattr(one, fd.name, value)
+                encoded = one.SerializeToString()
+                parts.append(encoded)
+                size += len(encoded)
+                continue
+            for item in value if fd.is_repeated else (value,):
+                size += self._field_message(msg, fd.number, item, parts)
+        return size
 
-def _tensors_back(moved: list[tuple[onnx.TensorProto, int, int]], data_path: Path) -> None:
-    """Undo ``_tensors_to_external``: raw data read back from the data file (page cache), inline again."""
-    with open(data_path, "rb") as f:
-        for tensor, offset, length in moved:
-            f.seek(offset)
-            del tensor.external_data[:]
-            tensor.ClearField("data_location")  # DEFAULT (inline)
-            tensor.raw_data = f.read(length)
+    def _field_message(self, parent: Any, number: int, item: Any, parts: list[_Part]) -> int:
+        """One embedded message: key + length + fields, planned part by part when it can hold tensor data."""
+        key = _len_key(number)
+        sub: list[_Part] = []
+        if isinstance(item, onnx.TensorProto):
+            # what onnx.load reads back from a data file: initializers and attribute tensors (graphs,
+            # subgraphs, functions); sparse tensors' values and indices stay inline
+            movable = not self._inline_only and (
+                (isinstance(parent, onnx.GraphProto) and number == 5)  # initializer
+                or (isinstance(parent, onnx.AttributeProto) and number in (5, 10)))  # t, tensors
+            length = self._tensor(item, sub, movable)
+        elif isinstance(item, onnx.TrainingInfoProto):
+            self._inline_only += 1
+            try:
+                length = self._message(item, sub)
+            finally:
+                self._inline_only -= 1
+        elif isinstance(item, _CONTAINERS) or (
+                isinstance(item, onnx.NodeProto) and any(a.type in _HEAVY_ATTRS for a in item.attribute)) or (
+                isinstance(item, onnx.AttributeProto) and item.type in _HEAVY_ATTRS):
+            length = self._message(item, sub)
+        else:
+            encoded = item.SerializeToString()
+            sub, length = [encoded], len(encoded)
+        head = key + _varint(length)
+        parts.append(head)
+        parts.extend(sub)
+        return len(head) + length
+
+    def _tensor(self, tensor: onnx.TensorProto, parts: list[_Part], movable: bool) -> int:
+        if not tensor.HasField("raw_data") or tensor.data_location == onnx.TensorProto.EXTERNAL:
+            encoded = tensor.SerializeToString()  # typed fields (strings, ...) or already external: small here
+            parts.append(encoded)
+            return len(encoded)
+        length = _raw_length(tensor)
+        external = movable and self.location is not None and length >= _EXTERNAL_MIN_BYTES
+        if not external and length < _STREAM_MIN_BYTES:
+            encoded = tensor.SerializeToString()
+            parts.append(encoded)
+            return len(encoded)
+        # everything but the data, split around where raw_data (field 9) goes
+        before, after = onnx.TensorProto(), onnx.TensorProto()
+        for fd, value in tensor.ListFields():
+            if fd.name == "raw_data":
+                continue
+            half = before if fd.number < 9 else after
+            if fd.is_repeated:
+                getattr(half, fd.name).extend(value)
+            elif fd.type == fd.TYPE_MESSAGE:
+                getattr(half, fd.name).CopyFrom(value)
+            else:
+                setattr(half, fd.name, value)
+        if external:
+            assert self.location is not None
+            for name, text in (("location", self.location), ("offset", str(self.data_size)), ("length", str(length))):
+                entry = after.external_data.add()
+                entry.key, entry.value = name, text
+            after.data_location = onnx.TensorProto.EXTERNAL
+            self.data_size += length
+            encoded = before.SerializeToString() + after.SerializeToString()
+            parts.extend([encoded, _Data(tensor, length, external=True)])
+            return len(encoded)
+        head, tail = before.SerializeToString(), after.SerializeToString()
+        key = _len_key(9) + _varint(length)
+        parts.extend([head + key, _Data(tensor, length, external=False), tail])
+        return len(head) + len(key) + length + len(tail)
 
 
 def refuse_overwriting_inputs(output: Path | str, inputs: Iterable[Path | str | None], option: str = "-o") -> None:

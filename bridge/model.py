@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -44,7 +45,14 @@ class ModelContainer:
     def from_proto(cls, proto: onnx.ModelProto, **kwargs: object) -> ModelContainer:
         return cls(model=ir.serde.deserialize_model(proto), **kwargs)  # type: ignore[arg-type]
 
-    def to_proto(self) -> onnx.ModelProto:
+    def to_proto(self, reuse: onnx.ModelProto | None = None) -> onnx.ModelProto:
+        """The model as a ModelProto, with bridge's metadata.
+
+        ``reuse``: the ModelProto this container was made from (``from_proto``), given up by the caller:
+        it is rewritten into the result and returned, and the weight tensors the IR still has from it stay
+        where they are instead of being copied (onnx_ir copies every tensor into a new proto, and upb
+        frees a proto's memory only all at once, so a copy would hold the weights twice). The result is
+        the same as without ``reuse``."""
         props = dict(self.model.metadata_props)
         props[META_PREFIX + "version"] = __version__
         props[META_PREFIX + "source_framework"] = self.source_framework
@@ -52,7 +60,57 @@ class ModelContainer:
         props[META_PREFIX + "passes_modified"] = ",".join(r.name for r in self.history if r.modified)
         self.model.metadata_props.clear()
         self.model.metadata_props.update(props)
-        return ir.serde.serialize_model(self.model)
+        if reuse is None:
+            return ir.serde.serialize_model(self.model)
+        return _serialize_into(self.model, reuse)
+
+
+_FLOAT6 = {getattr(ir.DataType, n) for n in ("FLOAT6E2M3", "FLOAT6E3M2") if hasattr(ir.DataType, n)}
+
+
+def _serialize_into(model: ir.Model, reuse: onnx.ModelProto) -> onnx.ModelProto:
+    """``serialize_model(model)``, written into ``reuse`` around the top-level initializers it already holds."""
+    own = {id(t) for t in reuse.graph.initializer}
+    kept: list[tuple[ir.Value, ir.serde.TensorProtoTensor]] = []
+    for value in model.graph.initializers.values():
+        t = value.const_value
+        # onnx_ir serialises such a tensor as a copy of its proto (plus the tensor's own metadata_props)
+        if (isinstance(t, ir.serde.TensorProtoTensor) and id(t.raw) in own and not t.metadata_props
+                and t.dtype not in _FLOAT6):
+            kept.append((value, t))
+    try:
+        for value, _ in kept:  # a 0-byte stand-in is serialised in its place
+            value.const_value = ir.Tensor(np.zeros(0, np.uint8))
+        light = ir.serde.serialize_model(model)
+    finally:
+        for value, t in kept:
+            value.const_value = t
+    keep = {str(value.name): t.raw for value, t in kept}
+    wanted = {id(t) for t in keep.values()}
+    if sum(id(t) in wanted for t in reuse.graph.initializer) != len(keep):  # not one tensor per value: copy
+        return ir.serde.serialize_model(model)
+    order = {t.name: i for i, t in enumerate(light.graph.initializer)}
+    fresh = [t for t in light.graph.initializer if t.name not in keep]
+    # empty ``reuse`` but for the kept tensors, then merge the light model (all but those tensors) into it
+    for fd, _ in reuse.ListFields():
+        if fd.name != "graph":
+            reuse.ClearField(fd.name)
+    for fd, _ in reuse.graph.ListFields():
+        if fd.name != "initializer":
+            reuse.graph.ClearField(fd.name)
+    inits = reuse.graph.initializer
+    for i in reversed(range(len(inits))):
+        if id(inits[i]) not in wanted:
+            del inits[i]
+    for name, t in keep.items():
+        t.name = name  # as serialize_model names an initializer after its value
+    inits.extend(fresh)
+    inits.sort(key=lambda t: order[t.name])
+    light.graph.ClearField("initializer")
+    reuse.graph.MergeFrom(light.graph)
+    light.ClearField("graph")
+    reuse.MergeFrom(light)
+    return reuse
 
     def save(self, path: Path) -> None:
         save_model(self.to_proto(), path)

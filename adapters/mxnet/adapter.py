@@ -105,8 +105,9 @@ class MXNetAdapter:
             params_desc = str(params_path)
             params = load_params(params_path)
             notes.append(f"parameters read from {params_path}")
-        converted = convert_graph(graph, params, spec, source.options.get("outputs"), params_desc)
         unused = unused_params(params, {n.name for n in graph.nodes if n.is_variable})
+        # the arrays are released as their initializers are built (the weights are held once, not twice)
+        converted = convert_graph(graph, params, spec, source.options.get("outputs"), params_desc, consume=True)
         if unused:
             shown = ", ".join(unused[:10]) + (f", ... ({len(unused) - 10} more)" if len(unused) > 10 else "")
             converted.warnings.append(f"{params_desc}: {len(unused)} parameter(s) the symbol does not use: {shown} "

@@ -68,6 +68,9 @@ def onnx_to_np(elem: int) -> np.dtype:
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
 
 
+_KEEP_CONST_BYTES = 64 * 1024  # initializer values kept as numpy too (the weights only as TensorProtos: once)
+
+
 class ConversionContext:
     """Collects nodes, initializers, inputs and tensor types for one export."""
 
@@ -107,7 +110,8 @@ class ConversionContext:
     def _put_initializer(self, name: str, value: np.ndarray) -> str:
         value = np.asarray(value)
         self.initializers[name] = numpy_helper.from_array(value, name)
-        self.consts[name] = value
+        if value.nbytes <= _KEEP_CONST_BYTES:  # large ones (weights) are decoded from their proto when asked
+            self.consts[name] = value
         self.types[name] = TensorType(np_to_onnx(value.dtype), tuple(int(d) for d in value.shape))
         return name
 
@@ -126,6 +130,8 @@ class ConversionContext:
         return name
 
     def value(self, name: str) -> np.ndarray | None:
+        if name not in self.consts and name in self.initializers:
+            return numpy_helper.to_array(self.initializers[name])
         return self.consts.get(name)
 
     def type(self, name: str) -> TensorType:

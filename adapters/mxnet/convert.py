@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -94,7 +95,11 @@ def convert_graph(
     spec: ExportSpec,
     outputs: str | None = None,
     params_desc: str = "the .params file",
+    *,
+    consume: bool = False,
 ) -> Converted:
+    """``consume``: empty ``params`` (a dict the caller no longer needs) and let each array go as soon as
+    its initializer is built, so the weights are held once (as TensorProtos), not twice (numpy + protos)."""
     if spec.opset < MIN_OPSET:
         raise UsageError(f"--opset {spec.opset}: the MXNet adapter emits opset >= {MIN_OPSET}; convert down afterwards")
     graph = resolve_infer_range(graph)  # MXNet sizes these aranges from their consumer; see infer_range.py
@@ -111,6 +116,9 @@ def convert_graph(
 
     args, aux = split_arg_aux(dict(params))
     values = {**args, **aux}
+    del args, aux
+    if consume and isinstance(params, dict):
+        params.clear()
     ctx = ConversionContext(spec.opset)
     dynamic = {(d.input, d.axis): d.label for d in spec.dynamic}
     graph_vars = {graph.nodes[i].name for i in needed if graph.nodes[i].is_variable}
@@ -122,6 +130,8 @@ def convert_graph(
     entries: dict[tuple[int, int], str] = {}
     used_inputs: list[InputSpec] = []
     missing: dict[str, str] = {}
+    # variables named alike each get an initializer; the array goes with the last of them
+    uses = Counter(graph.nodes[i].name for i in needed if graph.nodes[i].is_variable)
     for i in sorted(needed):
         node = graph.nodes[i]
         if not node.is_variable:
@@ -134,7 +144,8 @@ def convert_graph(
             ctx.add_input(node.name, np_to_onnx(s.dtype), tuple(dims))
             used_inputs.append(s)
         elif node.name in values:
-            ctx.add_initializer(node.name, values[node.name])
+            uses[node.name] -= 1
+            ctx.add_initializer(node.name, values[node.name] if uses[node.name] else values.pop(node.name))
         else:
             missing[node.name] = node.name
         entries[(i, 0)] = node.name
@@ -195,8 +206,9 @@ def convert_graph(
     # Weights stay out of the model while onnx infers shapes and checks it (each of those serializes the
     # whole model: with the weights that is several copies of them); they stand in as typed graph inputs
     # and are attached once at the end. Shape-like initializers (integers, tiny) stay: inference reads them.
-    weights = [t for t in ctx.initializers.values() if not shape_like(t)]
-    stand_ins = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in weights]
+    weights = [t.name for t in ctx.initializers.values() if not shape_like(t)]
+    stand_ins = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                 for t in (ctx.initializers[n] for n in weights)]
     g = helper.make_graph(ctx.nodes, _graph_name(graph), [*ctx.inputs, *stand_ins], out_infos,
                           initializer=[t for t in ctx.initializers.values() if shape_like(t)], value_info=value_info)
     opsets = [helper.make_opsetid("", spec.opset)]
@@ -211,10 +223,11 @@ def convert_graph(
     except onnx.checker.ValidationError as e:
         raise BridgeInternalError(f"the ONNX model converted from {graph.source} fails onnx.checker: {e}") from e
     if weights:
-        kept = [vi for vi in model.graph.input if vi.name not in {t.name for t in weights}]
+        kept = [vi for vi in model.graph.input if vi.name not in set(weights)]
         del model.graph.input[:]
         model.graph.input.extend(kept)
-        model.graph.initializer.extend(weights)
+        for name in weights:  # appending copies: each standalone proto goes as soon as it is in the model
+            model.graph.initializer.append(ctx.initializers.pop(name))
     n_contrib = sum(1 for n in model.graph.node if n.domain == CONTRIB_DOMAIN)
     return Converted(model, tuple(used_inputs), tuple(out_names), ctx.warnings, n_contrib)
 

@@ -15,6 +15,7 @@ Names carry ``arg:`` / ``aux:`` prefixes in checkpoints (``mod.save_checkpoint``
 
 from __future__ import annotations
 
+import io
 import logging
 import stat
 import struct
@@ -52,20 +53,40 @@ class _Array:
 
 
 class _Reader:
-    def __init__(self, data: bytes, source: str) -> None:
-        self.data = data
+    """Reads a file object front to back; sizes are checked against the file's size before reading."""
+
+    def __init__(self, f: io.BufferedIOBase, size: int, source: str) -> None:
+        self.f = f
+        self.size = size
         self.pos = 0
         self.source = source
 
-    def take(self, n: int, what: str) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
+    def _check(self, n: int, what: str) -> None:
+        if n < 0 or self.pos + n > self.size:
             raise BadInputFileError(
                 f"{self.source}: truncated or corrupt at byte offset {self.pos}: needs {n} bytes for {what}, "
-                f"but the file has {len(self.data) - self.pos} left (size {len(self.data)})"
+                f"but the file has {self.size - self.pos} left (size {self.size})"
             )
-        b = self.data[self.pos : self.pos + n]
+
+    def take(self, n: int, what: str) -> bytes:
+        self._check(n, what)
+        b = self.f.read(n)
+        if len(b) != n:  # the file shrank while being read
+            raise BadInputFileError(f"{self.source}: could read only {len(b)} of {n} bytes for {what} at byte offset {self.pos}")
         self.pos += n
         return b
+
+    def take_array(self, dtype: np.dtype, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """The next ``shape`` x ``dtype`` bytes read straight into a new array (no intermediate copy)."""
+        nbytes = nbytes_of(shape, dtype.itemsize)
+        self._check(nbytes, what)
+        check_allocation(nbytes, f"{self.source}: {what}")
+        arr = np.empty(shape, dtype)
+        got = self.f.readinto(arr.reshape(-1).view(np.uint8).data)
+        if got != nbytes:
+            raise BadInputFileError(f"{self.source}: could read only {got} of {nbytes} bytes for {what} at byte offset {self.pos}")
+        self.pos += nbytes
+        return arr
 
     def u32(self, what: str) -> int:
         return int(struct.unpack("<I", self.take(4, what))[0])
@@ -101,13 +122,9 @@ def _dtype(flag: int, r: _Reader, at: int) -> np.dtype:
 
 
 def _read_blob(r: _Reader, dtype: np.dtype, shape: tuple[int, ...], what: str) -> np.ndarray:
-    # Python ints: a product of int64 dims must not wrap (2**62 x 4 is not 0 bytes)
-    # (take() refuses sizes over what the file holds, naming the byte offset, before anything is copied)
-    nbytes = nbytes_of(shape, dtype.itemsize)
-    if nbytes <= len(r.data) - r.pos:
-        check_allocation(nbytes, f"{r.source}: {what}")
-    raw = r.take(nbytes, f"{what} ({dtype.name}{list(shape)})" if str(list(shape)) not in what else what)
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    # Python ints: a product of int64 dims must not wrap (2**62 x 4 is not 0 bytes); sizes over what the
+    # file holds are refused, naming the byte offset, before anything is allocated
+    return r.take_array(dtype, shape, f"{what} ({dtype.name}{list(shape)})" if str(list(shape)) not in what else what)
 
 
 def _read_array(r: _Reader, index: int) -> _Array:
@@ -157,8 +174,12 @@ def _read_array(r: _Reader, index: int) -> _Array:
 
 
 def parse_ndarray_list(data: bytes, source: str = "<params>") -> dict[str, np.ndarray]:
-    """Parse an NDArray list file; names as stored (``arg:x`` / ``aux:y`` / plain), or ``'0'``... if unnamed."""
-    r = _Reader(data, source)
+    """Parse an NDArray list file's bytes; names as stored (``arg:x`` / ``aux:y`` / plain), or ``'0'``... if unnamed."""
+    return _parse(_Reader(io.BytesIO(data), len(data), source))
+
+
+def _parse(r: _Reader) -> dict[str, np.ndarray]:
+    source = r.source
     header = r.u64("file magic")
     if header != LIST_MAGIC:
         raise BadInputFileError(
@@ -166,7 +187,7 @@ def parse_ndarray_list(data: bytes, source: str = "<params>") -> dict[str, np.nd
         )
     r.u64("reserved header field")
     n = r.u64("array count")
-    if n > len(data):
+    if n > r.size:
         raise BadInputFileError(f"{source}: corrupt array count {n} at byte offset 16")
     arrays = [_read_array(r, i) for i in range(n)]
     names_at = r.pos
@@ -181,8 +202,8 @@ def parse_ndarray_list(data: bytes, source: str = "<params>") -> dict[str, np.nd
             names.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
             raise BadInputFileError(f"{source}: name #{i} at byte offset {r.pos - length} is not UTF-8") from None
-    if r.pos != len(data):
-        log.warning("%s: %d trailing bytes after the NDArray list", source, len(data) - r.pos)
+    if r.pos != r.size:
+        log.warning("%s: %d trailing bytes after the NDArray list", source, r.size - r.pos)
     if not names:
         names = [str(i) for i in range(n)]
     sparse = [(nm, a) for nm, a in zip(names, arrays, strict=True) if a.value is None]
@@ -204,11 +225,12 @@ def load_params(path: str | Path) -> dict[str, np.ndarray]:
     if not stat.S_ISREG(st.st_mode):
         raise BadInputFileError(f"{p}: not a regular file (a FIFO, device or folder), so not a .params file")
     check_allocation(st.st_size, f"{p} (file size)")
+    # read array by array into their own buffers: the file's bytes never sit in memory beside the arrays
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            return _parse(_Reader(f, st.st_size, str(p)))
     except OSError as exc:
         raise BadInputFileError(f"{p}: cannot read: {exc.strerror}") from exc
-    return parse_ndarray_list(data, str(p))
 
 
 def split_arg_aux(params: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -30,6 +30,7 @@ from bridge.cli.options import (
     DetectionsOpt,
     DynamicOpt,
     ExporterOpt,
+    ExternalDataOpt,
     FeedsOpt,
     InputKindOpt,
     InputOpt,
@@ -97,6 +98,7 @@ def convert(
     timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     strict: StrictOpt = False,
     max_memory: MaxMemoryOpt = None,
+    external_data: ExternalDataOpt = None,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
     localize: LocalizeOpt = False,
@@ -119,8 +121,7 @@ def convert(
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
                                  to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
                                  strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
-                                 input_kind=input_kind,
-                                 input_range=input_range)
+                                 input_kind=input_kind, input_range=input_range, external_data=external_data)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)

@@ -36,6 +36,8 @@ AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSO
 MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", help="limit for sizes files declare and for "
                                                  "reference/runtime children, e.g. 4G (default: half the RAM, or "
                                                  "BRIDGE_MAX_MEMORY)")]
+ExternalDataOpt = Annotated[bool | None, typer.Option("--external-data/--inline-data", help="weights in <output>.data "
+                                                      "beside the model (default: only past protobuf's 2 GiB limit)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
                                          "all-NaN outputs, a 0-sized dim) fails validation (exit 1)")]
 TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "

@@ -10,6 +10,12 @@ slower there (measured ~10 ms vs ~1 ms on [1, 21, 34030], bench/README.md). Soft
 so when that is y's last axis the Softmax can run on y directly and the Transpose move after it: the
 same values reduced in the same order, one Transpose instead of three. The original Transpose is
 dropped when nothing else reads it. Opset < 13 Softmax (2-D coercion) is left alone.
+
+TransposePairPass: ``Transpose(Transpose(x, p), q)`` whose composed permutation is the identity -> ``x``.
+Why: the MultiBoxDetection lowering reads class scores class-last as ``Transpose(cls_prob)``, and after
+SoftmaxLastAxisPass cls_prob is ``Transpose(Softmax(y, axis=-1))``: the pair is a copy of the Softmax
+output, N x (C+1) floats moved twice. onnxruntime cancels such pairs itself, other runtimes (onnx-tf)
+need not, so the ONNX stage removes them. A pair whose outer Transpose is a graph output is left alone.
 """
 
 from __future__ import annotations
@@ -69,4 +75,42 @@ class SoftmaxLastAxisPass(BridgePass):
         return True
 
 
-__all__ = ["SoftmaxLastAxisPass"]
+class TransposePairPass(BridgePass):
+    """Drop Transpose pairs that compose to the identity; the first Transpose goes too when unused."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for graph in (model.graph, *(g for g in model.graphs() if g is not model.graph)):
+            for node in list(graph):
+                modified |= self._rewrite(graph, node)
+        return ir.passes.PassResult(model, modified)
+
+    @staticmethod
+    def _perm(node: ir.Node) -> list[int] | None:
+        if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
+            return None
+        attr = node.attributes.get("perm")
+        return list(attr.as_ints()) if attr is not None else None  # no perm: reversal, left alone
+
+    def _rewrite(self, graph: ir.Graph, node: ir.Node) -> bool:
+        outer = self._perm(node)
+        if outer is None or not node.inputs or node.inputs[0] is None or node.inputs[0].producer() is None:
+            return False
+        x = node.inputs[0]
+        first = x.producer()
+        assert first is not None
+        inner = self._perm(first)
+        out = node.outputs[0]
+        # y = transpose(x, p) has y[i] = x[p[i]]; z = transpose(y, q) has z[i] = y[q[i]] = x[p[q[i]]]
+        if inner is None or len(inner) != len(outer) or [inner[i] for i in outer] != list(range(len(outer))) \
+                or out in graph.outputs or first.inputs[0] is None:
+            return False
+        source = first.inputs[0]
+        out.replace_all_uses_with(source)
+        graph.remove(node, safe=True)
+        if not x.uses() and x not in graph.outputs:
+            graph.remove(first, safe=True)
+        return True
+
+
+__all__ = ["SoftmaxLastAxisPass", "TransposePairPass"]

@@ -27,7 +27,7 @@ from bridge.passes.contrib import (
     LowerMultiBoxDetectionPass,
     LowerMultiBoxPriorPass,
 )
-from bridge.passes.layout import SoftmaxLastAxisPass
+from bridge.passes.layout import SoftmaxLastAxisPass, TransposePairPass
 from bridge.passes.opset import ConvertOpsetPass
 from bridge.passes.shapes import (
     ClearStaleValueInfoPass,
@@ -95,6 +95,9 @@ def conversion_pipeline(
         Step(SoftmaxLastAxisPass(),
              "Softmax over a non-last axis fed by a Transpose (SSD class probabilities) runs ~8x faster in "
              "onnxruntime as a last-axis Softmax before the Transpose; after folding, on the final graph"),
+        Step(TransposePairPass(),
+             "the MultiBoxDetection lowering reads scores class-last through a Transpose that cancels the one "
+             "SoftmaxLastAxisPass just moved after the Softmax; after it, so both halves of the pair exist"),
         Step(RemoveUnusedOpsetsPass(), "drop opset imports that folding left unused"),
     ]
     if dynamic:

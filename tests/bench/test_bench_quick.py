@@ -1,6 +1,6 @@
 """``python -m bench --quick``: the performance suite runs end to end on tiny models and produces every row
 (conversion vs floor, onnxruntime vs MXNet per batch, decode+NMS vs MXNet's operator and its share,
-validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
+box_nms / graft-nms vs MXNet's box_nms, validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
 depend on the machine; the full run's table lives in the README."""
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ EXPECTED = {  # section -> row-name fragments that must be present
     "latency": ["b1: onnxruntime vs MXNet", "b4: onnxruntime vs MXNet", "b1: dynamic-batch vs static",
                 "b4: dynamic-batch vs static"],
     "nms": ["b1: lowered decode+NMS vs MXNet", "b4: lowered decode+NMS vs MXNet", "b1: decode+NMS share",
-            "b4: decode+NMS share"],
+            "b4: decode+NMS share", "b1: decode+NMS share of onnxruntime latency, whole vs cut model",
+            "b4: decode+NMS share of onnxruntime latency, whole vs cut model"],
+    "nms_ops": ["b1 (500 x 4): lowered box_nms vs MXNet", "b1 (500 x 4): graft-nms graph vs MXNet",
+                "b4 (500 x 4): lowered box_nms vs MXNet", "b4 (500 x 4): graft-nms graph vs MXNet"],
     "validation": ["compare_detections"],
     "buckets": ["buckets: images/s", "per-batch: images/s", "max static: images/s", "dynamic: images/s"],
     "migration": ["-j 1 / -j 2 wall"],
@@ -64,5 +67,7 @@ def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
             assert row["met"] is not None, row
     latency = [r for r in rows if r["section"] == "latency" and "onnxruntime vs MXNet" in r["name"]]
     assert all(r["extra"]["parity"] for r in latency), "the converted tiny SSD's detections differ from MXNet's"
+    nms_ops = [r for r in rows if r["section"] == "nms_ops"]
+    assert all(r["extra"]["parity"] for r in nms_ops), "box_nms / graft-nms results differ from MXNet's box_nms"
     markdown = result.with_suffix(".md").read_text()
     assert markdown.count("\n| ") == len(rows) + 1  # header + one line per row

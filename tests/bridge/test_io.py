@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -94,10 +95,26 @@ def test_temp_files_of_a_live_writer_are_left_alone(tmp_path: Path) -> None:
 ])
 def test_file_system_refusals_name_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, err: int,
                                              kind: type[Exception], words: str) -> None:
-    def refuse(self: Path, data: bytes) -> int:
-        raise OSError(err, os.strerror(err))
+    real_open = Path.open
 
-    monkeypatch.setattr(Path, "write_bytes", refuse)
+    class Refusing:  # a file whose writes fail, as on a full disk half way through
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def write(self, data: bytes) -> int:
+            raise OSError(err, os.strerror(err))
+
+        def __enter__(self) -> Refusing:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+    def refusing_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        f = real_open(self, mode, *args, **kwargs)
+        return Refusing(f) if "w" in mode else f
+
+    monkeypatch.setattr(Path, "open", refusing_open)
     target = tmp_path / "m.onnx"
     with pytest.raises(kind, match=f"cannot write {target}: {words}") as info:
         save_model(_model(), target)

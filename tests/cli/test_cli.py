@@ -28,6 +28,30 @@ def test_convert_ok_writes_model_and_reports(tmp_path: Path, relu_file: Path) ->
     assert rep["passed"] and rep["written"] and rep["validation"][0]["candidate"] == "onnxruntime"
 
 
+@pytest.mark.parametrize("flag", ["--external-data", "--inline-data", None])
+def test_convert_external_data_flag(tmp_path: Path, flag: str | None) -> None:
+    """--external-data puts the weights in <output>.data (loaded back by onnx.load); --inline-data and the
+    default (a model far under 2 GiB) keep one self-contained file."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+                              initializer=[numpy_helper.from_array(w, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "mm.onnx")
+    out = tmp_path / "out.onnx"
+    proc = run_cli("convert", str(tmp_path / "mm.onnx"), "-o", str(out), *([flag] if flag else []))
+    assert proc.returncode == 0, proc.stderr
+    data = tmp_path / "out.onnx.data"
+    assert data.is_file() == (flag == "--external-data")
+    if flag == "--external-data":
+        assert data.stat().st_size == w.nbytes and out.stat().st_size < w.nbytes
+    loaded = onnx.load(out)
+    np.testing.assert_array_equal(numpy_helper.to_array(loaded.graph.initializer[0]), w)
+
+
 def test_convert_markdown_report(tmp_path: Path, relu_file: Path) -> None:
     proc = run_cli("convert", str(relu_file), "-o", str(tmp_path / "out.onnx"), "--input", "x:2,4",
                    "--report", str(tmp_path / "r.md"))

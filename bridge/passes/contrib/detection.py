@@ -20,9 +20,9 @@ first on ties) gives the stable sort and the anchor-order compaction.
 The mxnet format with NMS on (``build_multibox_rows``, the deployed case) does this candidate-first:
 one TopK picks the K = min(N, nms_topk) candidates in MXNet's order, and the score matrix, NMS and
 suppression mask are K-sized ([B, C, K], not [B, C, N]); the rows from K on come from an O(N) stable
-partition (CumSum + ScatterElements) instead of a second N-sized sort, and the [B, N, 6] layout is one
-gather from a table whose extra last row is all -1. Decoding runs on (x, y) pairs (``nms.decode_deltas``).
-Measured 2.6x faster than the N-sized form on 34k anchors x 20 classes (bench/README.md); the other
+compaction (CumSum + one Compress) instead of a second N-sized sort or gather; scores are read class-last
+and the class is taken for the K candidates only (see its docstring for why each step has its form).
+Measured 3-6x faster than the N-sized form on 24-34k anchors x 20 classes (bench nms section); the other
 formats still use the N-sized ``MultiBoxParts``.
 
 Output formats: ``mxnet`` (the [B, N, 6] tensor above, default), ``boxes-scores-classes`` (boxes
@@ -236,49 +236,84 @@ def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anch
                         nms_topk: int) -> ir.Value:
     """MXNet's [B, N, 6] rows with NMS on, computed on the K = min(N, nms_topk) candidates only.
 
-    One TopK of the valid scores (invalid -inf) gives the candidates in MXNet's stable score order;
-    NMS, its score matrix and the suppression mask are K-sized; the anchor-order compaction that fills
-    rows K..valid-1 is a stable partition (CumSum + ScatterElements, O(N)) instead of an N-sized sort.
-    Row p < K is candidate p (class -1 when suppressed), row K <= p < valid the p-th valid anchor
-    (class -1), every later row -1: the layout of the module docstring.
+    Class-last: the scores are read from ``Transpose(cls_prob)`` [B, N, C+1]. In a converted SSD
+    cls_prob is itself ``Transpose(Softmax(y, axis=-1))`` (``SoftmaxLastAxisPass``), so the two
+    Transposes cancel (``TransposePairPass``) and the max over classes runs over the contiguous last
+    axis of the Softmax output (onnxruntime's ArgMax/Slice over axis 1 of [B, C, N] cost ~3x more).
+    score = ReduceMax over classes 1..; the class (first maximum, ArgMax) is needed only for the K
+    candidates (suppressed and non-candidate rows carry class -1), so it is taken on their K gathered
+    probability rows. One TopK of the scores gives the candidates in MXNet's stable score order (every
+    valid score outranks every invalid one, so no N-sized masking first); NMS, its score matrix and the
+    suppression mask are K-sized. Boxes are decoded on interleaved (x, y) columns (``nms.decode_interleaved``).
+
+    Layout: a [B, N, 6] table (class -1, score, box) in anchor order; row p < K is candidate p (its
+    class, or -1 when suppressed), row K <= p < valid the p-th valid anchor in anchor order, every
+    later row -1. When K < N the rows from K on are one Compress over [candidate rows | table | -1
+    rows] per image, selecting all K candidate rows, the valid anchors of rank > K (CumSum) and as
+    many -1 rows as make N: exactly N rows per image, no index arithmetic or N-sized gather.
     """
-    probs = b.op("Slice", cls_prob, b.i64(1), b.i64(np.iinfo(np.int64).max), b.i64(1))  # [B, C, N]
-    cls = b.op("ArgMax", probs, axis=1, keepdims=0, select_last_index=0)  # first maximum, like `temp > score`
-    score = b.squeeze(b.op("GatherElements", probs, b.unsqueeze(cls, 1), axis=1), 1)  # [B, N]
-    thr = b.f32(float(np.float32(threshold)))
-    valid = b.op("And", b.op("Greater", score, b.f32(-1.0)), b.op("Not", b.op("Less", score, thr)))
+    probs_last = b.op("Transpose", cls_prob, perm=[0, 2, 1])  # [B, N, C+1]
+    probs = b.op("Slice", probs_last, b.i64(1), b.i64(np.iinfo(np.int64).max), b.i64(2))  # [B, N, C]
+    score = b.reduce("ReduceMax", probs, [2], keepdims=0)  # [B, N]
+    # MXNet: score starts at -1 and only `temp > score` updates the class; a row is valid when some class
+    # beat -1 and not score < threshold, i.e. score >= max(threshold, the float after -1)
+    low_bound = max(np.float32(threshold), np.nextafter(np.float32(-1.0), np.float32(1.0)))
+    valid = b.op("GreaterOrEqual", score, b.f32(float(low_bound)))
     loc = b.op("Reshape", loc_pred, b.i64(0, -1, 4))
-    low, high = nms.decode_halves(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip)
-    # score and box columns in one table (one Concat): the output rows and the candidates are gathered from it
-    table = b.op("Concat", b.unsqueeze(score, -1), low, high, axis=-1)  # [B, N, 5]
-    values, order = nms.top_candidates(b, b.where(valid, score, nms.neg_inf(b)), nms_topk)  # [B, K]
-    cand_boxes = b.slice(b.gather_rows(table, order), 2, 1, 5)  # [B, K, 4]
-    cand_cls = b.gather_cols(cls, order)  # [B, K]
-    if force_suppress:
-        nms_scores = b.unsqueeze(values, 1)  # [B, 1, K]; invalid candidates are -inf already
+    low, high = nms.decode_interleaved(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip)
+    minus_one = b.f32(-1.0)
+    n = b.dim(score, 1)
+    shape_bn1 = b.op("Concat", b.dim(score, 0), n, b.i64(1), axis=0)
+    # the output rows in anchor order (class -1): candidates and the anchor-order rows are taken from it
+    class_score = b.op("Concat", b.op("Expand", minus_one, shape_bn1), b.unsqueeze(score, -1), axis=-1)  # [B, N, 2]
+    table = nms.rows_from_pairs(b, b.op("Reshape", class_score, b.i64(0, 1, -1)), low, high)  # [B, N, 6]
+    # TopK of the raw scores: every valid score (>= low_bound) outranks every invalid one, so the first
+    # min(valid, K) candidates and their order are those of the valid scores alone (no N-sized Where)
+    values, order = nms.top_candidates(b, score, nms_topk)  # [B, K]
+    cand_valid = b.op("GreaterOrEqual", values, b.f32(float(low_bound)))  # [B, K]: false past the valid count
+    cand_rows = b.gather_rows(table, order)  # [B, K, 6]
+    cand_boxes = b.slice(cand_rows, 2, 2, 6)  # [B, K, 4]
+    # first maximum over classes 1.., like MXNet's `temp > score`; only the candidates need their class (when
+    # every anchor is a candidate, ArgMax over all rows is cheaper than gathering the C-wide rows first)
+    static_n = _dim(cls_prob, 2)
+    every_anchor = nms_topk <= 0 or (isinstance(static_n, int) and nms_topk >= static_n)
+    if every_anchor:
+        cand_cls = b.gather_cols(b.op("ArgMax", probs, axis=2, keepdims=0, select_last_index=0), order)  # [B, K]
     else:
-        c_range = nms.arange(b, b.dim(probs, 1))
+        cand_cls = b.op("ArgMax", b.gather_rows(probs, order), axis=2, keepdims=0, select_last_index=0)
+    # NMS sees the candidates' ranks (K, K-1, ..., 1), not their scores: the same greedy order as MXNet's
+    # stable sort even among equal scores, which onnxruntime's NMS heap would visit in no defined order
+    k_dim = b.dim(order, 1)
+    ranks = b.cast(b.op("Sub", k_dim, nms.arange(b, k_dim)), F32)  # [K], exact below 2^24
+    cand_scores = b.unsqueeze(b.where(cand_valid, ranks, nms.neg_inf(b)), 1)  # [B, 1, K]; -inf: never selected
+    if force_suppress:
+        nms_scores = cand_scores
+    else:
+        c_range = nms.arange(b, b.dim(probs, 2))
         onehot = b.op("Equal", b.unsqueeze(cand_cls, 1), b.unsqueeze(c_range, 0, 2))  # [B, C, K]
-        nms_scores = b.where(onehot, b.unsqueeze(values, 1), nms.neg_inf(b))
+        nms_scores = b.where(onehot, cand_scores, nms.neg_inf(b))
     # ONNX suppresses IoU > t, MXNet IoU >= t: the next float below t makes them agree
     iou = float(np.nextafter(np.float32(nms_threshold), np.float32(0)))
     selected = nms.non_max_suppression(b, cand_boxes, nms_scores, iou_threshold=iou)
-    kept = nms.selected_mask(b, selected, values, (0, 2))  # [B, K]
-    n = b.dim(score, 1)
-    minus_one = b.f32(-1.0)
-    # rows: candidates first, then (when nms_topk < N) the valid anchors in anchor order from position K on
-    static_n = _dim(cls_prob, 2)
-    n_valid = nms.count_true(b, valid)  # [B, 1]
-    if nms_topk <= 0 or (isinstance(static_n, int) and nms_topk >= static_n):
-        rows = order  # K == N
-    else:
-        compact = nms.stable_partition(b, valid, n_valid)
-        rows = b.op("Concat", order, b.op("Slice", compact, b.dim(order, 1), n, b.i64(1)), axis=1)  # [B, N]
-    pos = b.unsqueeze(nms.arange(b, n), 0)
-    in_valid = b.op("Less", pos, n_valid)  # [B, N]
-    cls_out = nms.pad_axis1(b, b.where(kept, b.cast(cand_cls, F32), minus_one), n, minus_one, 2)
-    # score and box columns gathered together from the table with an extra last row of -1: rows past the
-    # valid count point at it (a Where broadcasting a [B, N, 1] condition is ~10x slower)
-    table = nms.pad_axis1(b, table, b.op("Add", n, b.i64(1)), minus_one, 3)
-    rest = b.gather_rows(table, b.where(in_valid, rows, b.squeeze(n, 0)))
-    return b.op("Concat", b.unsqueeze(cls_out, -1), rest, axis=-1)
+    kept = nms.selected_mask(b, selected, values, (0, 2))  # [B, K]; only valid candidates can be selected
+    cls_col = b.unsqueeze(b.where(kept, b.cast(cand_cls, F32), minus_one), -1)
+    cand_out = b.where(nms.widen_mask(b, b.unsqueeze(cand_valid, -1), 6),
+                       b.op("Concat", cls_col, b.slice(cand_rows, 2, 1, 6), axis=-1), minus_one)  # [B, K, 6]
+    if every_anchor:
+        return cand_out  # K == N: every row is a candidate row (rows past the valid count are -1)
+    k = k_dim
+    rank = b.op("CumSum", b.cast(valid, I64), b.const(np.array(1, np.int64)))  # [B, N]: 1-based rank among valid
+    n_valid = b.op("Slice", rank, b.i64(-1), b.i64(np.iinfo(np.int64).max), b.i64(1))  # [B, 1]
+    take = b.op("And", valid, b.op("Greater", rank, k))  # valid anchors past the K-th: rows K..valid-1
+    rest = b.op("Sub", n, k)  # [1]: N - K rows after the candidates
+    pads_needed = b.op("Sub", rest, b.op("Max", b.op("Sub", n_valid, k), b.i64(0)))  # [B, 1]
+    pad_take = b.op("Less", b.unsqueeze(nms.arange(b, rest), 0), pads_needed)  # [B, N - K]
+    batch = b.dim(score, 0)
+    pad_rows = b.op("Expand", minus_one, b.op("Concat", batch, rest, b.i64(6), axis=0))
+    all_cand = b.op("ConstantOfShape", b.op("Shape", values), value=ir.tensor(np.array([True])))
+    rows = b.op("Concat", cand_out, table, pad_rows, axis=1)  # [B, K + N + N - K, 6]
+    take_rows = b.op("Concat", all_cand, take, pad_take, axis=1)  # N True per image
+    if _dim(cls_prob, 0) == 1:  # one image: Compress along axis 1 yields [1, N, 6] as it is (no Reshape copy)
+        return b.op("Compress", rows, b.squeeze(take_rows, 0), axis=1)
+    picked = b.op("Compress", b.op("Reshape", rows, b.i64(-1, 6)), b.op("Reshape", take_rows, b.i64(-1)), axis=0)
+    return b.op("Reshape", picked, b.op("Concat", batch, n, b.i64(6), axis=0))

@@ -81,8 +81,10 @@ def decode_halves(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequ
 
     Float32 order of operations as in MXNet (multibox_detection.cc TransformLocations and
     bounding_box-inl.h box_decode): ox = dx * v0 * aw + ax; ow = exp(dw * v2) * aw / 2; box =
-    (ox - ow, oy - oh, ox + ow, oy + oh). exp runs in float64 and is rounded to float32 once, which
-    matches MXNet's expf bit for bit (onnxruntime's float32 Exp can be 1 ulp off). ``exp_clip``
+    (ox - ow, oy - oh, ox + ow, oy + oh). exp runs in float64 and is rounded to float32 once: the correctly
+    rounded expf. MXNet calls glibc's expf, which is not correctly rounded in near-halfway cases: measured
+    on 400k N(0, 0.15) inputs it differs from this by 1 ulp on 0.06% (onnxruntime's float32 Exp on 3.4%,
+    so float64 is the closest available; on vgg_like_300 7 of 34k boxes differ by 1 ulp). ``exp_clip``
     caps dw * v2 before exp (box_decode's ``clip``); ``clip_unit`` clamps the result to [0, 1].
     x and y travel together as [B, N, 2] pairs (``AnchorParts``): returns (x1, y1) and (x2, y2), so a
     caller that concatenates more columns does it in one Concat.
@@ -104,6 +106,62 @@ def decode_halves(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequ
         one, zero = b.f32(1.0), b.f32(0.0)
         low, high = (b.op("Max", b.op("Min", v, one), zero) for v in (low, high))
     return low, high
+
+
+def decode_interleaved(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
+                       clip_unit: bool = False) -> tuple[ir.Value, ir.Value]:
+    """``decode_halves`` on an interleaved layout: corner boxes as (x1, y1) and (x2, y2), each [B, 1, 2N]
+    with x and y alternating per anchor (a Reshape of [B, N, 2] pairs).
+
+    Why: taking the (dx, dy) and (dw, dh) halves of [B, N, 4] apart, and putting (class, score, x1, y1,
+    x2, y2) rows back together, are narrow strided copies that onnxruntime does per row (a Split or
+    Concat over a last axis of 2: ~5 ns a row, 0.5-1.5 ms at 136k rows). Here one Transpose of the
+    deltas viewed as [B, N, 2, 2] makes the halves contiguous blocks ([B, 2, N, 2], split on axis 1),
+    and ``rows_from_pairs`` builds the rows with one contiguous Concat and one Transpose. The Reshapes
+    between them keep onnxruntime's transpose optimizer from moving the Transposes back onto the narrow
+    ops (it would cancel the pair and split on the last axis again). Same float32 operations per element
+    as ``decode_halves``, so the same bits; per-axis variances that differ become a full-length constant
+    (a [2]-vector broadcast takes onnxruntime's slow general broadcasting path).
+    """
+    quads = b.op("Reshape", deltas, b.i64(0, -1, 2, 2))  # [B, N, (xy, wh), 2]
+    halves = b.op("Reshape", b.op("Transpose", quads, perm=[0, 2, 1, 3]), b.i64(0, 2, -1))  # [B, 2, 2N]
+    d_xy, d_wh = b.slice(halves, 1, 0, 1), b.slice(halves, 1, 1, 2)
+    center = b.op("Reshape", anchors.center, b.i64(0, 1, -1))  # [1 or B, 1, 2N]
+    size = b.op("Reshape", anchors.size, b.i64(0, 1, -1))
+    v = [float(np.float32(s)) for s in stds]
+
+    def per_axis(vx: float, vy: float) -> ir.Value:
+        if vx == vy:
+            return b.f32(vx)
+        return b.op("Tile", b.const(np.array([[[vx, vy]]], np.float32)),
+                    b.op("Concat", b.i64(1, 1), b.dim(deltas, 1), axis=0))
+
+    o_xy = b.op("Add", b.op("Mul", b.op("Mul", d_xy, per_axis(v[0], v[1])), size), center)
+    t_wh = b.op("Mul", d_wh, per_axis(v[2], v[3]))
+    e_wh = b.cast(b.op("Exp", b.cast(t_wh, ir.DataType.DOUBLE)), F32)  # float64 exp: see decode_halves
+    o_wh = b.op("Div", b.op("Mul", e_wh, size), b.f32(2.0))
+    low, high = b.op("Sub", o_xy, o_wh), b.op("Add", o_xy, o_wh)
+    if clip_unit:  # std::max(0, std::min(1, v)): one Clip, the same value for every non-NaN v
+        one, zero = b.f32(1.0), b.f32(0.0)
+        low, high = (b.op("Clip", v_, zero, one) for v_ in (low, high))
+    return low, high
+
+
+def rows_from_pairs(b: Builder, *pairs: ir.Value) -> ir.Value:
+    """Interleaved pair columns, each [B, 1, 2N] (``decode_interleaved``), -> rows [B, N, 2 * len(pairs)]:
+    one contiguous Concat and one Transpose instead of a Concat of narrow columns."""
+    stacked = b.op("Reshape", b.op("Concat", *pairs, axis=1), b.i64(0, len(pairs), -1, 2))  # [B, P, N, 2]
+    return b.op("Reshape", b.op("Transpose", stacked, perm=[0, 2, 1, 3]), b.i64(0, -1, 2 * len(pairs)))
+
+
+def widen_mask(b: Builder, mask: ir.Value, width: int) -> ir.Value:
+    """bool [..., 1] -> bool [..., width], repeated along the last axis, for a Where over [..., width] rows.
+
+    onnxruntime's Where broadcasting a [..., 1] condition takes its general per-element path (~850 us
+    for [1, 13752, 6]); a float MatMul with a row of ones does the widening exactly (0 or 1 times 1) in
+    ~50 us and the Where then runs on equal shapes (measured with onnxruntime 1.31)."""
+    ones = b.const(np.ones((1, width), np.float32))
+    return b.cast(b.op("MatMul", b.cast(mask, F32), ones), BOOL)
 
 
 def center_to_corner(b: Builder, boxes: ir.Value) -> ir.Value:

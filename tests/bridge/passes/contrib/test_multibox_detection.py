@@ -114,3 +114,63 @@ def test_bad_arguments_and_consumed_outputs_are_refused() -> None:
 
     with pytest.raises(NodeError, match="consumed by other nodes"):
         LowerMultiBoxDetectionPass("indices").call(ir.serde.deserialize_model(model))
+
+
+# the deployed lowering (mxnet format, NMS on: ``build_multibox_rows``) at static batch sizes, bit for bit
+ROW_CASES: list[dict[str, Any]] = [
+    {},
+    dict(force_suppress=1),
+    dict(nms_topk=8),
+    dict(nms_topk=8, force_suppress=1, clip=0),
+    dict(nms_topk=100),  # >= N: every row is a candidate row
+    dict(nms_topk=8, threshold=0.8),  # fewer valid anchors than K in some images
+    dict(nms_topk=8, threshold=0.99),  # no valid anchor at all
+    dict(nms_topk=8, threshold=-2.0),  # below -1: valid means "some class beat -1"
+    dict(nms_topk=20, nms_threshold=0.3, variances=[0.1, 0.2, 0.3, 0.25]),  # per-axis variances
+]
+
+
+def _tied_inputs(seed: int, batch: int) -> dict[str, np.ndarray]:
+    """Scores on a coarse grid (many equal per-anchor maxima and equal class maxima) and crowded anchors
+    (equal-score boxes that overlap), so MXNet's stable order decides which box suppresses which."""
+    rng = np.random.default_rng(seed)
+    probs = np.round(rng.random((batch, C + 1, N)) * 4) / 4
+    return {"cls_prob": probs.astype(np.float32),
+            "loc_pred": (rng.standard_normal((batch, 4 * N)) * 0.3).astype(np.float32),
+            "anchors": corner_anchors(rng, N, spread=0.3)}
+
+
+@pytest.mark.parametrize("attrs", ROW_CASES, ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()) or "defaults")
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("ties", [False, True], ids=["separated", "ties"])
+def test_rows_are_mxnets_bit_for_bit(mx: ModuleType, attrs: dict[str, Any], batch: int, ties: bool) -> None:
+    if ties:
+        feeds = _tied_inputs(batch, batch)
+    else:
+        rng = np.random.default_rng(batch)
+        feeds = {"cls_prob": separated_probs(rng, batch, C, N),
+                 "loc_pred": (rng.standard_normal((batch, 4 * N)) * 0.5).astype(np.float32),
+                 "anchors": corner_anchors(rng, N)}
+    model = contrib_model("MultiBoxDetection", {"cls_prob": [batch, C + 1, N], "loc_pred": [batch, 4 * N],
+                                                "anchors": [1, N, 4]}, {"detections": [batch, N, 6]},
+                          **{**DEFAULTS, **attrs})
+    (got,) = run_ort(lower(model, LowerMultiBoxDetectionPass()), feeds)
+    ref = _mxnet(mx, feeds, **attrs)
+    assert got.shape == ref.shape == (batch, N, 6)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("nms_topk", [8, 100])
+def test_rows_with_a_dynamic_anchor_count(mx: ModuleType, nms_topk: int) -> None:
+    """N unknown at conversion: K = min(N, nms_topk) at run time, including N < nms_topk (no rows after K)."""
+    model = contrib_model("MultiBoxDetection", {"cls_prob": ["batch", C + 1, "n"], "loc_pred": ["batch", "n4"],
+                                                "anchors": [1, "n", 4]}, {"detections": ["batch", "n", 6]},
+                          **{**DEFAULTS, "nms_topk": nms_topk})
+    lowered = lower(model, LowerMultiBoxDetectionPass())
+    for n, batch in [(60, 1), (60, 2), (200, 2)]:
+        rng = np.random.default_rng(n + batch)
+        feeds = {"cls_prob": separated_probs(rng, batch, C, n),
+                 "loc_pred": (rng.standard_normal((batch, 4 * n)) * 0.5).astype(np.float32),
+                 "anchors": corner_anchors(rng, n)}
+        (got,) = run_ort(lowered, feeds)
+        np.testing.assert_array_equal(got, _mxnet(mx, feeds, nms_topk=nms_topk))
