@@ -71,18 +71,7 @@ def conversion_rows(built: Any, workdir: Path, validate: bool) -> list[Row]:
     floor = run_child("floor", str(built.params), str(workdir / "floor.onnx"))
     conv = run_child("convert", str(built.symbol), str(workdir / "conv.onnx"), "--input", inputs)
     name, wb = built.spec.name, built.weight_bytes
-    rows = [
-        Row("conversion", f"{name}: convert --validate none, wall", conv.wall_s, "s",
-            f"floor {floor.wall_s:.2f} s; ratio {conv.wall_s / floor.wall_s:.2f}x",
-            "<= 2x floor", _judge(conv.wall_s / floor.wall_s, 2.0, at_least=False),
-            {"floor_s": floor.wall_s, "ratio": conv.wall_s / floor.wall_s, "weight_bytes": wb}),
-        Row("conversion", f"{name}: convert --validate none, peak RSS added", conv.added_rss / 2**20, "MiB",
-            f"{conv.added_rss / wb:.2f}x weight bytes ({wb / 2**20:.0f} MiB); floor adds {floor.added_rss / 2**20:.0f} "
-            f"MiB ({floor.added_rss / wb:.2f}x); process peak {conv.peak_rss / 2**20:.0f} MiB",
-            "<= 2.5x weights", _judge(conv.added_rss / wb, 2.5, at_least=False),
-            {"ratio": conv.added_rss / wb, "peak_rss": conv.peak_rss, "base_rss": conv.base_rss,
-             "floor_added_rss": floor.added_rss}),
-    ]
+    rows = _against_floor(name, conv, floor, wb, "")
     if validate:
         val = run_child("convert", str(built.symbol), str(workdir / "val.onnx"), "--input", inputs, "--validate")
         rows.append(Row("conversion", f"{name}: convert with validation (mxnet vs onnxruntime), wall", val.wall_s, "s",
@@ -112,11 +101,15 @@ def wide_conversion_rows(workdir: Path) -> list[Row]:
                          "--external-data")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    name = f"wide_vgg ({wb / 1e9:.2f} GB, external data)"
+    return _against_floor(f"wide_vgg ({wb / 1e9:.2f} GB, external data)", conv, floor, wb,
+                          " (read .params + onnx.save with external data)")
+
+
+def _against_floor(name: str, conv: Any, floor: Any, wb: int, floor_what: str) -> list[Row]:
+    """The two judged conversion rows: wall vs the floor's (<= 2x) and added peak RSS vs the weights (<= 2.5x)."""
     return [
         Row("conversion", f"{name}: convert --validate none, wall", conv.wall_s, "s",
-            f"floor {floor.wall_s:.2f} s (read .params + onnx.save with external data); "
-            f"ratio {conv.wall_s / floor.wall_s:.2f}x",
+            f"floor {floor.wall_s:.2f} s{floor_what}; ratio {conv.wall_s / floor.wall_s:.2f}x",
             "<= 2x floor", _judge(conv.wall_s / floor.wall_s, 2.0, at_least=False),
             {"floor_s": floor.wall_s, "ratio": conv.wall_s / floor.wall_s, "weight_bytes": wb}),
         Row("conversion", f"{name}: convert --validate none, peak RSS added", conv.added_rss / 2**20, "MiB",

@@ -20,6 +20,8 @@ need not, so the ONNX stage removes them. A pair whose outer Transpose is a grap
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import onnx_ir as ir
 
 from bridge.passes.base import BridgePass
@@ -29,20 +31,30 @@ def _opset(model: ir.Model) -> int:
     return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
 
 
-class SoftmaxLastAxisPass(BridgePass):
-    """Move Softmax before the Transpose that feeds it when that makes it a last-axis Softmax."""
+class _NodeByNodePass(BridgePass):
+    """Offer every node of every graph (subgraphs included) to ``_rewrite``; modified when any rewrite applied."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if _opset(model) < 13:
-            return ir.passes.PassResult(model, False)
         modified = False
         for graph in (model.graph, *(g for g in model.graphs() if g is not model.graph)):
             for node in list(graph):
                 modified |= self._rewrite(graph, node)
         return ir.passes.PassResult(model, modified)
 
-    @staticmethod
-    def _rewrite(graph: ir.Graph, node: ir.Node) -> bool:
+    @abstractmethod
+    def _rewrite(self, graph: ir.Graph, node: ir.Node) -> bool:
+        """Rewrite ``node`` in ``graph`` if it matches; True when the graph changed."""
+
+
+class SoftmaxLastAxisPass(_NodeByNodePass):
+    """Move Softmax before the Transpose that feeds it when that makes it a last-axis Softmax."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if _opset(model) < 13:
+            return ir.passes.PassResult(model, False)
+        return super().call(model)
+
+    def _rewrite(self, graph: ir.Graph, node: ir.Node) -> bool:
         if node.op_type != "Softmax" or node.domain not in ("", "ai.onnx") or node.inputs[0] is None:
             return False
         transpose = node.inputs[0].producer()
@@ -75,15 +87,8 @@ class SoftmaxLastAxisPass(BridgePass):
         return True
 
 
-class TransposePairPass(BridgePass):
+class TransposePairPass(_NodeByNodePass):
     """Drop Transpose pairs that compose to the identity; the first Transpose goes too when unused."""
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
-        for graph in (model.graph, *(g for g in model.graphs() if g is not model.graph)):
-            for node in list(graph):
-                modified |= self._rewrite(graph, node)
-        return ir.passes.PassResult(model, modified)
 
     @staticmethod
     def _perm(node: ir.Node) -> list[int] | None:
