@@ -22,18 +22,22 @@ one TopK picks the K = min(N, nms_topk) candidates in MXNet's order, and the sco
 suppression mask are K-sized ([B, C, K], not [B, C, N]); the rows from K on come from an O(N) stable
 compaction (CumSum + one Compress) instead of a second N-sized sort or gather; scores are read class-last
 and the class is taken for the K candidates only (see its docstring for why each step has its form).
-Measured 3-6x faster than the N-sized form on 24-34k anchors x 20 classes (bench nms section); the other
-formats still use the N-sized ``MultiBoxParts``.
+Measured 3-6x faster than the N-sized form on 24-34k anchors x 20 classes (bench nms section). The
+boxes-scores-classes format with NMS on shares that candidate stage (``build_multibox_padded``: the kept
+candidates in MXNet's row order, decoding only the K candidates' boxes; 5.8 -> 1.6 ms on vgg_like_300, b1);
+the indices format and NMS off still use the N-sized ``MultiBoxParts``.
 
 Output formats: ``mxnet`` (the [B, N, 6] tensor above, default), ``boxes-scores-classes`` (boxes
 [B, K, 4], scores [B, K], classes [B, K] int64 (class - 1, as MXNet reports it), num_detections [B]
-int64; K = max_detections, zero padded), ``indices`` (selected_indices [K, 3] int64 (batch, class,
+int64; K = max_detections, zero padded; with NMS on, the rows of the mxnet format whose class is not -1,
+in that order), ``indices`` (selected_indices [K, 3] int64 (batch, class,
 anchor), decoded boxes [B, N, 4], class probabilities [B, C, N] without the background row).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
@@ -109,6 +113,14 @@ class LowerMultiBoxDetectionPass(LoweringPass):
             b.warn(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
             return Expansion([[]])
         batch = out.shape[0] if out.shape is not None and len(out.shape) == 3 else None
+        if self.output_format == "boxes-scores-classes" and 0.0 < attr_float(node, "nms_threshold") <= 1.0:
+            det = build_multibox_padded(
+                b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"),
+                clip=bool(attr_int(node, "clip")), variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
+                force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"),
+                max_det=self.max_detections)
+            rows = self.max_detections if self.max_detections is not None else _dim(cls_prob, 2)
+            return Expansion([padded_outputs(b, det, rows, str(out.name), batch)])
         parts = self._parts(b, node, variances)
         return Expansion([parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch)])
 
@@ -174,21 +186,36 @@ class MultiBoxParts:
 
     def formatted(self, b: Builder, output_format: str, max_det: int | None, prefix: str,
                   batch: int | str | ir.SymbolicDim | None) -> list[ir.Value]:
-        names = [f"{prefix}_{s}" for s in nms.FORMAT_OUTPUTS[output_format]]
-        bdim = batch if isinstance(batch, int) else (batch.value if isinstance(batch, ir.SymbolicDim) else None)
         if output_format == "boxes-scores-classes":
             det = nms.padded_detections(b, self.boxes, self.nms_scores, self.kept, max_det,
                                         box_classes=self.cls if self.force_suppress else None)
-            values = [det.boxes, det.scores, det.classes, det.num_detections]
-            k = max_det if max_det is not None else _dim(self.boxes, 1)
-            nms.set_output_types(values, [(F32, [bdim, k, 4]), (F32, [bdim, k]), (I64, [bdim, k]), (I64, [bdim])])
-        else:
-            values = [self.selected_indices(b), b.op("Identity", self.boxes), b.op("Identity", self.probs)]
-            nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, None, 4]), (F32, [bdim, None, None])])
-        for v, name in zip(values, names, strict=True):
-            b.fresh(name)  # reserve
-            v.name = name
-        return values
+            return padded_outputs(b, det, max_det if max_det is not None else _dim(self.boxes, 1), prefix, batch)
+        bdim = _label(batch)
+        values = [self.selected_indices(b), b.op("Identity", self.boxes), b.op("Identity", self.probs)]
+        nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, None, 4]), (F32, [bdim, None, None])])
+        return _named(b, values, output_format, prefix)
+
+
+def _label(batch: int | str | ir.SymbolicDim | None) -> int | str | None:
+    return batch if isinstance(batch, int) else (batch.value if isinstance(batch, ir.SymbolicDim) else None)
+
+
+def _named(b: Builder, values: list[ir.Value], output_format: str, prefix: str) -> list[ir.Value]:
+    """Name the format's graph outputs ``<prefix>_<suffix>`` (reserved in the builder)."""
+    for v, suffix in zip(values, nms.FORMAT_OUTPUTS[output_format], strict=True):
+        name = f"{prefix}_{suffix}"
+        b.fresh(name)  # reserve
+        v.name = name
+    return values
+
+
+def padded_outputs(b: Builder, det: nms.PaddedDetections, rows: int | str | None, prefix: str,
+                   batch: int | str | ir.SymbolicDim | None) -> list[ir.Value]:
+    """The boxes-scores-classes graph outputs, typed ([B, rows, 4], [B, rows], [B, rows], [B]) and named."""
+    bdim = _label(batch)
+    values = [det.boxes, det.scores, det.classes, det.num_detections]
+    nms.set_output_types(values, [(F32, [bdim, rows, 4]), (F32, [bdim, rows]), (I64, [bdim, rows]), (I64, [bdim])])
+    return _named(b, values, "boxes-scores-classes", prefix)
 
 
 def _dim(value: ir.Value, axis: int) -> int | str | None:
@@ -231,26 +258,40 @@ def build_multibox_detection(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value,
                          nms_topk=nms_topk)
 
 
-def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anchors: ir.Value, *, threshold: float,
-                        clip: bool, variances: list[float], nms_threshold: float, force_suppress: bool,
-                        nms_topk: int) -> ir.Value:
-    """MXNet's [B, N, 6] rows with NMS on, computed on the K = min(N, nms_topk) candidates only.
+@dataclass(frozen=True)
+class Candidates:
+    """The candidate stage of the deployed lowering (NMS on), shared by the mxnet and padded layouts.
 
-    Class-last: the scores are read from ``Transpose(cls_prob)`` [B, N, C+1]. In a converted SSD
-    cls_prob is itself ``Transpose(Softmax(y, axis=-1))`` (``SoftmaxLastAxisPass``), so the two
-    Transposes cancel (``TransposePairPass``) and the max over classes runs over the contiguous last
-    axis of the Softmax output (onnxruntime's ArgMax/Slice over axis 1 of [B, C, N] cost ~3x more).
-    score = ReduceMax over classes 1..; the class (first maximum, ArgMax) is needed only for the K
-    candidates (suppressed and non-candidate rows carry class -1), so it is taken on their K gathered
-    probability rows. One TopK of the scores gives the candidates in MXNet's stable score order (every
-    valid score outranks every invalid one, so no N-sized masking first); NMS, its score matrix and the
-    suppression mask are K-sized. Boxes are decoded on interleaved (x, y) columns (``nms.decode_interleaved``).
+    score/valid [B, N] and table [B, N, 6] (class -1, score, box) in anchor order; values/order [B, K]
+    the K = min(N, nms_topk) best scores and their anchors in MXNet's stable order; cand_valid [B, K]
+    (false past the valid count), cand_rows [B, K, 6], cand_boxes [B, K, 4], cand_cls [B, K] int64
+    (class - 1, first maximum); kept [B, K] (not suppressed); ranks [K] float (K, K-1, ..., 1). Without
+    the anchor-order rows (``with_table=False``) table and cand_rows are None and only the K candidates'
+    boxes are decoded.
+    """
 
-    Layout: a [B, N, 6] table (class -1, score, box) in anchor order; row p < K is candidate p (its
-    class, or -1 when suppressed), row K <= p < valid the p-th valid anchor in anchor order, every
-    later row -1. When K < N the rows from K on are one Compress over [candidate rows | table | -1
-    rows] per image, selecting all K candidate rows, the valid anchors of rank > K (CumSum) and as
-    many -1 rows as make N: exactly N rows per image, no index arithmetic or N-sized gather.
+    score: ir.Value
+    valid: ir.Value
+    table: ir.Value | None
+    values: ir.Value
+    order: ir.Value
+    cand_valid: ir.Value
+    cand_rows: ir.Value | None
+    cand_boxes: ir.Value
+    cand_cls: ir.Value
+    kept: ir.Value
+    ranks: ir.Value
+    every_anchor: bool  # K == N: every anchor is a candidate
+
+
+def build_multibox_candidates(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anchors: ir.Value, *,
+                              threshold: float, clip: bool, variances: list[float], nms_threshold: float,
+                              force_suppress: bool, nms_topk: int, with_table: bool = True) -> Candidates:
+    """Scores, decoded table, the K candidates and their NMS (see ``build_multibox_rows`` for each step's form).
+
+    ``with_table=False`` (layouts that need no anchor-order rows): the boxes of the K candidates only are
+    decoded, from their gathered deltas and anchors - per-element the same float32 operations, so the same
+    bits, without the N-sized decode (its float64 Exp is the largest kernel of the lowering).
     """
     probs_last = b.op("Transpose", cls_prob, perm=[0, 2, 1])  # [B, N, C+1]
     probs = b.op("Slice", probs_last, b.i64(1), b.i64(np.iinfo(np.int64).max), b.i64(2))  # [B, N, C]
@@ -260,19 +301,26 @@ def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anch
     low_bound = max(np.float32(threshold), np.nextafter(np.float32(-1.0), np.float32(1.0)))
     valid = b.op("GreaterOrEqual", score, b.f32(float(low_bound)))
     loc = b.op("Reshape", loc_pred, b.i64(0, -1, 4))
-    low, high = nms.decode_interleaved(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip)
-    minus_one = b.f32(-1.0)
-    n = b.dim(score, 1)
-    shape_bn1 = b.op("Concat", b.dim(score, 0), n, b.i64(1), axis=0)
-    # the output rows in anchor order (class -1): candidates and the anchor-order rows are taken from it
-    class_score = b.op("Concat", b.op("Expand", minus_one, shape_bn1), b.unsqueeze(score, -1), axis=-1)  # [B, N, 2]
-    table = nms.rows_from_pairs(b, b.op("Reshape", class_score, b.i64(0, 1, -1)), low, high)  # [B, N, 6]
     # TopK of the raw scores: every valid score (>= low_bound) outranks every invalid one, so the first
     # min(valid, K) candidates and their order are those of the valid scores alone (no N-sized Where)
     values, order = nms.top_candidates(b, score, nms_topk)  # [B, K]
     cand_valid = b.op("GreaterOrEqual", values, b.f32(float(low_bound)))  # [B, K]: false past the valid count
-    cand_rows = b.gather_rows(table, order)  # [B, K, 6]
-    cand_boxes = b.slice(cand_rows, 2, 2, 6)  # [B, K, 4]
+    table = cand_rows = None
+    if with_table:
+        low, high = nms.decode_interleaved(b, loc, nms.anchors_from_corners_mean(b, anchors), variances,
+                                           clip_unit=clip)
+        n = b.dim(score, 1)
+        shape_bn1 = b.op("Concat", b.dim(score, 0), n, b.i64(1), axis=0)
+        # the output rows in anchor order (class -1): candidates and the anchor-order rows are taken from it
+        class_score = b.op("Concat", b.op("Expand", b.f32(-1.0), shape_bn1), b.unsqueeze(score, -1), axis=-1)
+        table = nms.rows_from_pairs(b, b.op("Reshape", class_score, b.i64(0, 1, -1)), low, high)  # [B, N, 6]
+        cand_rows = b.gather_rows(table, order)  # [B, K, 6]
+        cand_boxes = b.slice(cand_rows, 2, 2, 6)  # [B, K, 4]
+    else:  # MXNet reads the anchors as N x 4 (the first image's): the candidates' anchors are one Gather
+        cand_anchors = b.op("Gather", b.op("Reshape", anchors, b.i64(-1, 4)), order, axis=0)  # [B, K, 4]
+        low, high = nms.decode_interleaved(b, b.gather_rows(loc, order), nms.anchors_from_corners_mean(b, cand_anchors),
+                                           variances, clip_unit=clip)
+        cand_boxes = nms.rows_from_pairs(b, low, high)  # [B, K, 4]
     # first maximum over classes 1.., like MXNet's `temp > score`; only the candidates need their class (when
     # every anchor is a candidate, ArgMax over all rows is cheaper than gathering the C-wide rows first)
     static_n = _dim(cls_prob, 2)
@@ -296,24 +344,85 @@ def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anch
     iou = float(np.nextafter(np.float32(nms_threshold), np.float32(0)))
     selected = nms.non_max_suppression(b, cand_boxes, nms_scores, iou_threshold=iou)
     kept = nms.selected_mask(b, selected, values, (0, 2))  # [B, K]; only valid candidates can be selected
-    cls_col = b.unsqueeze(b.where(kept, b.cast(cand_cls, F32), minus_one), -1)
-    cand_out = b.where(nms.widen_mask(b, b.unsqueeze(cand_valid, -1), 6),
-                       b.op("Concat", cls_col, b.slice(cand_rows, 2, 1, 6), axis=-1), minus_one)  # [B, K, 6]
-    if every_anchor:
+    return Candidates(score=score, valid=valid, table=table, values=values, order=order, cand_valid=cand_valid,
+                      cand_rows=cand_rows, cand_boxes=cand_boxes, cand_cls=cand_cls, kept=kept, ranks=ranks,
+                      every_anchor=every_anchor)
+
+
+def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anchors: ir.Value, *, threshold: float,
+                        clip: bool, variances: list[float], nms_threshold: float, force_suppress: bool,
+                        nms_topk: int) -> ir.Value:
+    """MXNet's [B, N, 6] rows with NMS on, computed on the K = min(N, nms_topk) candidates only.
+
+    Class-last: the scores are read from ``Transpose(cls_prob)`` [B, N, C+1]. In a converted SSD
+    cls_prob is itself ``Transpose(Softmax(y, axis=-1))`` (``SoftmaxLastAxisPass``), so the two
+    Transposes cancel (``TransposePairPass``) and the max over classes runs over the contiguous last
+    axis of the Softmax output (onnxruntime's ArgMax/Slice over axis 1 of [B, C, N] cost ~3x more).
+    score = ReduceMax over classes 1..; the class (first maximum, ArgMax) is needed only for the K
+    candidates (suppressed and non-candidate rows carry class -1), so it is taken on their K gathered
+    probability rows. One TopK of the scores gives the candidates in MXNet's stable score order (every
+    valid score outranks every invalid one, so no N-sized masking first); NMS, its score matrix and the
+    suppression mask are K-sized. Boxes are decoded on interleaved (x, y) columns (``nms.decode_interleaved``).
+
+    Layout: a [B, N, 6] table (class -1, score, box) in anchor order; row p < K is candidate p (its
+    class, or -1 when suppressed), row K <= p < valid the p-th valid anchor in anchor order, every
+    later row -1. When K < N the rows from K on are one Compress over [candidate rows | table | -1
+    rows] per image, selecting all K candidate rows, the valid anchors of rank > K (CumSum) and as
+    many -1 rows as make N: exactly N rows per image, no index arithmetic or N-sized gather.
+    """
+    c = build_multibox_candidates(b, cls_prob, loc_pred, anchors, threshold=threshold, clip=clip, variances=variances,
+                                  nms_threshold=nms_threshold, force_suppress=force_suppress, nms_topk=nms_topk)
+    assert c.table is not None and c.cand_rows is not None  # with_table
+    minus_one = b.f32(-1.0)
+    cls_col = b.unsqueeze(b.where(c.kept, b.cast(c.cand_cls, F32), minus_one), -1)
+    cand_out = b.where(nms.widen_mask(b, b.unsqueeze(c.cand_valid, -1), 6),
+                       b.op("Concat", cls_col, b.slice(c.cand_rows, 2, 1, 6), axis=-1), minus_one)  # [B, K, 6]
+    if c.every_anchor:
         return cand_out  # K == N: every row is a candidate row (rows past the valid count are -1)
-    k = k_dim
-    rank = b.op("CumSum", b.cast(valid, I64), b.const(np.array(1, np.int64)))  # [B, N]: 1-based rank among valid
+    n = b.dim(c.score, 1)
+    k = b.dim(c.order, 1)
+    rank = b.op("CumSum", b.cast(c.valid, I64), b.const(np.array(1, np.int64)))  # [B, N]: 1-based rank among valid
     n_valid = b.op("Slice", rank, b.i64(-1), b.i64(np.iinfo(np.int64).max), b.i64(1))  # [B, 1]
-    take = b.op("And", valid, b.op("Greater", rank, k))  # valid anchors past the K-th: rows K..valid-1
+    take = b.op("And", c.valid, b.op("Greater", rank, k))  # valid anchors past the K-th: rows K..valid-1
     rest = b.op("Sub", n, k)  # [1]: N - K rows after the candidates
     pads_needed = b.op("Sub", rest, b.op("Max", b.op("Sub", n_valid, k), b.i64(0)))  # [B, 1]
     pad_take = b.op("Less", b.unsqueeze(nms.arange(b, rest), 0), pads_needed)  # [B, N - K]
-    batch = b.dim(score, 0)
+    batch = b.dim(c.score, 0)
     pad_rows = b.op("Expand", minus_one, b.op("Concat", batch, rest, b.i64(6), axis=0))
-    all_cand = b.op("ConstantOfShape", b.op("Shape", values), value=ir.tensor(np.array([True])))
-    rows = b.op("Concat", cand_out, table, pad_rows, axis=1)  # [B, K + N + N - K, 6]
+    all_cand = b.op("ConstantOfShape", b.op("Shape", c.values), value=ir.tensor(np.array([True])))
+    rows = b.op("Concat", cand_out, c.table, pad_rows, axis=1)  # [B, K + N + N - K, 6]
     take_rows = b.op("Concat", all_cand, take, pad_take, axis=1)  # N True per image
     if _dim(cls_prob, 0) == 1:  # one image: Compress along axis 1 yields [1, N, 6] as it is (no Reshape copy)
         return b.op("Compress", rows, b.squeeze(take_rows, 0), axis=1)
     picked = b.op("Compress", b.op("Reshape", rows, b.i64(-1, 6)), b.op("Reshape", take_rows, b.i64(-1)), axis=0)
     return b.op("Reshape", picked, b.op("Concat", batch, n, b.i64(6), axis=0))
+
+
+def build_multibox_padded(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anchors: ir.Value, *, threshold: float,
+                          clip: bool, variances: list[float], nms_threshold: float, force_suppress: bool,
+                          nms_topk: int, max_det: int | None) -> nms.PaddedDetections:
+    """The boxes-scores-classes layout with NMS on, from the K candidates (``build_multibox_candidates``).
+
+    The kept candidates in MXNet's row order (score descending, lower anchor first on ties: the rows of the
+    mxnet format whose class is not -1), the first ``max_det`` of them (None: N rows), zero padded.
+    """
+    c = build_multibox_candidates(b, cls_prob, loc_pred, anchors, threshold=threshold, clip=clip, variances=variances,
+                                  nms_threshold=nms_threshold, force_suppress=force_suppress, nms_topk=nms_topk,
+                                  with_table=False)
+    rows = b.dim(c.score, 1) if max_det is None else b.i64(max_det)
+    # the candidates' ranks order the kept ones as the candidates are ordered (distinct keys: no ties)
+    key = b.where(c.kept, b.unsqueeze(c.ranks, 0), nms.neg_inf(b))  # [B, K]
+    k = b.op("Min", b.dim(key, 1), rows)
+    top, idx = b.op_multi("TopK", key, k, num_outputs=2, axis=1, largest=1, sorted=1)
+    real = b.op("Greater", top, nms.neg_inf(b))  # [B, k]
+    zero_f, zero_i = b.f32(0.0), b.const(np.array(0, np.int64))
+    out_boxes = b.where(b.unsqueeze(real, -1), b.gather_rows(c.cand_boxes, idx), zero_f)
+    out_scores = b.where(real, b.gather_cols(c.values, idx), zero_f)
+    out_classes = b.where(real, b.gather_cols(c.cand_cls, idx), zero_i)
+    num = b.reduce("ReduceSum", b.cast(real, I64), [1], keepdims=0)
+    pad = b.op("Sub", rows, k)  # rows past the candidates: zero rows
+    zero1 = b.i64(0)
+    pads2 = b.op("Concat", zero1, zero1, zero1, pad, axis=0)
+    pads3 = b.op("Concat", zero1, zero1, zero1, zero1, pad, zero1, axis=0)
+    return nms.PaddedDetections(b.op("Pad", out_boxes, pads3, zero_f), b.op("Pad", out_scores, pads2, zero_f),
+                                b.op("Pad", out_classes, pads2, zero_i), num)

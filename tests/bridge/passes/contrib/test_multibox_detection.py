@@ -174,3 +174,29 @@ def test_rows_with_a_dynamic_anchor_count(mx: ModuleType, nms_topk: int) -> None
                  "anchors": corner_anchors(rng, n)}
         (got,) = run_ort(lowered, feeds)
         np.testing.assert_array_equal(got, _mxnet(mx, feeds, nms_topk=nms_topk))
+
+
+@pytest.mark.parametrize("attrs", ROW_CASES, ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()) or "defaults")
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("max_det", [None, 4, 200])
+def test_padded_format_is_the_kept_mxnet_rows_in_order(mx: ModuleType, attrs: dict[str, Any], batch: int,
+                                                       max_det: int | None) -> None:
+    """boxes-scores-classes with NMS on (candidate-first): the rows of MXNet's output whose class is not -1, in
+    MXNet's order, the first max_det of them (None: N rows), zero padded; tied scores included."""
+    feeds = _tied_inputs(batch + 7, batch)
+    model = contrib_model("MultiBoxDetection", {"cls_prob": [batch, C + 1, N], "loc_pred": [batch, 4 * N],
+                                                "anchors": [1, N, 4]}, {"detections": [batch, N, 6]},
+                          **{**DEFAULTS, **attrs})
+    boxes, scores, classes, num = run_ort(lower(model, LowerMultiBoxDetectionPass("boxes-scores-classes", max_det)),
+                                          feeds)
+    rows = max_det if max_det is not None else N
+    assert boxes.shape == (batch, rows, 4) and scores.shape == classes.shape == (batch, rows)
+    ref = _mxnet(mx, feeds, **attrs)
+    for image in range(batch):
+        kept = ref[image][ref[image, :, 0] >= 0][:rows]
+        k = len(kept)
+        assert num[image] == k
+        np.testing.assert_array_equal(classes[image, :k], kept[:, 0].astype(np.int64))
+        np.testing.assert_array_equal(scores[image, :k], kept[:, 1])
+        np.testing.assert_array_equal(boxes[image, :k], kept[:, 2:])
+        assert not boxes[image, k:].any() and not scores[image, k:].any() and not classes[image, k:].any()
