@@ -87,12 +87,13 @@ class _NSizedMultiBoxDetectionPass:
 
 
 def lowered_detection(attrs: dict[str, Any], num_classes: int, anchors: np.ndarray, batch: int,
-                      legacy: bool = False) -> bytes:
+                      legacy: bool = False, output_format: str = "mxnet") -> bytes:
     """bridge's lowering of one MultiBoxDetection node (static shapes), serialized, with the anchors as an
     initializer as in a converted SSD (MultiBoxPrior folds to one); ``legacy``: the N-sized lowering
     from before the candidate-first rewrite, fed ``cls_prob`` [B, C+1, N]. The current lowering is fed
     ``cls_prob_last`` [B, N, C+1] (``detection_feeds``) through a Transpose, as a converted SSD's Softmax
-    output reaches it (the Transpose pair cancels)."""
+    output reaches it (the Transpose pair cancels). ``output_format`` boxes-scores-classes: the padded
+    layout, 100 detections per image."""
     num_anchors = anchors.shape[1]
     from bridge.passes.cleanup import FoldConstantsPass
     from bridge.passes.contrib import LowerMultiBoxDetectionPass
@@ -116,7 +117,8 @@ def lowered_detection(attrs: dict[str, Any], num_classes: int, anchors: np.ndarr
                                                     helper.make_opsetid("bridge.contrib", 1)])
     model.ir_version = 8
     irm = ir.serde.deserialize_model(model)
-    passes = [_NSizedMultiBoxDetectionPass()] if legacy else [LowerMultiBoxDetectionPass()]
+    passes = [_NSizedMultiBoxDetectionPass()] if legacy else [
+        LowerMultiBoxDetectionPass(output_format, 100 if output_format == "boxes-scores-classes" else None)]
     for p in (*passes, FoldConstantsPass(), TransposePairPass()):
         irm = p(irm).model
     return ir.serde.serialize_model(irm).SerializeToString()

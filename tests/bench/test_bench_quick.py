@@ -1,6 +1,6 @@
 """``python -m bench --quick``: the performance suite runs end to end on tiny models and produces every row
 (conversion vs floor, onnxruntime vs MXNet per batch, decode+NMS vs MXNet's operator and its share,
-box_nms / graft-nms vs MXNet's box_nms, validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
+box_nms / graft-nms vs MXNet's box_nms, single conv layers, validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
 depend on the machine; the full run's table lives in the README."""
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ EXPECTED = {  # section -> row-name fragments that must be present
                    "convert with validation"],
     "latency": ["b1: onnxruntime vs MXNet", "b4: onnxruntime vs MXNet", "b1: dynamic-batch vs static",
                 "b4: dynamic-batch vs static"],
-    "nms": ["b1: lowered decode+NMS vs MXNet", "b4: lowered decode+NMS vs MXNet", "b1: decode+NMS share",
+    "nms": ["b1: lowered decode+NMS vs MXNet", "b4: lowered decode+NMS vs MXNet",
+            "b1: boxes-scores-classes format (100 per image): lowered decode+NMS vs MXNet", "b1: decode+NMS share",
             "b4: decode+NMS share", "b1: decode+NMS share of onnxruntime latency, whole vs cut model",
             "b4: decode+NMS share of onnxruntime latency, whole vs cut model"],
     "nms_ops": ["b1 (500 x 4): lowered box_nms vs MXNet", "b1 (500 x 4): graft-nms graph vs MXNet",
                 "b4 (500 x 4): lowered box_nms vs MXNet", "b4 (500 x 4): graft-nms graph vs MXNet"],
+    "kernels": ["3x3 16->16 @32: onnxruntime vs MXNet", "3x3 depthwise 16 @32: onnxruntime vs MXNet"],
     "validation": ["compare_detections"],
     "buckets": ["buckets: images/s", "per-batch: images/s", "max static: images/s", "dynamic: images/s"],
     "migration": ["-j 1 / -j 2 wall"],
