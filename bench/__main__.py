@@ -163,12 +163,17 @@ def latency_rows(mx: Any, built: Any, batches: list[int], threads: int, rounds: 
                         {"share_new": share_new, "share_legacy": share_old}))
         assert r.ort_cut is not None
         # a share the one-node model cannot show: what the lowering costs inside the converted model (its
-        # Transposes cancel against the backbone's); clamped at a tiny positive value when noise inverts it
+        # Transposes cancel against the backbone's). On the full-size models the lowering is ~1 ms of
+        # 50-1300 ms and run-to-run noise can make the cut model the slower one: then the row says so and
+        # is not judged (its value clamped to a tiny positive number; the one-node share above is the figure)
+        conclusive = r.cut_share > 0
         rows.append(Row("nms", f"{tag}: decode+NMS share of onnxruntime latency, whole vs cut model",
                         max(r.cut_share, 1e-6) * 100, "%",
                         f"(whole - cut) / whole: whole {r.ort.ms:.2f} ms ({r.ort.spread()}), cut before the lowered "
-                        f"MultiBoxDetection {r.ort_cut.ms:.2f} ms ({r.ort_cut.spread()})", "<= 10%",
-                        _judge(r.cut_share, 0.10, at_least=False),
+                        f"MultiBoxDetection {r.ort_cut.ms:.2f} ms ({r.ort_cut.spread()})"
+                        + ("" if conclusive else "; inconclusive: the cut model ran slower (noise exceeds the "
+                                                 "lowering's cost)"), "<= 10%" if conclusive else "",
+                        _judge(r.cut_share, 0.10, at_least=False) if conclusive else None,
                         {"share": r.cut_share, "whole_ms": r.ort.ms, "cut_ms": r.ort_cut.ms}))
     return rows
 
