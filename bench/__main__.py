@@ -329,7 +329,8 @@ def markdown(rows: list[Row], meta: dict[str, Any]) -> str:
     for r in rows:
         met = "" if r.met is None else ("met" if r.met else "**missed**")
         value = f"{r.value:.3g} {r.unit}" if r.unit != "x" else f"{r.value:.2f}x"
-        lines.append(f"| {r.section} | {r.name} | {value} | {r.target} | {met} | {r.detail} |")
+        cells = (r.section, r.name, value, r.target, met, r.detail)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # "max |diff|" in a cell
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,6 @@ def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
     assert all(r["extra"]["parity"] for r in nms_ops), "box_nms / graft-nms results differ from MXNet's box_nms"
     markdown = result.with_suffix(".md").read_text()
     assert markdown.count("\n| ") == len(rows) + 1  # header + one line per row
+    for line in markdown.splitlines():  # six cells a line: a "|" inside a cell ("max |diff|") is escaped
+        if line.startswith("| "):
+            assert len(re.split(r"(?<!\\)\|", line)) == 8, line
