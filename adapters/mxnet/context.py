@@ -158,6 +158,22 @@ class ConversionContext:
             )
         return tuple(int(d) for d in s)  # type: ignore[arg-type]
 
+    def static_dims(self, name: str, node: str, axes: slice | Sequence[int]) -> tuple[int, ...]:
+        """The dims of ``name`` at ``axes`` (a slice or axis list, negative from the end), which must be static;
+        other axes may stay dynamic (a dynamic batch reaches Pooling, Deconvolution, ... that only read H, W)."""
+        s = self.shape(name)
+        if s is None:
+            raise ExportError(f"node '{node}': the shape of '{name}' is unknown; pass concrete --input shapes")
+        picked = list(s[axes]) if isinstance(axes, slice) else [s[a] for a in axes]
+        if not all(isinstance(d, int) for d in picked):
+            which = f"[{axes.start or 0}:{'' if axes.stop is None else axes.stop}]" if isinstance(axes, slice) \
+                else f"{list(axes)}"
+            raise ExportError(
+                f"node '{node}': needs static dims {which} of '{name}' but its shape is {s}; "
+                "pass concrete --input shapes (dynamic axes cannot reach these dims of this op)"
+            )
+        return tuple(int(d) for d in picked)  # type: ignore[arg-type]
+
     def elem(self, name: str) -> int:
         return self.type(name).elem
 

@@ -385,7 +385,7 @@ def _split_v2(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     axis = _axis(ctx, node, x, a.int("axis", 1) or 0)
     sections = a.int("sections", 0) or 0
     if sections > 0:
-        dim = ctx.static_shape(x, node.name)[axis]
+        dim = ctx.static_dims(x, node.name, [axis])[0]
         if dim % sections:
             raise ExportError(f"node '{node.name}': axis length {dim} does not split into {sections} sections")
         starts = [i * (dim // sections) for i in range(sections)]

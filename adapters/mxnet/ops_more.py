@@ -281,7 +281,7 @@ def GroupNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     std = ctx.emit("Sqrt", [ctx.emit("Add", [var, ctx.scalar(eps, x, f"{n}__eps")], 1, name=f"{n}__ve")[0]], 1,
                    name=f"{n}__std")[0]
     nrm = ctx.emit("Div", [d, std], 1, name=f"{n}__norm")[0]
-    glen = ctx.static_shape(gamma, n)[0]
+    glen = ctx.static_dims(gamma, n, [0])[0]
     if glen == groups:
         col = ctx.i64([groups, 1], f"{n}__col")
         g = ctx.emit("Reshape", [gamma, col], 1, name=f"{n}__gamma")[0]
@@ -436,7 +436,7 @@ def _contrib_box_encode(ctx: ConversionContext, node: MXNode, inputs: list[str])
 def _heads_split(ctx: ConversionContext, node: MXNode, t: str, slots: int, which: int | None, tag: str) -> str:
     """[L, B, heads * slots * D] -> [B*heads, L, D] (slot ``which`` of interleaved k/v, transformer.cc)."""
     heads = node.attrs.require_int("heads")
-    last = ctx.static_shape(t, node.name)[-1]
+    last = ctx.static_dims(t, node.name, [-1])[0]
     d = last // (heads * slots)
     n = node.name
     if slots == 1:
@@ -452,7 +452,7 @@ def _heads_split(ctx: ConversionContext, node: MXNode, t: str, slots: int, which
 def _contrib_interleaved_matmul_encdec_qk(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # transformer.cc: (q / sqrt(head_dim)) @ k^T per batch*head, k the first slot of interleaved (k, v)
     q_in, kv = inputs[:2]
-    d = ctx.static_shape(q_in, node.name)[-1] // node.attrs.require_int("heads")
+    d = ctx.static_dims(q_in, node.name, [-1])[0] // node.attrs.require_int("heads")
     q = _heads_split(ctx, node, q_in, 1, None, "q")
     k = _heads_split(ctx, node, kv, 2, 0, "k")
     q = ctx.emit("Mul", [q, ctx.scalar(1.0 / math.sqrt(d), q_in, f"{node.name}__scale")], 1, name=f"{node.name}__qs")[0]
@@ -465,7 +465,7 @@ def _contrib_interleaved_matmul_encdec_valatt(ctx: ConversionContext, node: MXNo
     # transformer.cc: attention @ v per batch*head (v the second slot), back to [Lq, B, heads * head_dim]
     kv, att = inputs[:2]
     heads = node.attrs.require_int("heads")
-    e = ctx.static_shape(kv, node.name)[-1] // 2
+    e = ctx.static_dims(kv, node.name, [-1])[0] // 2
     v = _heads_split(ctx, node, kv, 2, 1, "v")
     r = ctx.emit("MatMul", [att, v], 1, name=f"{node.name}__mm")[0]
     tb = ctx.emit("Transpose", [r], 1, name=f"{node.name}__tb", perm=[1, 0, 2])[0]
@@ -561,7 +561,7 @@ def unravel_index(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
 def khatri_rao(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # contrib/krprod.h: column-wise Kronecker product of (M_i, K) matrices -> (prod M_i, K), row-major in order
     n = node.name
-    k = ctx.static_shape(inputs[0], n)[-1]
+    k = ctx.static_dims(inputs[0], n, [-1])[0]
     acc = inputs[0]
     for i, b in enumerate(inputs[1:]):
         prod = ctx.emit("Mul", [ctx.unsqueeze(acc, [1], name=f"{n}__a{i}"), ctx.unsqueeze(b, [0], name=f"{n}__b{i}")], 1,
@@ -627,7 +627,7 @@ def _selection(ctx: ConversionContext, node: MXNode, x: str, matrix: np.ndarray,
     """x's last ``matrix.shape[0]`` elements (flattened trailing dims) times a 0/1 matrix, reshaped to out_dims:
     an exact gather/scatter of fixed positions (each output is one input, or 0)."""
     n = node.name
-    lead = len(ctx.static_shape(x, n)) - (1 if matrix.shape[0] == ctx.static_shape(x, n)[-1] else 2)
+    lead = ctx.rank(x, n) - (1 if matrix.shape[0] == ctx.static_dims(x, n, [-1])[0] else 2)
     flat = ctx.emit("Reshape", [x, ctx.i64([0] * lead + [-1], f"{n}__flat")], 1, name=f"{n}__flat")[0]
     sel = ctx.emit("MatMul", [flat, ctx.const(matrix.astype(ctx.np_dtype(x)), f"{n}__sel")], 1, name=f"{n}__sel")[0]
     return ctx.emit("Reshape", [sel, ctx.i64([0] * lead + out_dims, f"{n}__oshape")], [out(ctx, node)], name=n)
@@ -653,7 +653,7 @@ def linalg_extractdiag(ctx: ConversionContext, node: MXNode, inputs: list[str]) 
 @translator("_linalg_makediag", "linalg_makediag")
 def linalg_makediag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
-    m_len = ctx.static_shape(a, node.name)[-1]
+    m_len = ctx.static_dims(a, node.name, [-1])[0]
     k = node.attrs.int("offset", 0) or 0
     size = m_len + abs(k)
     m = np.zeros((m_len, size * size))
@@ -682,7 +682,7 @@ def _extract(ctx: ConversionContext, node: MXNode, a: str, size: int, pos: list[
 @translator("_linalg_maketrian", "linalg_maketrian")
 def linalg_maketrian(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
-    length = ctx.static_shape(a, node.name)[-1]
+    length = ctx.static_dims(a, node.name, [-1])[0]
     k = node.attrs.int("offset", 0) or 0
     # the triangle of an n x n matrix with |k| diagonals left out holds length elements: n = n0 + |k|
     n0 = round((math.sqrt(8 * length + 1) - 1) / 2)
@@ -764,7 +764,7 @@ def GridGenerator(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
         h, w = node.attrs.ints("target_shape", (0, 0))
         return [_affine_grid(ctx, node, x, h, w, out(ctx, node))]
     # warp: flow (N, 2, H, W) in pixels; grid = (flow + pixel) / ((size - 1) / 2) - 1
-    _, _, h, w = ctx.static_shape(x, n)
+    h, w = ctx.static_dims(x, n, slice(2, 4))
     ys, xs = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
     dt = ctx.np_dtype(x)
     base = np.stack([xs, ys])[None].astype(dt)
@@ -813,7 +813,7 @@ def _patch_kernel(ctx: ConversionContext, node: MXNode, channels: int,
 def im2col(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     x = inputs[0]
     n = node.name
-    channels = ctx.static_shape(x, n)[1]
+    channels = ctx.static_dims(x, n, [1])[0]
     w, _, attrs = _patch_kernel(ctx, node, channels, x)
     cols = ctx.emit("Conv", [x, w], 1, name=f"{n}__conv", **attrs)[0]
     return ctx.emit("Reshape", [cols, ctx.i64([0, 0, -1], f"{n}__shape")], [out(ctx, node)], name=n)
@@ -826,7 +826,7 @@ def col2im(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
     n = node.name
     size = list(node.attrs.ints("output_size"))
     kernel = list(node.attrs.ints("kernel"))
-    _, ck, _ = ctx.static_shape(x, n)
+    (ck,) = ctx.static_dims(x, n, [1])
     channels = ck // int(np.prod(kernel))
     w, _, attrs = _patch_kernel(ctx, node, channels, x)
     nd = len(kernel)
@@ -1118,7 +1118,7 @@ def _histogram(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
         interior = ctx.const(edges_np[1:-1], f"{n}__interior")
     else:
         edges = inputs[1]
-        count = ctx.static_shape(edges, n)[0] - 1
+        count = ctx.static_dims(edges, n, [0])[0] - 1
         first = ctx.emit("Slice", [edges, ctx.i64([0], f"{n}__b0"), ctx.i64([1], f"{n}__e0")], 1, name=f"{n}__first")[0]
         last = ctx.emit("Slice", [edges, ctx.i64([-1], f"{n}__b1"), ctx.i64([count + 1], f"{n}__e1")], 1,
                         name=f"{n}__last")[0]
@@ -1154,7 +1154,7 @@ def Correlation(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
     s1, s2 = a.int("stride1", 1) or 1, a.int("stride2", 1) or 1
     pad = a.int("pad_size", 0) or 0
     multiply = a.bool("is_multiply", True)
-    _, _, h, w = ctx.static_shape(d1, n)
+    h, w = ctx.static_dims(d1, n, slice(2, 4))
     border = disp + (k - 1) // 2
     top_h = math.ceil((h + 2 * pad - 2 * border) / s1)
     top_w = math.ceil((w + 2 * pad - 2 * border) / s1)

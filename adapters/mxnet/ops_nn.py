@@ -60,7 +60,7 @@ def Deconvolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
     adj = _spatial(node, "adj", n, 0)
     target = [t for t in a.ints("target_shape") if t > 0]
     if target:
-        in_shape = ctx.static_shape(inputs[0], node.name)[2:]
+        in_shape = ctx.static_dims(inputs[0], node.name, slice(2, None))
         pad, adj = [], []
         for i in range(n):
             total = stride[i] * (in_shape[i] - 1) + dilate[i] * (kernel[i] - 1) + 1 - target[i]
@@ -226,7 +226,7 @@ def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: st
         op = "GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool"
         if pool_type == "sum":
             avg = ctx.emit(op, [x], 1, name=f"{node.name}__avg")[0]
-            hw = ctx.static_shape(x, node.name)[2:]
+            hw = ctx.static_dims(x, node.name, slice(2, None))
             return ctx.emit("Mul", [avg, ctx.scalar(int(np.prod(hw)), x, f"{node.name}__n")], [output],
                             name=node.name)
         return ctx.emit(op, [x], [output], name=node.name)
@@ -241,7 +241,7 @@ def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: st
     extra = [0] * n
     in_sp: tuple[int, ...] = ()
     if convention in ("full", "same"):  # 'same': windows start at i*s and are clipped at the end (pad is 0)
-        in_sp = ctx.static_shape(x, node.name)[2:]
+        in_sp = ctx.static_dims(x, node.name, slice(2, None))
         for i in range(n):
             o = _pool_out(in_sp[i], kernel[i], stride[i], pad[i], convention)
             extra[i] = max(0, (o - 1) * stride[i] + kernel[i] - (in_sp[i] + 2 * pad[i]))
@@ -264,7 +264,7 @@ def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: st
     # window sums, then MXNet's divisor (pool.h): include_pad -> window clipped to [-p, in+p), else to [0, in)
     ksize = float(np.prod(kernel))
     if explicit:
-        channels = ctx.static_shape(x, node.name)[1]
+        channels = ctx.static_dims(x, node.name, [1])[0]
         ones = ctx.const(np.ones((channels, 1, *kernel), ctx.np_dtype(x)), f"{node.name}__ones")
         sums = ctx.emit("Conv", [x, ones], 1, name=f"{node.name}__sum", kernel_shape=kernel, strides=stride,
                         pads=pads, group=channels)[0]
@@ -278,7 +278,7 @@ def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: st
             return ctx.emit("Identity", [sums], [output], name=node.name)
         factor: np.ndarray = np.asarray(scale)
     else:
-        in_sp = in_sp or ctx.static_shape(x, node.name)[2:]
+        in_sp = in_sp or ctx.static_dims(x, node.name, slice(2, None))
         div = np.ones([1], dtype=np.float64)
         for i in range(n):
             o = _pool_out(in_sp[i], kernel[i], stride[i], pad[i], convention)
@@ -420,7 +420,7 @@ def UpSampling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
     scale = a.require_int("scale")
     kind = a.str("sample_type", "nearest")
     if kind == "bilinear":
-        c = a.int("num_filter", 0) or ctx.static_shape(inputs[0], node.name)[1]
+        c = a.int("num_filter", 0) or ctx.static_dims(inputs[0], node.name, [1])[0]
         k = 2 * scale - scale % 2
         p = math.ceil((scale - 1) / 2)
         return ctx.emit("ConvTranspose", inputs[:2], [out(ctx, node)], name=node.name, kernel_shape=[k, k],
@@ -433,10 +433,10 @@ def UpSampling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
         scales = ctx.const(np.asarray([1, 1, scale, scale], np.float32), f"{node.name}__scales")
         return ctx.emit("Resize", [data[0], "", scales], [out(ctx, node)], name=node.name, mode="nearest",
                         coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-    h0 = ctx.static_shape(data[0], node.name)[2] * scale
+    h0 = ctx.static_dims(data[0], node.name, [2])[0] * scale
     parts = []
     for i, d in enumerate(data):
-        s = h0 // ctx.static_shape(d, node.name)[2]
+        s = h0 // ctx.static_dims(d, node.name, [2])[0]
         sc = ctx.const(np.asarray([1, 1, s, s], np.float32), f"{node.name}__scales{i}")
         parts.append(ctx.emit("Resize", [d, "", sc], 1, name=f"{node.name}__resize{i}", mode="nearest",
                               coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0])

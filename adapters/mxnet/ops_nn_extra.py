@@ -58,7 +58,7 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
             hw = ctx.emit("Slice", [shp, ctx.i64([2], f"{node.name}__s"), ctx.i64([4], f"{node.name}__e")], 1,
                           name=f"{node.name}__like_hw")[0]
     else:
-        in_h, in_w = ctx.static_shape(x, node.name)[2:4]
+        in_h, in_w = ctx.static_dims(x, node.name, slice(2, 4))
         sh, sw = a.float("scale_height", None), a.float("scale_width", None)
         try:
             h = _resized(in_h, mode, None if sh is None else float(sh), a.int("height", 1) or 1)
@@ -201,7 +201,7 @@ def _contrib_AdaptiveAvgPooling2D(ctx: ConversionContext, node: MXNode, inputs: 
     oh, ow = (size * 2)[:2]
     if oh == 1 and ow == 1:
         return ctx.emit("GlobalAveragePool", [x], [out(ctx, node)], name=node.name)
-    in_h, in_w = ctx.static_shape(x, node.name)[2:4]
+    in_h, in_w = ctx.static_dims(x, node.name, slice(2, 4))
     dt = ctx.np_dtype(x)
 
     def matrix(n_in: int, n_out: int) -> np.ndarray:

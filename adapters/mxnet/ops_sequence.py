@@ -80,7 +80,7 @@ def RNN(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     lstm = mode == "lstm"
     x, flat, h0 = inputs[0], inputs[1], inputs[2]
     c0 = inputs[3] if lstm else None
-    in_size = ctx.static_shape(x, node.name)[2]
+    in_size = ctx.static_dims(x, node.name, [2])[0]
     name = node.name
 
     params = _FlatParams(ctx, node, flat)
@@ -196,7 +196,7 @@ def Embedding(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     data, weight = inputs[:2]
     rows = node.attrs.int("input_dim", None)
     if rows is None:
-        rows = ctx.static_shape(weight, node.name)[0]
+        rows = ctx.static_dims(weight, node.name, [0])[0]
     idx = data if ctx.elem(data) == TensorProto.INT64 else ctx.emit(
         "Cast", [data], 1, name=f"{node.name}__idx", to=TensorProto.INT64)[0]
     idx = ctx.emit("Clip", [idx, ctx.const(np.asarray(0, np.int64), f"{node.name}__lo"),

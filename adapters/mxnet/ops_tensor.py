@@ -303,9 +303,9 @@ def Crop(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # (or centred: (H - h) / 2, integer division)
     a = node.attrs
     x = inputs[0]
-    h_in, w_in = ctx.static_shape(x, node.name)[2:4]
+    h_in, w_in = ctx.static_dims(x, node.name, slice(2, 4))
     if (a.int("num_args", 1) or 1) > 1:
-        h, w = ctx.static_shape(inputs[1], node.name)[2:4]
+        h, w = ctx.static_dims(inputs[1], node.name, slice(2, 4))
     else:
         h, w = a.ints("h_w", (0, 0))
     oy, ox = a.ints("offset", (0, 0))
