@@ -11,6 +11,7 @@ Rows (each a measured figure, the ratio it is judged by, and for targets met / m
                it replaced) vs MXNet's C++ operator on the model's own tensors; share of end-to-end,
                both as one-node model / whole model and as (whole - cut) / whole, the converted model
                against itself cut before the lowered MultiBoxDetection
+  gluoncv      GluonCV-style SSDs (box_decode, per-class layout, box_nms head) end to end, onnxruntime vs MXNet
   nms_ops      GluonCV-style box_nms (lowered) and graft-nms vs MXNet's C++ box_nms on the same boxes
   kernels      one Conv + ReLU layer of the full-size SSDs' shapes, MXNet vs onnxruntime (what bounds their ratio)
   validation   detection-aware comparison of 20k+ boxes (``compare_detections``)
@@ -227,6 +228,25 @@ def nms_op_rows(mx: Any, quick: bool, batches: list[int], threads: int, rounds: 
     return rows
 
 
+def gluoncv_rows(mx: Any, quick: bool, batches: list[int], threads: int, rounds: int, cache: Path,
+                 workdir: Path) -> list[Row]:
+    """GluonCV-style SSDs (box_decode + per-class layout + box_nms head, bench.gluoncv_like) end to end."""
+    from bench.gluoncv_like import bench_gluoncv, build_gluoncv
+
+    rows = []
+    for name in ["gluoncv_tiny"] if quick else ["gluoncv_vgg_like_300", "gluoncv_mobilenet_like_256"]:
+        built = build_gluoncv(mx, name, cache)
+        for batch in batches:
+            r = bench_gluoncv(mx, built, batch, threads=threads, rounds=rounds, workdir=workdir)
+            rows.append(Row("gluoncv", f"{name} b{batch} ({built.num_anchors} anchors x {built.spec.num_classes}, "
+                            "box_nms): onnxruntime vs MXNet", r.ratio, "x",
+                            f"MXNet {r.mxnet.ms:.1f} ms ({r.mxnet.spread()}), onnxruntime {r.ort.ms:.1f} ms "
+                            f"({r.ort.spread()}); detections agree (detection-aware, some compared): {r.parity}",
+                            ">= 2x", _judge(r.ratio, 2.0, at_least=True),
+                            {"mxnet": r.mxnet.to_dict(), "onnxruntime": r.ort.to_dict(), "parity": r.parity}))
+    return rows
+
+
 def conv_kernel_rows(mx: Any, quick: bool, threads: int, rounds: int) -> list[Row]:
     """One Conv + ReLU layer, MXNet vs onnxruntime (bench.conv_kernels): what bounds the full-size SSDs' ratio."""
     from bench.conv_kernels import CASES, QUICK_CASES, bench_conv
@@ -341,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per timing (default 9, quick 3)")
     parser.add_argument("--models", default=None, help="comma-separated bench.ssd_models names for the latency rows")
     parser.add_argument("--batches", default="1,4")
-    parser.add_argument("--sections", default="conversion,latency,nms_ops,kernels,validation,buckets,migration")
+    parser.add_argument("--sections", default="conversion,latency,gluoncv,nms_ops,kernels,validation,buckets,migration")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--cache", type=Path, default=None, help="where generated models go (default bench/.cache)")
     args = parser.parse_args(argv)
@@ -377,6 +397,10 @@ def main(argv: list[str] | None = None) -> int:
                 (work / name).mkdir()
                 rows += latency_rows(mx, build(mx, name, cache), batches, args.threads, rounds, work / name)
                 done(f"latency {name}")
+        if "gluoncv" in sections:
+            (work / "gluoncv").mkdir()
+            rows += gluoncv_rows(mx, args.quick, batches, args.threads, rounds, cache, work / "gluoncv")
+            done("gluoncv")
         if "nms_ops" in sections:
             rows += nms_op_rows(mx, args.quick, batches, args.threads, rounds)
             done("nms_ops")

@@ -186,7 +186,7 @@ MODELS: dict[str, SSDSpec] = {s.name: s for s in [
              Layer(_S[5], _R4)),
             dict(_DET), "legacy MobileNet-v1 SSD512, 21 classes"),
     SSDSpec("tiny", 64, 3, tiny, (Layer((0.2, 0.3), _R4), Layer((0.4, 0.55), _R4)), {**_DET, "nms_topk": 100},
-            "tiny SSD 64x64, 320 anchors (quick mode)"),
+            "tiny SSD 64x64, 1,280 anchors (quick mode)"),
 ]}
 
 

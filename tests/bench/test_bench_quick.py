@@ -1,6 +1,6 @@
 """``python -m bench --quick``: the performance suite runs end to end on tiny models and produces every row
 (conversion vs floor, onnxruntime vs MXNet per batch, decode+NMS vs MXNet's operator and its share,
-box_nms / graft-nms vs MXNet's box_nms, single conv layers, validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
+a GluonCV-style SSD end to end, box_nms / graft-nms vs MXNet's box_nms, single conv layers, validation, buckets, migration) with a finite positive value. Timings are not asserted: the numbers
 depend on the machine; the full run's table lives in the README."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ EXPECTED = {  # section -> row-name fragments that must be present
             "b1: boxes-scores-classes format (100 per image): lowered decode+NMS vs MXNet", "b1: decode+NMS share",
             "b4: decode+NMS share", "b1: decode+NMS share of onnxruntime latency, whole vs cut model",
             "b4: decode+NMS share of onnxruntime latency, whole vs cut model"],
+    "gluoncv": ["gluoncv_tiny b1 (", "gluoncv_tiny b4 (", "box_nms): onnxruntime vs MXNet"],
     "nms_ops": ["b1 (500 x 4): lowered box_nms vs MXNet", "b1 (500 x 4): graft-nms graph vs MXNet",
                 "b4 (500 x 4): lowered box_nms vs MXNet", "b4 (500 x 4): graft-nms graph vs MXNet"],
     "kernels": ["3x3 16->16 @32: onnxruntime vs MXNet", "3x3 depthwise 16 @32: onnxruntime vs MXNet"],
@@ -70,6 +71,8 @@ def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
             assert row["met"] is not None, row
     latency = [r for r in rows if r["section"] == "latency" and "onnxruntime vs MXNet" in r["name"]]
     assert all(r["extra"]["parity"] for r in latency), "the converted tiny SSD's detections differ from MXNet's"
+    gluon = [r for r in rows if r["section"] == "gluoncv"]
+    assert all(r["extra"]["parity"] for r in gluon), "the converted GluonCV-style SSD's detections differ from MXNet's"
     nms_ops = [r for r in rows if r["section"] == "nms_ops"]
     assert all(r["extra"]["parity"] for r in nms_ops), "box_nms / graft-nms results differ from MXNet's box_nms"
     markdown = result.with_suffix(".md").read_text()

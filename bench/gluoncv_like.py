@@ -1,0 +1,157 @@
+"""GluonCV-style SSDs end to end: the deploy graph a GluonCV SSD export has after its detection head, on the
+backbones of ``bench.ssd_models``, converted by bridge and run in onnxruntime against MXNet.
+
+GluonCV (gluoncv/model_zoo/ssd/ssd.py, 0.10) ends an SSD in: class scores ``softmax(axis=-1)`` [B, N, C+1];
+boxes ``contrib.box_decode`` of the location predictions against the anchors (NormalizedBoxCenterDecoder,
+stds 0.1/0.1/0.2/0.2, dw/dh clipped at log(1000/16)); ``MultiPerClassDecoder`` (scores of classes 1..,
+class id where the score is over 0.01, else id -1 and score 0); one [B, N, 6] block (id, score, box) per
+class concatenated to [B, N * C, 6]; ``contrib.box_nms`` (IoU 0.45, topk 400, valid 0.01, per class); the
+first 100 rows split into ids, scores and boxes. gluoncv itself cannot be installed beside torch 2 here
+(README: dependencies), so the head is written with ``mx.sym`` the way GluonCV's hybridized graph has it;
+anchors are MultiBoxPrior's (corner format, which box_decode takes with ``format='corner'``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.ssd_bench import ort_session
+from bench.ssd_models import CACHE, SSDSpec
+from bench.timing import Timing, interleaved
+
+# GluonCV SSD defaults
+NMS_THRESH, NMS_TOPK, POST_NMS, SCORE_THRESH = 0.45, 400, 100, 0.01
+STDS = (0.1, 0.1, 0.2, 0.2)
+
+# the GluonCV-style models: a backbone of bench.ssd_models with GluonCV's detection head
+GLUONCV_MODELS = {"gluoncv_vgg_like_300": "vgg_like_300", "gluoncv_mobilenet_like_256": "mobilenet_like_256",
+                  "gluoncv_tiny": "tiny"}
+
+
+def gluoncv_symbol(mx: Any, spec: SSDSpec) -> Any:
+    """Backbone + heads as ``bench.ssd_models.ssd_symbol``, then GluonCV's decoder, per-class layout and box_nms."""
+    data = mx.sym.var("data")
+    feats = spec.backbone(mx, data)
+    c1 = spec.num_classes + 1
+    locs, clss, anchors = [], [], []
+    for i, (feat, layer) in enumerate(zip(feats, spec.layers, strict=True)):
+        a = len(layer.sizes) + len(layer.ratios) - 1
+        loc = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"f{i}_loc_pred_conv")
+        locs.append(mx.sym.Flatten(mx.sym.transpose(loc, axes=(0, 2, 3, 1))))
+        cls = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=a * c1, name=f"f{i}_cls_pred_conv")
+        clss.append(mx.sym.Flatten(mx.sym.transpose(cls, axes=(0, 2, 3, 1))))
+        anchors.append(mx.sym.Flatten(mx.sym.contrib.MultiBoxPrior(feat, sizes=layer.sizes, ratios=layer.ratios,
+                                                                   clip=False, name=f"f{i}_anchors")))
+    cls_preds = mx.sym.reshape(mx.sym.concat(*clss, dim=1), shape=(0, -1, c1))  # [B, N, C+1]
+    box_preds = mx.sym.reshape(mx.sym.concat(*locs, dim=1), shape=(0, -1, 4))
+    anchor = mx.sym.reshape(mx.sym.concat(*anchors, dim=1), shape=(1, -1, 4))
+    bboxes = mx.sym.contrib.box_decode(box_preds, anchor, std0=STDS[0], std1=STDS[1], std2=STDS[2], std3=STDS[3],
+                                       clip=math.log(1000.0 / 16), format="corner", name="box_decode")
+    probs = mx.sym.softmax(cls_preds, axis=-1)
+    # MultiPerClassDecoder (gluoncv/nn/coder.py)
+    scores = mx.sym.slice_axis(probs, axis=-1, begin=1, end=None)  # [B, N, C]
+    template = mx.sym.zeros_like(mx.sym.slice_axis(scores, axis=-1, begin=0, end=1))
+    cls_ids = mx.sym.broadcast_add(template, mx.sym.reshape(mx.sym.arange(spec.num_classes), shape=(1, 1, -1)))
+    mask = scores > SCORE_THRESH
+    cls_ids = mx.sym.where(mask, cls_ids, mx.sym.ones_like(cls_ids) * -1)
+    scores = mx.sym.where(mask, scores, mx.sym.zeros_like(scores))
+    results = [mx.sym.concat(mx.sym.slice_axis(cls_ids, axis=-1, begin=i, end=i + 1),
+                             mx.sym.slice_axis(scores, axis=-1, begin=i, end=i + 1), bboxes, dim=-1)
+               for i in range(spec.num_classes)]
+    result = mx.sym.concat(*results, dim=1)  # [B, N * C, 6]
+    result = mx.sym.contrib.box_nms(result, overlap_thresh=NMS_THRESH, topk=NMS_TOPK, valid_thresh=SCORE_THRESH,
+                                    id_index=0, score_index=1, coord_start=2, force_suppress=False)
+    result = mx.sym.slice_axis(result, axis=1, begin=0, end=POST_NMS)
+    ids = mx.sym.slice_axis(result, axis=2, begin=0, end=1, name="ids")
+    out_scores = mx.sym.slice_axis(result, axis=2, begin=1, end=2, name="scores")
+    out_boxes = mx.sym.slice_axis(result, axis=2, begin=2, end=6, name="bboxes")
+    return mx.sym.Group([ids, out_scores, out_boxes])
+
+
+@dataclass(frozen=True)
+class GluonBuilt:
+    name: str
+    spec: SSDSpec
+    symbol: Path
+    params: Path
+    num_anchors: int
+
+
+def build_gluoncv(mx: Any, name: str, cache: Path = CACHE) -> GluonBuilt:
+    """The checkpoint of GluonCV-style model ``name``: the backbone's weights are its ssd_models twin's."""
+    from bench.ssd_models import build
+
+    twin = build(mx, GLUONCV_MODELS[name], cache)
+    spec = twin.spec
+    symbol = cache / f"{name}-symbol.json"
+    params = cache / f"{name}-0000.params"
+    sym = gluoncv_symbol(mx, spec)
+    if not symbol.exists():
+        tmp = cache / f"{name}.tmp-symbol.json"
+        sym.save(str(tmp))
+        tmp.replace(symbol)
+    if not params.exists() or params.stat().st_mtime < twin.params.stat().st_mtime:
+        params.write_bytes(twin.params.read_bytes())  # same argument names: the twin's weights
+    return GluonBuilt(name, spec, symbol, params, twin.num_anchors)
+
+
+def _detections(ids: np.ndarray, scores: np.ndarray, boxes: np.ndarray) -> list[Any]:
+    from bridge.validation.detection import Detections
+
+    out = []
+    for i in range(ids.shape[0]):
+        keep = ids[i, :, 0] >= 0
+        out.append(Detections(boxes[i][keep], scores[i, keep, 0], ids[i, keep, 0].astype(np.int64)))
+    return out
+
+
+@dataclass
+class GluonRow:
+    name: str
+    batch: int
+    mxnet: Timing
+    ort: Timing
+    parity: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.mxnet.median / self.ort.median
+
+
+def bench_gluoncv(mx: Any, built: GluonBuilt, batch: int, *, threads: int, rounds: int, workdir: Path) -> GluonRow:
+    from bridge import api
+    from bridge.validation.detection import compare_detections
+
+    size = built.spec.size
+    out = workdir / f"{built.name}-b{batch}.onnx"
+    if not out.exists():
+        api.convert(str(built.symbol), out, inputs=[f"data:{batch},3,{size},{size}"], validate=[])
+    session = ort_session(out, threads)
+    sym, args, aux = mx.model.load_checkpoint(str(built.symbol).removesuffix("-symbol.json"), 0)
+    mod = mx.mod.Module(sym, data_names=["data"], label_names=None, context=mx.cpu())
+    mod.bind(data_shapes=[("data", (batch, 3, size, size))], for_training=False)
+    mod.set_params(args, aux, allow_missing=False)
+    x = np.random.default_rng(batch).uniform(-1, 1, (batch, 3, size, size)).astype(np.float32)
+
+    def mx_run() -> list[np.ndarray]:
+        mod.forward(mx.io.DataBatch(data=[mx.nd.array(x)]), is_train=False)
+        return [o.asnumpy() for o in mod.get_outputs()]
+
+    def ort_run() -> list[np.ndarray]:
+        return session.run(None, {"data": x})
+
+    ref, got = mx_run(), ort_run()
+    cmp = compare_detections(_detections(*ref), _detections(*got))
+    parity = cmp.passed and cmp.matched > 0  # something was compared: detections exist on both sides
+    ways: dict[str, Callable[[], object]] = {"mxnet": mx_run, "ort": ort_run}
+    t = interleaved(ways, rounds)
+    return GluonRow(built.name, batch, t["mxnet"], t["ort"], parity)
+
+
+__all__ = ["GLUONCV_MODELS", "GluonRow", "bench_gluoncv", "build_gluoncv", "gluoncv_symbol"]
