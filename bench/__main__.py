@@ -372,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or (3 if args.quick else 9)
     cache = args.cache or CACHE
     models = args.models.split(",") if args.models else (
-        ["tiny"] if args.quick else ["vgg_like_300", "mobilenet_like_256", "resnet_like_192", "vgg16_ssd300",
-                                     "mobilenet_ssd512"])
+        ["tiny"] if args.quick else ["bundled_ssd", "vgg_like_300", "mobilenet_like_256", "resnet_like_192",
+                                     "vgg16_ssd300", "mobilenet_ssd512"])
     sections = set(args.sections.split(","))
     batches = [int(b) for b in args.batches.split(",")]
     rows: list[Row] = []
@@ -421,9 +421,14 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"date": date, "machine": machine(), "threads": args.threads, "rounds": rounds, "quick": args.quick}
     bad = [r.name for r in rows if not (math.isfinite(r.value) and r.value > 0)]
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"{date}-{meta['machine']['host']}{'-quick' if args.quick else ''}"
-    stem.with_suffix(".json").write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=1))
-    stem.with_suffix(".md").write_text(markdown(rows, meta))
+    base = f"{date}-{meta['machine']['host']}{'-quick' if args.quick else ''}"
+    stem = args.out / base
+    for n in range(2, 1000):  # two runs in the same minute: never overwrite the earlier one's results
+        if not Path(f"{stem}.json").exists():
+            break
+        stem = args.out / f"{base}~{n}"
+    Path(f"{stem}.json").write_text(json.dumps({**meta, "rows": [asdict(r) for r in rows]}, indent=1))
+    Path(f"{stem}.md").write_text(markdown(rows, meta))
     print(markdown(rows, meta))
     print(f"[bench] wrote {stem}.json and .md", file=sys.stderr)
     if bad:

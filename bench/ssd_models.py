@@ -226,8 +226,34 @@ class Built:
     weight_bytes: int
 
 
+BUNDLED = "bundled_ssd"  # the repository's trained examples/mxnet_ssd, as it ships
+_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mxnet_ssd"
+
+
+def _bundled() -> Built:
+    """examples/mxnet_ssd (64x64 input, 320 anchors x 3 classes, trained): read as it is, nothing generated."""
+    import json
+
+    symbol, params = _EXAMPLE / "model-symbol.json", _EXAMPLE / "model-0000.params"
+    nodes = json.loads(symbol.read_text())["nodes"]
+    det = next(n for n in nodes if n["op"] == "_contrib_MultiBoxDetection")
+    raw = det.get("attrs", det.get("attr", {}))
+    attrs: dict[str, Any] = {k: (v == "True") if v in ("True", "False") else
+                             tuple(float(x) for x in v.strip("()").split(",")) if v.startswith("(") else
+                             float(v) if "." in v else int(v) for k, v in raw.items()}
+
+    def no_backbone(mx: Any, data: Any) -> list[Any]:
+        raise RuntimeError("the bundled SSD is read from its checkpoint, not built")
+
+    spec = SSDSpec(BUNDLED, 64, 3, no_backbone, (), attrs, "the bundled examples/mxnet_ssd (trained), 320 anchors x 3")
+    return Built(spec, symbol, params, 320, params.stat().st_size // 4, params.stat().st_size)
+
+
 def build(mx: Any, name: str, cache: Path = CACHE) -> Built:
-    """Write (or reuse) the checkpoint of model ``name`` in ``cache``; returns its paths and sizes."""
+    """Write (or reuse) the checkpoint of model ``name`` in ``cache``; returns its paths and sizes
+    (``bundled_ssd``: the repository's example checkpoint as it is)."""
+    if name == BUNDLED:
+        return _bundled()
     spec = MODELS[name]
     cache.mkdir(parents=True, exist_ok=True)
     prefix = cache / name

@@ -80,3 +80,14 @@ def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
     for line in markdown.splitlines():  # six cells a line: a "|" inside a cell ("max |diff|") is escaped
         if line.startswith("| "):
             assert len(re.split(r"(?<!\\)\|", line)) == 8, line
+
+
+@pytest.mark.skipif(not _mxnet_available(), reason="the suite compares against MXNet: mxnet not installed")
+def test_runs_in_the_same_minute_keep_both_results(tmp_path: Path) -> None:
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--sections", "validation", "--out",
+                               str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    results = sorted(tmp_path.glob("*.json"))
+    assert len(results) == 2 and len(list(tmp_path.glob("*.md"))) == 2, results
+    assert all(json.loads(r.read_text())["rows"] for r in results)
