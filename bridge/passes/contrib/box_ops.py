@@ -76,15 +76,25 @@ def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: 
     # [..., N, W] -> [B, N, W]
     tail = b.op("Slice", shape, b.i64(-2), b.i64(np.iinfo(np.int64).max), b.i64(0))
     d3 = b.op("Reshape", data, b.op("Concat", b.i64(-1), tail, axis=0))
-    score = b.squeeze(b.slice(d3, 2, score_index, score_index + 1), 2)  # [B, N]
-    coords = b.slice(d3, 2, coord_start, coord_start + 4)  # [B, N, 4]
+    # the score and id columns as contiguous rows of the transposed data ([B, W, N]): slicing a width-1 column
+    # out of [B, N, W] is a strided per-row copy in onnxruntime (~3x slower at N = 680k rows, W = 6); the
+    # Reshape to [B, W * N] keeps its transpose optimizer from pushing the Transpose back past the Slices
+    columns = b.op("Reshape", b.op("Transpose", d3, perm=[0, 2, 1]), b.i64(0, -1))  # [B, W * N]
+    n_rows = b.dim(d3, 1)
+
+    def column(index: int) -> ir.Value:
+        start = b.op("Mul", b.i64(index), n_rows)
+        return b.op("Slice", columns, start, b.op("Add", start, n_rows), b.i64(1))  # [B, N]
+
+    score = column(score_index)
     valid = b.op("Greater", score, b.f32(float(np.float32(valid_thresh))))
-    ids = b.squeeze(b.slice(d3, 2, id_index, id_index + 1), 2) if id_index >= 0 else None
+    ids = column(id_index) if id_index >= 0 else None
     if ids is not None:
         valid = b.op("And", valid, b.op("Not", b.op("Equal", ids, b.f32(float(background_id)))))
     # candidates first (one TopK: the topk cut and the stable score order); everything after is K-sized
     values, order = nms.top_candidates(b, b.where(valid, score, nms.neg_inf(b)), topk)  # [B, K]
-    cand_coords = b.gather_rows(coords, order)  # [B, K, 4]
+    cand_rows = b.gather_rows(d3, order)  # [B, K, W]: the coordinates are sliced from the K rows, not all N
+    cand_coords = b.slice(cand_rows, 2, coord_start, coord_start + 4)  # [B, K, 4]
     if ids is None or force_suppress:
         nms_scores = b.unsqueeze(values, 1)  # [B, 1, K]; non-candidates are -inf already
     else:
@@ -104,9 +114,11 @@ def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: 
     n_kept = b.reduce("ReduceSum", b.cast(kept, I64), [1], keepdims=1)
     n = b.dim(score, 1)
     k_pos = b.unsqueeze(nms.arange(b, b.dim(order, 1)), 0)
-    # rows past the kept count read a sentinel row of -1 appended to the data
-    table = nms.pad_axis1(b, d3, b.op("Add", n, b.i64(1)), b.f32(-1.0), 3)
-    out = b.gather_rows(table, b.where(b.op("Less", k_pos, n_kept), kept_order, b.squeeze(n, 0)))  # [B, K, W]
+    # rows past the kept count are -1: a K-sized Where after the gather (not an N-sized padded copy of the data
+    # with a sentinel row), its [B, K, 1] condition widened to W (onnxruntime's broadcasting Where is slow)
+    is_kept = b.op("Less", k_pos, n_kept)  # [B, K]
+    out = b.gather_rows(d3, b.where(is_kept, kept_order, b.const(np.array(0, np.int64))))  # [B, K, W]
+    out = b.where(nms.widen_mask(b, b.unsqueeze(is_kept, -1), width), out, b.f32(-1.0))
     if in_format != out_format:
         box = b.slice(out, 2, coord_start, coord_start + 4)
         conv = nms.corner_to_center(b, box) if out_format == "center" else nms.center_to_corner(b, box)
