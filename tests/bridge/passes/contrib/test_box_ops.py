@@ -62,6 +62,18 @@ def test_box_nms_matches_mxnet(mx: ModuleType, attrs: dict[str, Any]) -> None:
     cmp = compare_detections(_dets(ref, a["out_format"]), _dets(got, a["out_format"]))
     assert cmp.passed and cmp.matched > 0, cmp.summary()
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)  # rows in MXNet's order, -1 padding
+    if a["in_format"] == a["out_format"]:  # rows are copied, not computed: bit for bit
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_box_nms_reads_columns_without_n_sized_copies() -> None:
+    """Only the score and id columns are N-sized work (contiguous rows of the transposed data); the box
+    coordinates are sliced from the K candidate rows, and the only Pad is the final -1 fill (no padded copy
+    of all N rows with a sentinel row): onnxruntime copies width-1 columns row by row (bench nms_ops)."""
+    a = {**NMS_DEFAULTS, "id_index": 0, "topk": 12}
+    lowered = lower(contrib_model("box_nms", {"data": [B, N, 6]}, {"out": [B, N, 6]}, **a), LowerBoxNMSPass())
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ops.count("Transpose") == 1 and ops.count("Pad") == 1, ops
 
 
 def test_box_nms_keeps_leading_axes(mx: ModuleType) -> None:
