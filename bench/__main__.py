@@ -234,11 +234,12 @@ def gluoncv_rows(mx: Any, quick: bool, batches: list[int], threads: int, rounds:
     from bench.gluoncv_like import bench_gluoncv, build_gluoncv
 
     rows = []
-    for name in ["gluoncv_tiny"] if quick else ["gluoncv_vgg_like_300", "gluoncv_mobilenet_like_256"]:
+    for name in ["gluoncv_tiny"] if quick else ["gluoncv_vgg_like_300", "gluoncv_mobilenet_like_256",
+                                                "gluoncv_yolo3_like_320"]:
         built = build_gluoncv(mx, name, cache)
         for batch in batches:
             r = bench_gluoncv(mx, built, batch, threads=threads, rounds=rounds, workdir=workdir)
-            rows.append(Row("gluoncv", f"{name} b{batch} ({built.num_anchors} anchors x {built.spec.num_classes}, "
+            rows.append(Row("gluoncv", f"{name} b{batch} ({built.num_anchors} boxes x {built.spec.num_classes}, "
                             "box_nms): onnxruntime vs MXNet", r.ratio, "x",
                             f"MXNet {r.mxnet.ms:.1f} ms ({r.mxnet.spread()}), onnxruntime {r.ort.ms:.1f} ms "
                             f"({r.ort.spread()}); detections agree (detection-aware, some compared): {r.parity}",

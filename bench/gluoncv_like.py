@@ -1,4 +1,4 @@
-"""GluonCV-style SSDs end to end: the deploy graph a GluonCV SSD export has after its detection head, on the
+"""GluonCV-style SSDs (and a YOLOv3) end to end: the deploy graph a GluonCV SSD export has after its detection head, on the
 backbones of ``bench.ssd_models``, converted by bridge and run in onnxruntime against MXNet.
 
 GluonCV (gluoncv/model_zoo/ssd/ssd.py, 0.10) ends an SSD in: class scores ``softmax(axis=-1)`` [B, N, C+1];
@@ -9,6 +9,11 @@ class concatenated to [B, N * C, 6]; ``contrib.box_nms`` (IoU 0.45, topk 400, va
 first 100 rows split into ids, scores and boxes. gluoncv itself cannot be installed beside torch 2 here
 (README: dependencies), so the head is written with ``mx.sym`` the way GluonCV's hybridized graph has it;
 anchors are MultiBoxPrior's (corner format, which box_decode takes with ``format='corner'``).
+
+YOLOv3 (gluoncv/model_zoo/yolo/yolo3.py): per scale YOLOOutputV3's inference branch - sigmoid centres plus
+grid offsets times the stride, exp scales times the anchors, class scores sigmoid(class) x sigmoid(objectness),
+every (box, class) a row via tile / transpose - then the scales concatenated, box_nms and the split; the
+offsets and anchors are constants of the export, as GluonCV stores them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ STDS = (0.1, 0.1, 0.2, 0.2)
 # the GluonCV-style models: a backbone of bench.ssd_models with GluonCV's detection head
 GLUONCV_MODELS = {"gluoncv_vgg_like_300": "vgg_like_300", "gluoncv_mobilenet_like_256": "mobilenet_like_256",
                   "gluoncv_tiny": "tiny"}
+# GluonCV-style YOLOv3 (YOLOOutputV3's inference branch + box_nms): name -> (input side, classes)
+YOLO_MODELS = {"gluoncv_yolo3_like_320": (320, 80)}
 
 
 def gluoncv_symbol(mx: Any, spec: SSDSpec) -> Any:
@@ -74,6 +81,89 @@ def gluoncv_symbol(mx: Any, spec: SSDSpec) -> Any:
     return mx.sym.Group([ids, out_scores, out_boxes])
 
 
+def yolo_backbone(mx: Any, data: Any) -> list[Any]:
+    """A MobileNet-like body with three outputs at strides 8, 16, 32 (YOLOv3's scales)."""
+    from bench.ssd_models import _conv
+
+    x = _conv(mx, data, "y_conv0", 16, stride=2, bn=True)
+    feats, cin = [], 16
+    for i, cout in enumerate([32, 64, 128, 128], start=1):  # each block halves the side
+        x = _conv(mx, x, f"y_conv{i}_dw", cin, group=cin, stride=2, bn=True)
+        x = _conv(mx, x, f"y_conv{i}_pw", cout, kernel=1, bn=True)
+        cin = cout
+        if i >= 2:
+            feats.append(x)
+    return feats  # strides 8, 16, 32
+
+
+YOLO_ANCHORS = (((10, 13), (16, 30), (33, 23)), ((30, 61), (62, 45), (59, 119)), ((116, 90), (156, 198), (373, 326)))
+
+
+def yolo3_symbol(mx: Any, size: int, num_classes: int) -> Any:
+    """GluonCV 0.10's YOLOOutputV3 (inference branch) on each scale, then YOLOV3's concat + box_nms + split."""
+    data = mx.sym.var("data")
+    feats = yolo_backbone(mx, data)
+    num_pred = 5 + num_classes
+    all_detections = []
+    for i, (feat, anchors) in enumerate(zip(feats, YOLO_ANCHORS, strict=True)):
+        stride = 8 * 2**i
+        side = size // stride
+        a = len(anchors)
+        pred = mx.sym.Convolution(feat, kernel=(1, 1), num_filter=a * num_pred, name=f"yolooutput{i}_conv")
+        pred = mx.sym.reshape(pred, shape=(0, a * num_pred, -1))
+        pred = mx.sym.reshape(mx.sym.transpose(pred, axes=(0, 2, 1)), shape=(0, -1, a, num_pred))  # [B, HW, A, P]
+        raw_centers = mx.sym.slice_axis(pred, axis=-1, begin=0, end=2)
+        raw_scales = mx.sym.slice_axis(pred, axis=-1, begin=2, end=4)
+        objness = mx.sym.slice_axis(pred, axis=-1, begin=4, end=5)
+        class_pred = mx.sym.slice_axis(pred, axis=-1, begin=5, end=None)
+        offsets = mx.sym.var(f"yolooutput{i}_offsets", shape=(1, side * side, 1, 2))  # a constant of the export
+        anchor = mx.sym.var(f"yolooutput{i}_anchors", shape=(1, 1, a, 2))
+        centers = mx.sym.broadcast_add(mx.sym.sigmoid(raw_centers), offsets) * stride
+        scales = mx.sym.broadcast_mul(mx.sym.exp(raw_scales), anchor)
+        class_score = mx.sym.broadcast_mul(mx.sym.sigmoid(class_pred), mx.sym.sigmoid(objness))
+        wh = scales / 2.0
+        bbox = mx.sym.concat(centers - wh, centers + wh, dim=-1)
+        bboxes = mx.sym.tile(bbox, reps=(num_classes, 1, 1, 1, 1))  # [C, B, HW, A, 4]
+        scores = mx.sym.expand_dims(mx.sym.transpose(class_score, axes=(3, 0, 1, 2)), axis=-1)
+        ids = mx.sym.broadcast_add(scores * 0, mx.sym.reshape(mx.sym.arange(0, num_classes), shape=(0, 1, 1, 1, 1)))
+        det = mx.sym.concat(ids, scores, bboxes, dim=-1)
+        all_detections.append(mx.sym.reshape(mx.sym.transpose(det, axes=(1, 0, 2, 3, 4)), shape=(0, -1, 6)))
+    result = mx.sym.concat(*all_detections, dim=1)
+    result = mx.sym.contrib.box_nms(result, overlap_thresh=NMS_THRESH, valid_thresh=SCORE_THRESH, topk=NMS_TOPK,
+                                    id_index=0, score_index=1, coord_start=2, force_suppress=False)
+    result = mx.sym.slice_axis(result, axis=1, begin=0, end=POST_NMS)
+    return mx.sym.Group([mx.sym.slice_axis(result, axis=-1, begin=0, end=1),
+                         mx.sym.slice_axis(result, axis=-1, begin=1, end=2),
+                         mx.sym.slice_axis(result, axis=-1, begin=2, end=None)])
+
+
+def _yolo_params(mx: Any, sym: Any, size: int) -> dict[str, Any]:
+    """He-normal weights, BatchNorm statistics, and the offsets / anchors constants GluonCV stores."""
+    rng = np.random.default_rng(0)
+    arg_shapes, _, aux_shapes = sym.infer_shape(data=(1, 3, size, size))
+    params: dict[str, Any] = {}
+    for name, shp in zip(sym.list_arguments(), arg_shapes, strict=True):
+        if name == "data":
+            continue
+        if name.endswith("_offsets"):
+            side = math.isqrt(shp[1])
+            ys, xs = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+            arr = np.stack([xs, ys], -1).reshape(1, side * side, 1, 2).astype(np.float32)
+        elif name.endswith("_anchors"):
+            arr = np.array(YOLO_ANCHORS[int(name[len("yolooutput")])], np.float32).reshape(shp)
+        elif name.endswith("_weight"):
+            arr = (rng.standard_normal(shp) * np.sqrt(2.0 / np.prod(shp[1:]))).astype(np.float32)
+        elif name.endswith("gamma"):
+            arr = rng.uniform(0.8, 1.2, shp).astype(np.float32)
+        else:
+            arr = (rng.standard_normal(shp) * 0.05).astype(np.float32)
+        params[f"arg:{name}"] = mx.nd.array(arr)
+    for name, shp in zip(sym.list_auxiliary_states(), aux_shapes, strict=True):
+        arr = rng.uniform(0.8, 1.2, shp) if name.endswith("var") else rng.standard_normal(shp) * 0.05
+        params[f"aux:{name}"] = mx.nd.array(arr.astype(np.float32))
+    return params
+
+
 @dataclass(frozen=True)
 class GluonBuilt:
     name: str
@@ -84,8 +174,21 @@ class GluonBuilt:
 
 
 def build_gluoncv(mx: Any, name: str, cache: Path = CACHE) -> GluonBuilt:
-    """The checkpoint of GluonCV-style model ``name``: the backbone's weights are its ssd_models twin's."""
+    """The checkpoint of GluonCV-style model ``name``: the backbone's weights are its ssd_models twin's
+    (the YOLOv3-style model gets its own)."""
     from bench.ssd_models import build
+
+    if name in YOLO_MODELS:
+        size, classes = YOLO_MODELS[name]
+        spec = SSDSpec(name, size, classes, yolo_backbone, (), {}, f"GluonCV-style YOLOv3, {size} px, {classes} classes")
+        symbol, params = cache / f"{name}-symbol.json", cache / f"{name}-0000.params"
+        cache.mkdir(parents=True, exist_ok=True)
+        sym = yolo3_symbol(mx, size, classes)
+        if not (symbol.exists() and params.exists()):
+            sym.save(str(symbol))
+            mx.nd.save(str(params), _yolo_params(mx, sym, size))
+        boxes = sum((size // (8 * 2**i)) ** 2 * 3 for i in range(3))
+        return GluonBuilt(name, spec, symbol, params, boxes)
 
     twin = build(mx, GLUONCV_MODELS[name], cache)
     spec = twin.spec
