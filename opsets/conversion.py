@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from functools import cache
 
 import onnx
@@ -163,12 +164,10 @@ def _stock_hop(model: ir.Model, opset: int, to: int, parked: list[ir.Node], stoc
         # onnxscript's converter works in onnx_ir (no protobuf round trip) in its opset range
         onnxscript_vc.convert_version(model, target_version=to)
     else:
-        proto = ir.serde.serialize_model(model)
         try:
-            proto = onnx.version_converter.convert_version(proto, to)
+            model = _through_proto(model, lambda proto: onnx.version_converter.convert_version(proto, to))
         except Exception as exc:
             raise _stock_error(exc, opset, to, stock) from exc
-        model = ir.serde.deserialize_model(proto)
         _infer_shapes(model)
     for node in model.graph.all_nodes():
         if node.domain == _HOLD_DOMAIN:
@@ -201,7 +200,31 @@ def _set_opset(model: ir.Model, opset: int) -> None:
 
 
 def _copy(model: ir.Model) -> ir.Model:
-    return ir.serde.deserialize_model(ir.serde.serialize_model(model))
+    """A new object graph for ``model`` (passes rewrite it in place); the weights are shared, not copied."""
+    return _through_proto(model, lambda proto: proto)
+
+
+def _through_proto(model: ir.Model, func: Callable[[onnx.ModelProto], onnx.ModelProto]) -> ir.Model:
+    """``func`` (a protobuf-level step: onnx's version converter, or none for a copy) applied to ``model``,
+    as a new IR model, without serialising the weights: initializers over 1 KB stand in as typed graph inputs
+    while ``func`` runs (onnx_ir's ``call_onnx_api``, as its shape inference does), and the result gets the
+    same tensor objects back. A 1 GB model is then not copied twice per stock hop. ``model`` is unchanged."""
+    try:
+        from onnx_ir.passes.common._c_api_utils import call_onnx_api
+    except ImportError:  # an onnx_ir that moved its helper: the plain round trip
+        return ir.serde.deserialize_model(func(ir.serde.serialize_model(model)))
+    tensors = {v.name: v.const_value for v in model.graph.initializers.values()}
+    inputs = {v.name for v in model.graph.inputs}
+    result = ir.serde.deserialize_model(call_onnx_api(func, model))
+    graph = result.graph
+    for value in list(graph.inputs):  # call_onnx_api lists every initializer as an input while func runs
+        name = value.name
+        if name in tensors and name not in inputs:
+            graph.inputs.remove(value)
+            if name not in graph.initializers:  # a stood-in weight: the same tensor object back
+                value.const_value = tensors[name]
+                graph.register_initializer(value)
+    return result
 
 
 def _infer_shapes(model: ir.Model) -> None:

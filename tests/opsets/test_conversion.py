@@ -235,3 +235,32 @@ def test_newest_runtime_opset_bounds_targets() -> None:
         check_target(newest + 1)
     with pytest.raises(UsageError):
         check_target(6)
+
+
+@pytest.mark.parametrize("target", [17, 9])  # up through onnx's converter (from 11), and down
+def test_conversion_shares_the_weights_and_leaves_the_input_alone(target: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of the graph, not of the weights: the converted model's initializers are the input's own tensor
+    objects, onnx's C++ converter never sees a weight over 1 KB (it stands in as a typed input), the input
+    model is unchanged, and the numbers are the same."""
+    w = RNG.randn(64, 3, 3, 3).astype(np.float32)  # 6.9 KB
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),  # b: a small initializer
+             helper.make_node("Softmax", ["c"], ["y"], axis=1)]  # Softmax changes at 13: a stock hop
+    proto = model(nodes, 11, [1, 3, 8, 8], inits={"w": w, "b": RNG.randn(64).astype(np.float32)})
+    source = ir.serde.deserialize_model(proto)
+    weight = source.graph.initializers["w"].const_value
+    seen: list[onnx.ModelProto] = []
+    stock = onnx.version_converter.convert_version
+
+    def spy(p: onnx.ModelProto, to: int) -> onnx.ModelProto:
+        seen.append(p)
+        return stock(p, to)
+
+    monkeypatch.setattr(onnx.version_converter, "convert_version", spy)
+    converted = convert_opset(source, target)
+    assert seen and all("w" not in [t.name for t in p.graph.initializer] for p in seen)
+    assert converted.graph.initializers["w"].const_value is weight  # shared, not copied
+    assert [v.name for v in converted.graph.inputs] == ["x"] and set(converted.graph.initializers) == {"w", "b"}
+    assert source.graph.initializers["w"].const_value is weight and [v.name for v in source.graph.inputs] == ["x"]
+    assert dict(source.opset_imports)[""] == 11
+    x = RNG.randn(1, 3, 8, 8).astype(np.float32)
+    np.testing.assert_allclose(run(ir.serde.serialize_model(converted), x), run(proto, x), rtol=1e-5, atol=1e-6)
