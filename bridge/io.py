@@ -141,13 +141,12 @@ def save_model(model: onnx.ModelProto, target: Path, external_data: bool | None 
     model (``SerializeToString`` encodes into a buffer and copies it into a bytes object; upb's
     ``ByteSize`` encodes too). Inline files are byte-for-byte what ``SerializeToString`` gives."""
     target = Path(target)
-    plan = _Plan(model, None)
-    if external_data is None:
-        external_data = plan.size > _PROTOBUF_LIMIT
-    if not external_data:
+    inline = None if external_data else _Plan(model, None)  # planned once: its size decides when not asked
+    if inline is not None and (external_data is False or inline.size <= _PROTOBUF_LIMIT):
         with atomic_path(target) as tmp, tmp.open("wb") as f:
-            plan.write(f, None)
+            inline.write(f, None)
         return
+    del inline
     data_target = target.with_name(target.name + ".data")
     plan = _Plan(model, data_target.name)
     # both streamed in one pass; the data file is renamed into place first, then the model

@@ -27,6 +27,7 @@ from onnxscript.version_converter import _version_converter as onnxscript_vc
 
 from bridge.errors import UsageError
 from bridge.rewriting import apply_rewrites, node_label
+from bridge.rewriting.protos import call_without_weights
 from opsets import legalize, registry, version_adapters
 from opsets.errors import OpsetConversionError
 
@@ -207,15 +208,11 @@ def _copy(model: ir.Model) -> ir.Model:
 def _through_proto(model: ir.Model, func: Callable[[onnx.ModelProto], onnx.ModelProto]) -> ir.Model:
     """``func`` (a protobuf-level step: onnx's version converter, or none for a copy) applied to ``model``,
     as a new IR model, without serialising the weights: initializers over 1 KB stand in as typed graph inputs
-    while ``func`` runs (onnx_ir's ``call_onnx_api``, as its shape inference does), and the result gets the
+    while ``func`` runs (``call_without_weights``), and the result gets the
     same tensor objects back. A 1 GB model is then not copied twice per stock hop. ``model`` is unchanged."""
-    try:
-        from onnx_ir.passes.common._c_api_utils import call_onnx_api
-    except ImportError:  # an onnx_ir that moved its helper: the plain round trip
-        return ir.serde.deserialize_model(func(ir.serde.serialize_model(model)))
     tensors = {v.name: v.const_value for v in model.graph.initializers.values()}
     inputs = {v.name for v in model.graph.inputs}
-    result = ir.serde.deserialize_model(call_onnx_api(func, model))
+    result = ir.serde.deserialize_model(call_without_weights(func, model))
     graph = result.graph
     for value in list(graph.inputs):  # call_onnx_api lists every initializer as an input while func runs
         name = value.name

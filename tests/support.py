@@ -50,3 +50,18 @@ def fcn_model() -> onnx.ModelProto:
         initializers=[onnx.numpy_helper.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), "w1"),
                       onnx.numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w2")],
     )
+
+
+def mxnet_available() -> bool:
+    """mxnet imports here (1.9.1 needs ``numpy.bool`` at import: set for the import only, then removed)."""
+    added = not hasattr(np, "bool")
+    if added:
+        np.bool = bool  # type: ignore[attr-defined]
+    try:
+        import mxnet  # noqa: F401
+    except ImportError:
+        return False
+    finally:
+        if added:
+            del np.bool  # type: ignore[attr-defined]
+    return True

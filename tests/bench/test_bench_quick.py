@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, mxnet_available
 
 EXPECTED = {  # section -> row-name fragments that must be present
     "conversion": ["convert --validate none, wall", "convert --validate none, peak RSS added",
@@ -34,23 +34,9 @@ EXPECTED = {  # section -> row-name fragments that must be present
 }
 
 
-def _mxnet_available() -> bool:
-    import numpy as np
-
-    added = "bool" not in vars(np)
-    if added:
-        np.bool = bool  # type: ignore[attr-defined]  # mxnet 1.9.1 needs it at import
-    try:
-        import mxnet  # noqa: F401
-    except ImportError:
-        return False
-    finally:
-        if added:
-            del np.bool  # type: ignore[attr-defined]
-    return True
 
 
-@pytest.mark.skipif(not _mxnet_available(), reason="the suite compares against MXNet: mxnet not installed")
+@pytest.mark.skipif(not mxnet_available(), reason="the suite compares against MXNet: mxnet not installed")
 def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path / "results"),
                            "--cache", str(tmp_path / "cache")], capture_output=True, text=True, cwd=REPO,
@@ -82,7 +68,7 @@ def test_quick_bench_produces_every_row(tmp_path: Path) -> None:
             assert len(re.split(r"(?<!\\)\|", line)) == 8, line
 
 
-@pytest.mark.skipif(not _mxnet_available(), reason="the suite compares against MXNet: mxnet not installed")
+@pytest.mark.skipif(not mxnet_available(), reason="the suite compares against MXNet: mxnet not installed")
 def test_runs_in_the_same_minute_keep_both_results(tmp_path: Path) -> None:
     for _ in range(2):
         proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--sections", "validation", "--out",

@@ -8,29 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import REPO, run_cli
+from support import REPO, mxnet_available, run_cli
 
 pytest.importorskip("numpy")
 EXAMPLE = REPO / "examples" / "mxnet_ssd"
 
 
-def _mxnet_available() -> bool:
-    import numpy as np
-
-    added = not hasattr(np, "bool")
-    if added:
-        np.bool = bool  # type: ignore[attr-defined]  # mxnet 1.9.1 needs it at import
-    try:
-        import mxnet  # noqa: F401
-    except ImportError:
-        return False
-    finally:
-        if added:
-            del np.bool  # type: ignore[attr-defined]
-    return True
 
 
-needs_mxnet = pytest.mark.skipif(not _mxnet_available(), reason="mxnet not installed (pip install 'bridge[mxnet]')")
+needs_mxnet = pytest.mark.skipif(not mxnet_available(), reason="mxnet not installed (pip install 'bridge[mxnet]')")
 
 
 @needs_mxnet

@@ -16,7 +16,7 @@ result rounded once, which is at least as close to the exact value as MXNet's ow
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
@@ -36,6 +36,7 @@ from bridge.rewriting import (
     default_opset,
     node_label,
 )
+from bridge.rewriting.protos import call_without_weights
 
 
 class LoweringPass(BridgePass, Rewrite):
@@ -168,7 +169,7 @@ class ShapeOracle:
         if self._shapes is None:
             self._shapes = {}
             try:
-                inferred = _call_without_weights(
+                inferred = call_without_weights(
                     lambda proto: onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True),
                     self.model)
             except Exception:  # inference is only a hint here; dynamic lowering still works without it
@@ -180,14 +181,3 @@ class ShapeOracle:
                                              for d in vi.type.tensor_type.shape.dim]
         return self._shapes.get(str(value.name), own)
 
-
-def _call_without_weights(func: Callable[[onnx.ModelProto], onnx.ModelProto], model: ir.Model) -> onnx.ModelProto:
-    """``func`` on a serialized copy of ``model`` whose initializers over 1 KB stand in as typed inputs
-    (onnx_ir's own helper, as its ShapeInferencePass uses it): shape inference needs the small shape
-    constants, not a copy of every weight (a 1.5 GB model would otherwise be serialized twice). The model
-    is left as it was. Without that helper (an onnx_ir that moved it) the whole model is serialized."""
-    try:
-        from onnx_ir.passes.common._c_api_utils import call_onnx_api
-    except ImportError:
-        return func(ir.serde.serialize_model(model))
-    return call_onnx_api(func, model)
