@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
+from bridge import provenance
 from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import ExportError
 from bridge.limits import check_allocation, nbytes_of
@@ -86,6 +87,8 @@ class ConversionContext:
         self.uses_contrib = False
         self._names: set[str] = set()
         self._node_names: set[str] = set()
+        # what every emitted node records as its provenance (the MXNet node being translated, by which translator)
+        self.origin: provenance.Provenance | None = None
 
     # ---- names -------------------------------------------------------------------------------
     def reserve(self, name: str) -> str:
@@ -205,6 +208,8 @@ class ConversionContext:
         node = helper.make_node(op_type, list(inputs), outs, name=self.fresh_node_name(name), domain=domain, **attrs)
         if doc:
             node.doc_string = doc
+        if self.origin is not None:
+            provenance.write(node, self.origin)
         self.nodes.append(node)
         if out_types is not None:
             for o, t in zip(outs, out_types, strict=True):

@@ -27,7 +27,7 @@ import onnx
 from bridge.config import ConvertConfig, Tolerance
 from bridge.debug.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
 from bridge.debug.localize import Divergence, compare_tensors
-from bridge.debug.passes import EXPORT, StageTrace, localize_passes, trace_pipeline
+from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers, trace_pipeline
 from bridge.debug.sources import SourceTaps, source_taps
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
@@ -186,9 +186,9 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             say(f"comparing every tensor {taps.framework} and the converted model share")
             result.divergence = _localize_source(taps, final, feeds, cfg.tolerance, detections, budget)
             culprit = result.divergence.culprit
-            if culprit is not None and trace.snapshots:
-                result.provenance = trace.provenance([n.name for n in culprit.region] or
-                                                     ([culprit.node.name] if culprit.node else []))
+            if culprit is not None:  # read from the nodes' provenance (a given model carries it too)
+                result.provenance = node_makers(final, [n.name for n in culprit.region] or
+                                                ([culprit.node.name] if culprit.node else []))
         timings["localize_s"] = time.perf_counter() - t
         if trace.snapshots:
             t = time.perf_counter()

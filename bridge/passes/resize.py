@@ -63,7 +63,7 @@ class CanonicalizeResizePass(BridgePass, Rewrite):
         return None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        outcome = apply_rewrites(model, [self])
+        outcome = apply_rewrites(model, [self], by=type(self).__name__)
         for node_reason in outcome.left_alone:  # each names the node; say it the way users read it
             logger.warning(node_reason)
             self.warnings.append(node_reason)

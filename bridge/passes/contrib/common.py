@@ -99,7 +99,7 @@ class LoweringPass(BridgePass, Rewrite):
             raise NodeError(left[0], self.op_type, f"{len(left)} {self.op_type} node(s) were not lowered: {left}")
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        outcome = apply_rewrites(model, [self])
+        outcome = apply_rewrites(model, [self], by=type(self).__name__)
         self.warnings.extend(outcome.warnings)
         return ir.passes.PassResult(model, outcome.modified)
 
