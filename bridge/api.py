@@ -49,7 +49,7 @@ from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
 from bridge.validation.run import (
@@ -411,7 +411,7 @@ def _detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[D
     """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
     ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
     those a lowering pass recorded plus those found fed by NonMaxSuppression."""
-    from bridge.validation.detection_layouts import detect_detection_outputs, dump_detection_specs
+    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
 
     outputs = [o.name for o in proto.graph.output]
     if declared:

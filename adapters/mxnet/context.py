@@ -285,6 +285,15 @@ class ConversionContext:
         out: Sequence[str] | int = [output] if output else 1
         return self.emit("Squeeze", [x, self.i64(axes, f"{name}__axes")], out, name=name)[0]
 
+    def as_int64(self, x: str, hint: str) -> str:
+        """``x`` as int64 (cast unless it already is): indices, labels, multi-indices."""
+        return x if self.elem(x) == TensorProto.INT64 else self.emit("Cast", [x], 1, name=hint, to=TensorProto.INT64)[0]
+
+    def as_bool(self, x: str, hint: str) -> str:
+        """``x != 0`` as bool: nonzero is true (a NaN too), as C's ``&&`` on MXNet's DType."""
+        zero = self.emit("Equal", [x, self.scalar(0, x, f"{hint}__zero")], 1, name=f"{hint}__eq0")[0]
+        return self.emit("Not", [zero], 1, name=f"{hint}__nz")[0]
+
     def scalar(self, value: Any, like: str, hint: str) -> str:
         """A 0-d constant with the element type of tensor ``like`` (MXNet casts scalars to DType)."""
         return self.const(np.asarray(value).astype(self.np_dtype(like)), hint)

@@ -22,14 +22,22 @@ from onnx import helper
 # importing the translator modules registers them
 from adapters.mxnet import (  # noqa: F401
     contrib,
+    ops_attention,
+    ops_boxes,
     ops_creation,
     ops_elemwise,
     ops_indexing,
+    ops_legacy,
+    ops_linalg,
     ops_math,
-    ops_more,
     ops_nn,
-    ops_nn_extra,
+    ops_norm,
+    ops_random,
+    ops_reduce,
+    ops_scatter,
     ops_sequence,
+    ops_spatial,
+    ops_special,
     ops_tensor,
 )
 from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx, shape_like

@@ -203,3 +203,26 @@ def Embedding(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
                             ctx.const(np.asarray(rows - 1, np.int64), f"{node.name}__hi")], 1,
                    name=f"{node.name}__clip")[0]
     return ctx.emit("Gather", [weight, idx], [out(ctx, node)], name=node.name, axis=0)
+
+
+@translator("SequenceLast")
+def SequenceLast(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # sequence_last-inl.h: the step length[n] - 1 (or the last one) of each sample along ``axis`` (0 or 1)
+    a = node.attrs
+    x = inputs[0]
+    n = node.name
+    axis = a.int("axis", 0) or 0
+    if not a.bool("use_sequence_length", False):
+        return ctx.emit("Gather", [x, ctx.const(np.asarray(-1, np.int64), f"{n}__last")], [out(ctx, node)], name=n,
+                        axis=axis)
+    rank = ctx.rank(x, n)
+    lens = ctx.emit("Cast", [inputs[1]], 1, name=f"{n}__len", to=TensorProto.INT64)[0]
+    idx = ctx.emit("Sub", [lens, ctx.const(np.asarray(1, np.int64), f"{n}__one")], 1, name=f"{n}__idx")[0]
+    batch_axis = 1 - axis
+    idx = ctx.unsqueeze(idx, [d for d in range(rank) if d != batch_axis], name=f"{n}__idx_b")
+    one_step = ctx.emit("Slice", [x, ctx.i64([0], f"{n}__s0"), ctx.i64([1], f"{n}__s1"), ctx.i64([axis], f"{n}__sax")],
+                        1, name=f"{n}__step")[0]
+    idx = ctx.emit("Expand", [idx, ctx.emit("Shape", [one_step], 1, name=f"{n}__step_shape")[0]], 1,
+                   name=f"{n}__idx_e")[0]
+    picked = ctx.emit("GatherElements", [x, idx], 1, name=f"{n}__pick", axis=axis)[0]
+    return [ctx.squeeze(picked, [axis], name=n, output=out(ctx, node))]

@@ -36,7 +36,7 @@ from bridge.model import ModelContainer
 from bridge.report.images import Box, Overlay, as_display_image
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs
 
 Progress = Callable[[str], None]
@@ -299,8 +299,8 @@ def _visuals(result: DebugResult, final: onnx.ModelProto, feeds: Mapping[str, np
     if image_input is None or not detections:
         return
     try:
-        from bridge.validation.detection import match_pairs
-        from bridge.validation.detection_layouts import read_detection_pair
+        from bridge.validation.detection.layouts import read_detection_pair
+        from bridge.validation.detection.matching import match_pairs
 
         for spec in detections:
             ref_dets, cand_dets = read_detection_pair(spec, ref_outputs, cand)

@@ -84,7 +84,7 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         result = super().call(model)
         if detections:
             # the metadata is a JSON list of detection specs; a lowered output is recorded in the short
-            # {output: format} form, which bridge.validation.detection_layouts reads as an item of that list
+            # {output: format} form, which bridge.validation.detection.layouts reads as an item of that list
             recorded = json.loads(model.metadata_props.get(DETECTION_META, "[]"))
             items = recorded if isinstance(recorded, list) else [recorded]
             model.metadata_props[DETECTION_META] = json.dumps([*items, detections])
