@@ -15,7 +15,7 @@ from bridge.errors import ExportError
 
 def _heads_split(ctx: ConversionContext, node: MXNode, t: str, slots: int, which: int | None, tag: str) -> str:
     """[L, B, heads * slots * D] -> [B*heads, L, D] (slot ``which`` of interleaved k/v, transformer.cc)."""
-    heads = node.attrs.require_int("heads")
+    heads = node.attrs.required_int("heads")
     last = ctx.static_dims(t, node.name, [-1])[0]
     d = last // (heads * slots)
     n = node.name
@@ -32,7 +32,7 @@ def _heads_split(ctx: ConversionContext, node: MXNode, t: str, slots: int, which
 def _contrib_interleaved_matmul_encdec_qk(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # transformer.cc: (q / sqrt(head_dim)) @ k^T per batch*head, k the first slot of interleaved (k, v)
     q_in, kv = inputs[:2]
-    d = ctx.static_dims(q_in, node.name, [-1])[0] // node.attrs.require_int("heads")
+    d = ctx.static_dims(q_in, node.name, [-1])[0] // node.attrs.required_int("heads")
     q = _heads_split(ctx, node, q_in, 1, None, "q")
     k = _heads_split(ctx, node, kv, 2, 0, "k")
     q = ctx.emit("Mul", [q, ctx.scalar(1.0 / math.sqrt(d), q_in, f"{node.name}__scale")], 1, name=f"{node.name}__qs")[0]
@@ -44,7 +44,7 @@ def _contrib_interleaved_matmul_encdec_qk(ctx: ConversionContext, node: MXNode, 
 def _contrib_interleaved_matmul_encdec_valatt(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # transformer.cc: attention @ v per batch*head (v the second slot), back to [Lq, B, heads * head_dim]
     kv, att = inputs[:2]
-    heads = node.attrs.require_int("heads")
+    heads = node.attrs.required_int("heads")
     e = ctx.static_dims(kv, node.name, [-1])[0] // 2
     v = _heads_split(ctx, node, kv, 2, 1, "v")
     r = ctx.emit("MatMul", [att, v], 1, name=f"{node.name}__mm")[0]
@@ -72,7 +72,7 @@ def _contrib_div_sqrt_dim(ctx: ConversionContext, node: MXNode, inputs: list[str
 
 def _head_dim(ctx: ConversionContext, node: MXNode, qkv: str) -> int:
     """head_dim from qkv's static last dim, 3 * heads * head_dim (only T and B may be dynamic)."""
-    heads = node.attrs.require_int("heads")
+    heads = node.attrs.required_int("heads")
     last = (ctx.shape(qkv) or (None,))[-1]
     if not isinstance(last, int) or last % (3 * heads):
         raise ExportError(f"node '{node.name}': the last dim of '{qkv}' must be static and a multiple of "
@@ -111,7 +111,7 @@ def _contrib_interleaved_matmul_selfatt_valatt(ctx: ConversionContext, node: MXN
                                                inputs: list[str]) -> list[str]:
     # transformer.cc: out[t, b, h*head_dim:(h+1)*head_dim] = (attention[b*heads+h] @ v)[t], shape [T, B, E]
     qkv, att = inputs[:2]
-    e = _head_dim(ctx, node, qkv) * node.attrs.require_int("heads")
+    e = _head_dim(ctx, node, qkv) * node.attrs.required_int("heads")
     v = _interleaved(ctx, node, qkv, 2)
     ctxv = ctx.emit("MatMul", [att, v], 1, name=f"{node.name}__matmul")[0]  # [B*heads, T, hd]
     tb = ctx.emit("Transpose", [ctxv], 1, name=f"{node.name}__tb", perm=[1, 0, 2])[0]

@@ -28,7 +28,7 @@ def _contrib_box_iou(ctx: ConversionContext, node: MXNode, inputs: list[str]) ->
     # bounding_box-inl.h box_overlap: inter / (area_l + area_r - inter), output lhs.shape[:-1] + rhs.shape[:-1]
     lhs, rhs = inputs[:2]
     n = node.name
-    fmt = node.attrs.str("format", "corner") or "corner"
+    fmt = node.attrs.optional_str("format", "corner") or "corner"
     flat = ctx.i64([-1, 4], f"{n}__flat")
     left = ctx.emit("Reshape", [lhs, flat], 1, name=f"{n}__l")[0]  # (L, 4)
     right = ctx.emit("Reshape", [rhs, flat], 1, name=f"{n}__r")[0]

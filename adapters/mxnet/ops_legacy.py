@@ -62,9 +62,9 @@ def _contrib_sign_ste(ctx: ConversionContext, node: MXNode, inputs: list[str]) -
 def amp_multicast(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # src/operator/tensor/amp_cast.h: every float16/float32 input is cast to the widest of them (narrowest with
     # cast_narrow); other dtypes pass through unchanged
-    count = node.attrs.int("num_outputs", len(inputs)) or len(inputs)
+    count = node.attrs.optional_int("num_outputs", len(inputs)) or len(inputs)
     floats = [ctx.elem(x) for x in inputs if ctx.elem(x) in (TensorProto.FLOAT16, TensorProto.FLOAT)]
-    narrow = node.attrs.bool("cast_narrow", False)
+    narrow = node.attrs.optional_bool("cast_narrow", False)
     target = (min if narrow else max)(floats, key=lambda e: e == TensorProto.FLOAT) if floats else None
     outs = []
     for i, x in enumerate(inputs[:count]):

@@ -35,7 +35,7 @@ def linalg_gemm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
     inner = dataclasses.replace(node, op="_linalg_gemm2", name=f"{node.name}__ab")
     ab = TRANSLATORS["_linalg_gemm2"](ctx, inner, inputs[:2])[0]
     c = inputs[2]
-    beta = float(node.attrs.float("beta", 1.0) or 0.0)
+    beta = float(node.attrs.optional_float("beta", 1.0) or 0.0)
     if beta != 1.0:
         c = ctx.emit("Mul", [c, ctx.scalar(beta, c, f"{node.name}__beta")], 1, name=f"{node.name}__bc")[0]
     return ctx.emit("Add", [ab, c], [out(ctx, node)], name=node.name)
@@ -104,7 +104,7 @@ def _tri_positions(size: int, offset: int, lower: bool) -> list[tuple[int, int]]
 def linalg_extractdiag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
     size = _square(ctx, node, a)
-    k = node.attrs.int("offset", 0) or 0
+    k = node.attrs.optional_int("offset", 0) or 0
     return _extract(ctx, node, a, size, [(i, i + k) for i in range(size) if 0 <= i + k < size])
 
 
@@ -112,7 +112,7 @@ def linalg_extractdiag(ctx: ConversionContext, node: MXNode, inputs: list[str]) 
 def linalg_makediag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
     m_len = ctx.static_dims(a, node.name, [-1])[0]
-    k = node.attrs.int("offset", 0) or 0
+    k = node.attrs.optional_int("offset", 0) or 0
     size = m_len + abs(k)
     m = np.zeros((m_len, size * size))
     for i in range(m_len):
@@ -125,8 +125,8 @@ def linalg_makediag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
 def linalg_extracttrian(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
     size = _square(ctx, node, a)
-    return _extract(ctx, node, a, size, _tri_positions(size, node.attrs.int("offset", 0) or 0,
-                                                       node.attrs.bool("lower", True)))
+    return _extract(ctx, node, a, size, _tri_positions(size, node.attrs.optional_int("offset", 0) or 0,
+                                                       node.attrs.optional_bool("lower", True)))
 
 
 def _extract(ctx: ConversionContext, node: MXNode, a: str, size: int, pos: list[tuple[int, int]]) -> list[str]:
@@ -141,11 +141,11 @@ def _extract(ctx: ConversionContext, node: MXNode, a: str, size: int, pos: list[
 def linalg_maketrian(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = inputs[0]
     length = ctx.static_dims(a, node.name, [-1])[0]
-    k = node.attrs.int("offset", 0) or 0
+    k = node.attrs.optional_int("offset", 0) or 0
     # the triangle of an n x n matrix with |k| diagonals left out holds length elements: n = n0 + |k|
     n0 = round((math.sqrt(8 * length + 1) - 1) / 2)
     size = n0 + abs(k)
-    pos = _tri_positions(size, k, node.attrs.bool("lower", True))
+    pos = _tri_positions(size, k, node.attrs.optional_bool("lower", True))
     if len(pos) != length:
         raise ExportError(f"node '{node.name}': {length} elements do not fill a triangle (offset {k})")
     m = np.zeros((length, size * size))
@@ -161,9 +161,9 @@ def linalg_syrk(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
     n = node.name
     rank = ctx.rank(a, n)
     at = ctx.emit("Transpose", [a], 1, name=f"{n}__aT", perm=[*range(rank - 2), rank - 1, rank - 2])[0]
-    left, right = (at, a) if node.attrs.bool("transpose", False) else (a, at)
+    left, right = (at, a) if node.attrs.optional_bool("transpose", False) else (a, at)
     mm = ctx.emit("MatMul", [left, right], 1, name=f"{n}__mm")[0]
-    alpha = float(node.attrs.float("alpha", 1.0) or 0.0)
+    alpha = float(node.attrs.optional_float("alpha", 1.0) or 0.0)
     return ctx.emit("Mul", [mm, ctx.scalar(alpha, a, f"{n}__alpha")], [out(ctx, node)], name=n)
 
 
@@ -174,12 +174,12 @@ def linalg_trmm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
     n = node.name
     at = node.attrs
     size = _square(ctx, node, a)
-    tri = np.tril(np.ones((size, size))) if at.bool("lower", True) else np.triu(np.ones((size, size)))
+    tri = np.tril(np.ones((size, size))) if at.optional_bool("lower", True) else np.triu(np.ones((size, size)))
     a = ctx.emit("Mul", [a, ctx.const(tri.astype(ctx.np_dtype(a)), f"{n}__tri")], 1, name=f"{n}__masked")[0]
-    if at.bool("transpose", False):
+    if at.optional_bool("transpose", False):
         rank = ctx.rank(a, n)
         a = ctx.emit("Transpose", [a], 1, name=f"{n}__aT", perm=[*range(rank - 2), rank - 1, rank - 2])[0]
-    pair = [b, a] if at.bool("rightside", False) else [a, b]
+    pair = [b, a] if at.optional_bool("rightside", False) else [a, b]
     mm = ctx.emit("MatMul", pair, 1, name=f"{n}__mm")[0]
-    alpha = float(at.float("alpha", 1.0) or 0.0)
+    alpha = float(at.optional_float("alpha", 1.0) or 0.0)
     return ctx.emit("Mul", [mm, ctx.scalar(alpha, mm, f"{n}__alpha")], [out(ctx, node)], name=n)

@@ -17,9 +17,9 @@ from adapters.mxnet.symbol import MXNode
 def LRN(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # MXNet src/operator/nn/lrn.cc: y = x / (knorm + alpha/nsize * sum_{window} x^2)^beta, ONNX LRN's formula
     a = node.attrs
-    return ctx.emit("LRN", inputs[:1], [out(ctx, node)], name=node.name, size=a.require_int("nsize"),
-                    alpha=float(a.float("alpha", 1e-4) or 0.0), beta=float(a.float("beta", 0.75) or 0.0),
-                    bias=float(a.float("knorm", 2.0) or 0.0))
+    return ctx.emit("LRN", inputs[:1], [out(ctx, node)], name=node.name, size=a.required_int("nsize"),
+                    alpha=float(a.optional_float("alpha", 1e-4) or 0.0), beta=float(a.optional_float("beta", 0.75) or 0.0),
+                    bias=float(a.optional_float("knorm", 2.0) or 0.0))
 
 
 def _along(ctx: ConversionContext, node: MXNode, t: str, axis: int, rank: int) -> str:
@@ -40,10 +40,10 @@ def LayerNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     a = node.attrs
     x, gamma, beta = inputs[:3]
     rank = ctx.rank(x, node.name)
-    axis = a.int("axis", -1) or 0
+    axis = a.optional_int("axis", -1) or 0
     axis = axis + rank if axis < 0 else axis
-    eps = float(a.float("eps", 1e-5) or 0.0)
-    mean_var = a.bool("output_mean_var", False)
+    eps = float(a.optional_float("eps", 1e-5) or 0.0)
+    mean_var = a.optional_bool("output_mean_var", False)
     names = ["output", "mean", "std"] if mean_var else ["output"]
     outs = [ctx.reserve(f"{node.name}_{n}") for n in names]
     if ctx.opset >= 17 and axis == rank - 1 and not mean_var:
@@ -65,7 +65,7 @@ def LayerNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
 def InstanceNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # MXNet src/operator/instance_norm-inl.h: per sample and channel over the spatial axes,
     # (x - mean) / sqrt(var + eps) * gamma + beta, eps default 1e-3: ONNX InstanceNormalization
-    eps = float(node.attrs.float("eps", 1e-3) or 0.0)
+    eps = float(node.attrs.optional_float("eps", 1e-3) or 0.0)
     return ctx.emit("InstanceNormalization", inputs[:3], [out(ctx, node)], name=node.name, epsilon=eps)
 
 
@@ -77,8 +77,8 @@ def GroupNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     x, gamma, beta = inputs[:3]
     a = node.attrs
     n = node.name
-    groups = a.int("num_groups", 1) or 1
-    eps = float(a.float("eps", 1e-5) or 0.0)
+    groups = a.optional_int("num_groups", 1) or 1
+    eps = float(a.optional_float("eps", 1e-5) or 0.0)
     rank = ctx.rank(x, n)
     grouped = ctx.emit("Reshape", [x, ctx.i64([0, groups, -1], f"{n}__gshape")], 1, name=f"{n}__grouped")[0]
     mean = ctx.reduce("ReduceMean", grouped, [2], True, name=f"{n}__mean")
@@ -100,7 +100,7 @@ def GroupNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
         g = ctx.emit("Reshape", [gamma, bshape], 1, name=f"{n}__gamma")[0]
         b = ctx.emit("Reshape", [beta, bshape], 1, name=f"{n}__beta")[0]
         y = ctx.emit("Add", [ctx.emit("Mul", [y, g], 1, name=f"{n}__scale")[0], b], [out(ctx, node)], name=n)[0]
-    if not a.bool("output_mean_var", False):
+    if not a.optional_bool("output_mean_var", False):
         return [y]
     m = ctx.squeeze(mean, [2], name=f"{n}__mean_out", output=ctx.reserve(f"{n}_mean"))
     s = ctx.squeeze(std, [2], name=f"{n}__std_out", output=ctx.reserve(f"{n}_std"))

@@ -25,7 +25,7 @@ def _random_warn(ctx: ConversionContext, node: MXNode, how: str) -> None:
 
 
 def _out_dtype(node: MXNode, default: int = TensorProto.FLOAT) -> int:
-    name = node.attrs.str("dtype")
+    name = node.attrs.optional_str("dtype")
     if name is None:
         return default
     if name not in ("float16", "float32", "float64"):
@@ -36,7 +36,7 @@ def _out_dtype(node: MXNode, default: int = TensorProto.FLOAT) -> int:
 def _row_params(ctx: ConversionContext, node: MXNode, params: list[str], elem: int) -> tuple[list[str], str]:
     """Parameters (batch shape S) cast to the sample dtype and unsqueezed over ``shape``, and zeros of S + shape."""
     n = node.name
-    extra = list(node.attrs.ints("shape"))
+    extra = list(node.attrs.optional_ints("shape"))
     rank = ctx.rank(params[0], n)
     cast = [p if ctx.elem(p) == elem else ctx.emit("Cast", [p], 1, name=f"{n}__p{i}", to=elem)[0]
             for i, p in enumerate(params)]
@@ -114,12 +114,12 @@ def _random_exponential(ctx: ConversionContext, node: MXNode, inputs: list[str])
     # random/sample_op.h: ``shape`` draws of Exp(lam), lam an attribute (default 1)
     elem = _out_dtype(node)
     se = _sample_elem(elem)
-    shape = list(node.attrs.ints("shape"))
+    shape = list(node.attrs.optional_ints("shape"))
     if any(d <= 0 for d in shape):
         raise ExportError(f"node '{node.name}': {node.op} shape {tuple(shape)} has unknown (0) dims")
     zeros = ctx.emit("Expand", [ctx.const(np.zeros((), np.float32), f"{node.name}__zero"),
                                 ctx.i64(shape or [1], f"{node.name}__shape")], 1, name=f"{node.name}__zeros")[0]
-    lam = ctx.const(np.asarray(node.attrs.float("lam", 1.0), _np(se)), f"{node.name}__lam")
+    lam = ctx.const(np.asarray(node.attrs.optional_float("lam", 1.0), _np(se)), f"{node.name}__lam")
     return _exponential(ctx, node, zeros, lam, elem)
 
 
@@ -128,7 +128,7 @@ def _random_exponential_like(ctx: ConversionContext, node: MXNode, inputs: list[
     x = inputs[0]
     elem = ctx.elem(x)
     se = _sample_elem(elem)
-    lam = ctx.const(np.asarray(node.attrs.float("lam", 1.0), _np(se)), f"{node.name}__lam")
+    lam = ctx.const(np.asarray(node.attrs.optional_float("lam", 1.0), _np(se)), f"{node.name}__lam")
     return _exponential(ctx, node, x, lam, elem)
 
 
@@ -138,13 +138,13 @@ def _random_randint(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
     # random/sample_op.h: integers uniform on [low, high): low + floor(U * (high - low)) with U ~ U[0, 1) in double
     # (exactly uniform over the high - low values up to double rounding), in dtype int32 (default) or int64
     a = node.attrs
-    name = a.str("dtype", "int32") or "int32"
+    name = a.optional_str("dtype", "int32") or "int32"
     if name not in ("int32", "int64"):
         raise ExportError(f"node '{node.name}': {node.op} dtype='{name}' is not supported")
-    shape = list(a.ints("shape"))
+    shape = list(a.optional_ints("shape"))
     if not shape or any(d <= 0 for d in shape):
         raise ExportError(f"node '{node.name}': {node.op} shape {tuple(shape)} has unknown (0) dims")
-    low, high = float(a.str("low", "0") or 0), float(a.str("high", "1") or 1)
+    low, high = float(a.optional_str("low", "0") or 0), float(a.optional_str("high", "1") or 1)
     _random_warn(ctx, node, "low + floor(RandomUniform * (high - low))")
     u = ctx.emit("RandomUniform", [], 1, name=f"{node.name}__u", dtype=TensorProto.DOUBLE, shape=shape)[0]
     scaled = ctx.emit("Mul", [u, ctx.const(np.asarray(high - low), f"{node.name}__width")], 1,
@@ -218,7 +218,7 @@ def random_pdf(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
         elif law == "uniform":  # 1 / (high - low) everywhere (no support check, nor of the sign of the width)
             lo, hi = ps
             width = op("Sub", hi, lo, tag="width")
-            value = (op("Neg", op("Log", width, tag="logw"), tag="lw") if node.attrs.bool("is_log", False)
+            value = (op("Neg", op("Log", width, tag="logw"), tag="lw") if node.attrs.optional_bool("is_log", False)
                      else op("Reciprocal", width, tag="inv"))
             value = op("Expand", value, op("Shape", sample, tag="shape"), tag="pdf")
             return ctx.emit("Cast", [value], [out(ctx, node)], name=n, to=ctx.elem(sample))
@@ -249,5 +249,5 @@ def random_pdf(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
             lpdf = op("Add", op("Add", comb, op("Mul", lim, op("Log", p, tag="logp"), tag="llp"), tag="s1"),
                       op("Mul", x, op("Log", op("Sub", c(1.0, "one_q"), p, tag="q"), tag="logq"), tag="xlq"),
                       tag="lpdf")
-    value = lpdf if node.attrs.bool("is_log", False) else op("Exp", lpdf, tag="pdf")
+    value = lpdf if node.attrs.optional_bool("is_log", False) else op("Exp", lpdf, tag="pdf")
     return ctx.emit("Cast", [value], [out(ctx, node)], name=n, to=ctx.elem(sample))

@@ -28,7 +28,7 @@ def nansum(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
 
 def _axes(ctx: ConversionContext, node: MXNode, x: str) -> list[int]:
     rank = ctx.rank(x, node.name)
-    return sorted(a % rank for a in node.attrs.ints("axes")) if "axes" in node.attrs else list(range(rank))
+    return sorted(a % rank for a in node.attrs.optional_ints("axes")) if "axes" in node.attrs else list(range(rank))
 
 
 @translator("moments")
@@ -36,7 +36,7 @@ def moments(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     # src/operator/nn/moments-inl.h: mean and population variance mean((x - mean)^2) over ``axes``
     x = inputs[0]
     axes = _axes(ctx, node, x)
-    keep = node.attrs.bool("keepdims", False)
+    keep = node.attrs.optional_bool("keepdims", False)
     mean = ctx.reduce("ReduceMean", x, axes, True, name=f"{node.name}__mean")
     d = ctx.emit("Sub", [x, mean], 1, name=f"{node.name}__center")[0]
     var = ctx.reduce("ReduceMean", ctx.emit("Mul", [d, d], 1, name=f"{node.name}__sq")[0], axes, keep,
@@ -51,10 +51,10 @@ def cumsum(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
     # np_cumsum-inl.h: along ``axis`` (flattened when None), accumulated in ``dtype`` when given
     x = inputs[0]
     n = node.name
-    dtype = node.attrs.str("dtype")
+    dtype = node.attrs.optional_str("dtype")
     if dtype is not None and DTYPES[dtype] != ctx.elem(x):
         x = ctx.emit("Cast", [x], 1, name=f"{n}__cast", to=DTYPES[dtype])[0]
-    axis = node.attrs.int("axis", None)
+    axis = node.attrs.optional_int("axis", None)
     if axis is None:
         x = ctx.emit("Reshape", [x, ctx.i64([-1], f"{n}__flat")], 1, name=f"{n}__flatten")[0]
         axis = 0
@@ -72,9 +72,9 @@ def _histogram(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
     a = node.attrs
     dt = ctx.np_dtype(x)
     flat = ctx.emit("Reshape", [x, ctx.i64([-1], f"{n}__flat")], 1, name=f"{n}__flat")[0]
-    count = a.int("bin_cnt", None)
+    count = a.optional_int("bin_cnt", None)
     if count is not None:
-        lo, hi = (float(v) for v in (a.str("range", "(0, 1)") or "(0, 1)").strip("()[] ").split(","))
+        lo, hi = (float(v) for v in (a.optional_str("range", "(0, 1)") or "(0, 1)").strip("()[] ").split(","))
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         edges_np = np.asarray([(hi * i + (count - i) * lo) / count for i in range(count + 1)]).astype(dt)

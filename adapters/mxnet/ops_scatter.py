@@ -25,7 +25,7 @@ def _nd_indices(ctx: ConversionContext, node: MXNode, indices: str) -> str:
 def scatter_nd(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # indexing_op.h ScatterNDForward: zeros of ``shape`` with out[indices[:, i]] = data[i] (indices unique)
     data, indices = inputs[:2]
-    shape = list(node.attrs.ints("shape"))
+    shape = list(node.attrs.optional_ints("shape"))
     zeros = ctx.const(np.zeros(shape, ctx.np_dtype(data)), f"{node.name}__zeros") if int(np.prod(shape)) <= 4096 else \
         ctx.emit("Expand", [ctx.scalar(0, data, f"{node.name}__zero"), ctx.i64(shape, f"{node.name}__shape")], 1,
                  name=f"{node.name}__zeros")[0]
@@ -52,7 +52,7 @@ def _contrib_boolean_mask(ctx: ConversionContext, node: MXNode, inputs: list[str
     # contrib/boolean_mask.cc: the slices along ``axis`` where index is nonzero (a data-dependent length)
     data, index = inputs[:2]
     keep = ctx.as_bool(index, f"{node.name}__keep")
-    return ctx.emit("Compress", [data, keep], [out(ctx, node)], name=node.name, axis=node.attrs.int("axis", 0) or 0)
+    return ctx.emit("Compress", [data, keep], [out(ctx, node)], name=node.name, axis=node.attrs.optional_int("axis", 0) or 0)
 
 
 def _strides(shape: list[int]) -> list[int]:
@@ -64,7 +64,7 @@ def ravel_multi_index(ctx: ConversionContext, node: MXNode, inputs: list[str]) -
     # tensor/ravel.h: data (ndim, N) of coordinates (truncated to int) -> flat row-major index, in data's dtype
     x = inputs[0]
     n = node.name
-    shape = list(node.attrs.ints("shape"))
+    shape = list(node.attrs.optional_ints("shape"))
     idx = ctx.as_int64(x, f"{n}__int")
     strides = ctx.const(np.asarray(_strides(shape), np.int64).reshape(-1, 1), f"{n}__strides")
     flat = ctx.reduce("ReduceSum", ctx.emit("Mul", [idx, strides], 1, name=f"{n}__scaled")[0], [0], False,
@@ -77,7 +77,7 @@ def unravel_index(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
     # tensor/ravel.h: flat index (truncated to int) -> coordinates (ndim, N): (i // stride_j) % shape_j
     x = inputs[0]
     n = node.name
-    shape = list(node.attrs.ints("shape"))
+    shape = list(node.attrs.optional_ints("shape"))
     if ctx.rank(x, n) != 1:  # MXNet reads the first dim's count of values from any other rank
         raise ExportError(f"node '{n}': unravel_index takes a 1-d index vector (got rank {ctx.rank(x, n)})")
     idx = ctx.unsqueeze(ctx.as_int64(x, f"{n}__int"), [0], name=f"{n}__row")

@@ -45,10 +45,10 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
     # 'pytorch_half_pixel' (ONNX 'half_pixel' differs for a 1-pixel output). Both clamp at the border.
     a = node.attrs
     x = inputs[0]
-    mode = a.str("mode", "size") or "size"
+    mode = a.optional_str("mode", "size") or "size"
     if mode not in _RESIZE_MODES:
         raise ExportError(f"node '{node.name}': BilinearResize2D mode={mode} is not supported")
-    ctm = "align_corners" if a.bool("align_corners", True) else "pytorch_half_pixel"
+    ctm = "align_corners" if a.optional_bool("align_corners", True) else "pytorch_half_pixel"
     if mode == "like":
         like_shape = ctx.shape(inputs[1]) or ()
         hw_static = [d for d in like_shape[2:4] if isinstance(d, int)]
@@ -60,10 +60,10 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
                           name=f"{node.name}__like_hw")[0]
     else:
         in_h, in_w = ctx.static_dims(x, node.name, slice(2, 4))
-        sh, sw = a.float("scale_height", None), a.float("scale_width", None)
+        sh, sw = a.optional_float("scale_height", None), a.optional_float("scale_width", None)
         try:
-            h = _resized(in_h, mode, None if sh is None else float(sh), a.int("height", 1) or 1)
-            w = _resized(in_w, mode, None if sw is None else float(sw), a.int("width", 1) or 1)
+            h = _resized(in_h, mode, None if sh is None else float(sh), a.optional_int("height", 1) or 1)
+            w = _resized(in_w, mode, None if sw is None else float(sw), a.optional_int("width", 1) or 1)
         except ExportError as e:
             raise ExportError(f"node '{node.name}': {e}") from None
         hw = ctx.i64([h, w], f"{node.name}__hw")
@@ -94,13 +94,13 @@ def _contrib_ROIAlign(ctx: ConversionContext, node: MXNode, inputs: list[str]) -
     # clamps the ROI to >= 1 pixel, as ONNX 'output_half_pixel' (the only mode before opset 16);
     # aligned=True shifts by half a pixel without the clamp, ONNX 'half_pixel' (opset 16).
     a = node.attrs
-    if a.bool("position_sensitive", False):
+    if a.optional_bool("position_sensitive", False):
         raise ExportError(f"node '{node.name}': ROIAlign(position_sensitive=True) has no ONNX equivalent "
                           "(RoiAlign pools every channel per bin, not one channel group per bin)")
-    ph, pw = (list(a.ints("pooled_size")) * 2)[:2]
-    scale = float(a.float("spatial_scale", 1.0) or 0.0)
-    ratio = max(0, a.int("sample_ratio", -1) or 0)
-    aligned = a.bool("aligned", False)
+    ph, pw = (list(a.optional_ints("pooled_size")) * 2)[:2]
+    scale = float(a.optional_float("spatial_scale", 1.0) or 0.0)
+    ratio = max(0, a.optional_int("sample_ratio", -1) or 0)
+    aligned = a.optional_bool("aligned", False)
     boxes, idx = _roi_split(ctx, node, inputs[1])
     ctm = None  # before opset 16 the attribute does not exist and the behaviour is 'output_half_pixel'
     if ctx.opset >= 16:
@@ -118,8 +118,8 @@ def ROIPooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
     # MXNet src/operator/roi_pooling.cc is Caffe's (Fast R-CNN) ROI max pooling, as ONNX MaxRoiPool:
     # round(coord * scale), roi size max(x2 - x1 + 1, 1), bins floor/ceil, empty bins 0
     a = node.attrs
-    ph, pw = (list(a.ints("pooled_size")) * 2)[:2]
-    scale = float(a.float("spatial_scale", 1.0) or 0.0)
+    ph, pw = (list(a.optional_ints("pooled_size")) * 2)[:2]
+    scale = float(a.optional_float("spatial_scale", 1.0) or 0.0)
     return ctx.emit("MaxRoiPool", inputs[:2], [out(ctx, node)], name=node.name, pooled_shape=[ph, pw],
                     spatial_scale=scale)
 
@@ -132,7 +132,7 @@ def _contrib_AdaptiveAvgPooling2D(ctx: ConversionContext, node: MXNode, inputs: 
     # MXNet src/operator/contrib/adaptive_avg_pooling.cc: output cell i averages input rows
     # [floor(i*in/out), ceil((i+1)*in/out)); written as P_h @ x @ P_w^T with constant averaging matrices
     x = inputs[0]
-    size = list(node.attrs.ints("output_size")) or [1]
+    size = list(node.attrs.optional_ints("output_size")) or [1]
     oh, ow = (size * 2)[:2]
     if oh == 1 and ow == 1:
         return ctx.emit("GlobalAveragePool", [x], [out(ctx, node)], name=node.name)
@@ -183,9 +183,9 @@ def _affine_grid(ctx: ConversionContext, node: MXNode, theta: str, h: int, w: in
 def GridGenerator(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     x = inputs[0]
     n = node.name
-    kind = node.attrs.str("transform_type", "affine")
+    kind = node.attrs.optional_str("transform_type", "affine")
     if kind == "affine":
-        h, w = node.attrs.ints("target_shape", (0, 0))
+        h, w = node.attrs.optional_ints("target_shape", (0, 0))
         return [_affine_grid(ctx, node, x, h, w, out(ctx, node))]
     # warp: flow (N, 2, H, W) in pixels; grid = (flow + pixel) / ((size - 1) / 2) - 1
     h, w = ctx.static_dims(x, n, slice(2, 4))
@@ -208,9 +208,9 @@ def BilinearSampler(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
 def SpatialTransformer(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # spatial_transformer-inl.h: affine grid of target_shape from loc (N, 6), then bilinear sampling
     _need_grid_sample(ctx, node)
-    if (node.attrs.str("transform_type", "affine"), node.attrs.str("sampler_type", "bilinear")) != ("affine", "bilinear"):
+    if (node.attrs.optional_str("transform_type", "affine"), node.attrs.optional_str("sampler_type", "bilinear")) != ("affine", "bilinear"):
         raise ExportError(f"node '{node.name}': SpatialTransformer supports affine / bilinear only (as MXNet)")
-    h, w = node.attrs.ints("target_shape", (0, 0))
+    h, w = node.attrs.optional_ints("target_shape", (0, 0))
     grid = _affine_grid(ctx, node, inputs[1], h, w, None)
     return [_grid_sample(ctx, node, inputs[0], grid, out(ctx, node))]
 
@@ -221,15 +221,15 @@ def _patch_kernel(ctx: ConversionContext, node: MXNode, channels: int,
     """A 0/1 convolution weight (C*kh*kw, C, kh, kw) copying each patch element to its own channel, in
     im2col's (c, ki, kj) order (src/operator/nn/im2col.h), and the conv attributes."""
     a = node.attrs
-    kernel = list(a.ints("kernel"))
+    kernel = list(a.optional_ints("kernel"))
     nd = len(kernel)
     k = int(np.prod(kernel))
     w = np.zeros((channels * k, channels, k), ctx.np_dtype(like))
     for c in range(channels):
         w[c * k + np.arange(k), c, np.arange(k)] = 1
-    attrs = {"kernel_shape": kernel, "strides": list(a.ints("stride", (1,) * nd)) or [1] * nd,
-             "dilations": list(a.ints("dilate", (1,) * nd)) or [1] * nd,
-             "pads": list(a.ints("pad", (0,) * nd)) * 2 or [0] * 2 * nd}
+    attrs = {"kernel_shape": kernel, "strides": list(a.optional_ints("stride", (1,) * nd)) or [1] * nd,
+             "dilations": list(a.optional_ints("dilate", (1,) * nd)) or [1] * nd,
+             "pads": list(a.optional_ints("pad", (0,) * nd)) * 2 or [0] * 2 * nd}
     return ctx.const(w.reshape(channels * k, channels, *kernel), f"{node.name}__patch"), kernel, attrs
 
 
@@ -248,8 +248,8 @@ def col2im(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
     # the adjoint of im2col: every column element is added back at its pixel (a transposed conv, same kernel)
     x = inputs[0]
     n = node.name
-    size = list(node.attrs.ints("output_size"))
-    kernel = list(node.attrs.ints("kernel"))
+    size = list(node.attrs.optional_ints("output_size"))
+    kernel = list(node.attrs.optional_ints("kernel"))
     (ck,) = ctx.static_dims(x, n, [1])
     channels = ck // int(np.prod(kernel))
     w, _, attrs = _patch_kernel(ctx, node, channels, x)
@@ -274,11 +274,11 @@ def Correlation(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
     d1, d2 = inputs[:2]
     n = node.name
     a = node.attrs
-    k = a.int("kernel_size", 1) or 1
-    disp = a.int("max_displacement", 1) or 0
-    s1, s2 = a.int("stride1", 1) or 1, a.int("stride2", 1) or 1
-    pad = a.int("pad_size", 0) or 0
-    multiply = a.bool("is_multiply", True)
+    k = a.optional_int("kernel_size", 1) or 1
+    disp = a.optional_int("max_displacement", 1) or 0
+    s1, s2 = a.optional_int("stride1", 1) or 1, a.optional_int("stride2", 1) or 1
+    pad = a.optional_int("pad_size", 0) or 0
+    multiply = a.optional_bool("is_multiply", True)
     h, w = ctx.static_dims(d1, n, slice(2, 4))
     border = disp + (k - 1) // 2
     top_h = math.ceil((h + 2 * pad - 2 * border) / s1)

@@ -38,8 +38,8 @@ def _logical_and(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
 
 def _scalar(ctx: ConversionContext, node: MXNode, x: str, default: float = 0.0) -> str:
     """The op's ``scalar`` attribute cast to x's dtype (float32 of the decimal for floats, else the double)."""
-    text = node.attrs.str("scalar", str(default)) or str(default)
-    value = node.attrs.float("scalar", default) if ctx.np_dtype(x).kind == "f" else float(text)
+    text = node.attrs.optional_str("scalar", str(default)) or str(default)
+    value = node.attrs.optional_float("scalar", default) if ctx.np_dtype(x).kind == "f" else float(text)
     return ctx.scalar(value, x, f"{node.name}__scalar")
 
 
@@ -85,7 +85,7 @@ def smooth_l1(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     # mshadow_op.h smooth_l1_loss with s2 = sigma^2: |x| - 0.5/s2 where |x| > 1/s2, else 0.5 * x^2 * s2
     x = inputs[0]
     n = node.name
-    sigma = float(node.attrs.float("scalar", 1.0) or 0.0)
+    sigma = float(node.attrs.optional_float("scalar", 1.0) or 0.0)
     s2 = np.float32(sigma) * np.float32(sigma)
     ab = ctx.emit("Abs", [x], 1, name=f"{n}__abs")[0]
     big = ctx.emit("Greater", [ab, ctx.scalar(np.float32(1.0) / s2, x, f"{n}__bound")], 1, name=f"{n}__big")[0]
@@ -100,7 +100,7 @@ def _contrib_quadratic(ctx: ConversionContext, node: MXNode, inputs: list[str]) 
     # src/operator/contrib/quadratic_op-inl.h: a * x^2 + b * x + c, coefficients cast to DType
     x = inputs[0]
     n = node.name
-    a, b, c = (float(node.attrs.float(k, 0.0) or 0.0) for k in ("a", "b", "c"))
+    a, b, c = (float(node.attrs.optional_float(k, 0.0) or 0.0) for k in ("a", "b", "c"))
     ax = ctx.emit("Mul", [x, ctx.scalar(a, x, f"{n}__a")], 1, name=f"{n}__ax")[0]
     axb = ctx.emit("Add", [ax, ctx.scalar(b, x, f"{n}__b")], 1, name=f"{n}__axb")[0]  # Horner: (a x + b) x + c
     return ctx.emit("Add", [ctx.emit("Mul", [axb, x], 1, name=f"{n}__axbx")[0], ctx.scalar(c, x, f"{n}__c")],
@@ -134,13 +134,13 @@ def _contrib_allclose(ctx: ConversionContext, node: MXNode, inputs: list[str]) -
     a, b = inputs[:2]
     n = node.name
     at = node.attrs
-    rtol, atol = float(at.float("rtol", 1e-5) or 0.0), float(at.float("atol", 1e-8) or 0.0)
+    rtol, atol = float(at.optional_float("rtol", 1e-5) or 0.0), float(at.optional_float("atol", 1e-8) or 0.0)
     diff = ctx.emit("Abs", [ctx.emit("Sub", [a, b], 1, name=f"{n}__sub")[0]], 1, name=f"{n}__diff")[0]
     bound = ctx.emit("Add", [ctx.emit("Mul", [ctx.emit("Abs", [b], 1, name=f"{n}__absb")[0],
                                               ctx.scalar(rtol, b, f"{n}__rtol")], 1, name=f"{n}__rel")[0],
                              ctx.scalar(atol, b, f"{n}__atol")], 1, name=f"{n}__bound")[0]
     close = ctx.emit("LessOrEqual", [diff, bound], 1, name=f"{n}__close")[0]
-    if at.bool("equal_nan", True) and ctx.np_dtype(a).kind == "f":
+    if at.optional_bool("equal_nan", True) and ctx.np_dtype(a).kind == "f":
         both = ctx.emit("And", [ctx.emit("IsNaN", [a], 1, name=f"{n}__nana")[0],
                                 ctx.emit("IsNaN", [b], 1, name=f"{n}__nanb")[0]], 1, name=f"{n}__nans")[0]
         close = ctx.emit("Or", [close, both], 1, name=f"{n}__close_nan")[0]
