@@ -159,8 +159,7 @@ def inherit(nodes: Iterable[ir.Node], origin: ir.Node, rewrite: str) -> None:
 
 def ir_nodes(model: ir.Model) -> Iterator[ir.Node]:
     """Every node: main graph, subgraphs at any depth, model-local functions (and their subgraphs)."""
-    for graph in model.graphs():
-        yield from graph
+    yield from model.graph.all_nodes()
     for function in model.functions.values():
         yield from function.all_nodes()
 
@@ -194,23 +193,21 @@ def stamp_export(model: ir.Model, framework: str, exporter: str) -> int:
 
 @dataclass(frozen=True)
 class Before:
-    """What the model looked like before a pass, as far as provenance needs: node identities, and the
-    provenance of the node that produced each named value."""
+    """What the model looked like before a pass, as far as provenance needs: node identities, and the node
+    that produced each named value (read only if a pass re-creates it)."""
 
     ids: frozenset[int]
-    by_output: Mapping[tuple[str, str], Provenance]  # (value name, producer's op) -> producer's provenance
+    by_output: Mapping[tuple[str, str], ir.Node]  # (value name, producer's op) -> producer
 
 
 def before(model: ir.Model) -> Before:
     ids = set()
-    by_output: dict[tuple[str, str], Provenance] = {}
+    by_output: dict[tuple[str, str], ir.Node] = {}
     for node in ir_nodes(model):
         ids.add(id(node))
-        prov = read(node)
-        if prov is not None:
-            for value in node.outputs:
-                if value.name:
-                    by_output[(value.name, node.op_type)] = prov
+        for value in node.outputs:
+            if value.name:
+                by_output[(value.name, node.op_type)] = node
     return Before(frozenset(ids), by_output)
 
 
@@ -229,8 +226,8 @@ def attribute_new_nodes(model: ir.Model, earlier: Before, pass_name: str) -> Non
         prov = read(node)
         if prov is not None and prov.made_by:
             continue
-        carried = next((earlier.by_output[key] for v in node.outputs
-                        if (key := (str(v.name), node.op_type)) in earlier.by_output), None)
+        carried = next((found for v in node.outputs if (key := (str(v.name), node.op_type)) in earlier.by_output
+                        and (found := read(earlier.by_output[key])) is not None), None)
         if carried is not None and prov is None:
             write(node, carried)
             continue
@@ -239,11 +236,27 @@ def attribute_new_nodes(model: ir.Model, earlier: Before, pass_name: str) -> Non
                                    "" if prov.rewrite == pass_name else prov.rewrite))
             continue
         pending.append(node)
-    for node in reversed(pending):  # consumers first: a chain of inserted nodes takes the source it feeds
-        source = _neighbour(node)
-        rewrite = (read(node) or Provenance()).rewrite
-        write(node, Provenance(source.framework, source.node, source.op, made_by(PASS, pass_name),
-                               "" if rewrite == pass_name else rewrite))
+    # consumers first (a chain of inserted nodes takes the source it feeds), repeated until nothing more is
+    # learnt: a node deep in an inserted chain learns its source from neighbours stamped in an earlier round
+    while pending:
+        left = []
+        for node in reversed(pending):
+            source = _neighbour(node)
+            if source.node:
+                _stamp_pass(node, source, pass_name)
+            else:
+                left.append(node)
+        if len(left) == len(pending):
+            break
+        pending = left[::-1]
+    for node in pending:
+        _stamp_pass(node, Provenance(), pass_name)
+
+
+def _stamp_pass(node: ir.Node, source: Provenance, pass_name: str) -> None:
+    rewrite = (read(node) or Provenance()).rewrite
+    write(node, Provenance(source.framework, source.node, source.op, made_by(PASS, pass_name),
+                           "" if rewrite == pass_name else rewrite))
 
 
 def _neighbour(node: ir.Node) -> Provenance:

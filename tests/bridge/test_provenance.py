@@ -230,3 +230,23 @@ def test_debug_reads_a_given_models_provenance(tmp_path: Path) -> None:
     culprit = result.culprit()
     assert culprit is not None and culprit["pass"] == "WrongPass"
     assert culprit["onnx_node"]["provenance"]["made_by"] == "pass WrongPass"
+
+
+def test_grafted_nms_nodes_name_the_graft(tmp_path: Path) -> None:
+    """graft-nms builds its nodes outside the pipeline: they still say what made them, and take the source of
+    the head they serve."""
+    from bridge.graft import graft_nms
+
+    nodes = [helper.make_node("Identity", ["b"], ["boxes"], name="box_head"),
+             helper.make_node("Sigmoid", ["s"], ["scores"], name="cls_head")]
+    head = make_model(nodes, [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 8, 4]),
+                              helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 8, 3])],
+                      [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 8, 4]),
+                       helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 8, 3])])
+    for node in head.graph.node:
+        provenance.write(node, provenance.Provenance("torch", node.name, "Head", "exporter test"))
+    grafted = graft_nms(head, boxes="boxes", scores="scores")
+    assert provenance.missing(grafted) == []
+    added = [provenance.read(n) for n in grafted.graph.node if n.name not in ("box_head", "cls_head")]
+    assert added and all(p is not None and p.made_by == "pass graft-nms" and p.node in ("box_head", "cls_head")
+                         for p in added)
