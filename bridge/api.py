@@ -694,3 +694,53 @@ def debug(
     if report:
         write_debug_report(result, Path(report))
     return result
+
+
+# ---------------------------------------------------------------------------------------------- bench
+
+
+def bench(
+    model: str | Path,
+    *,
+    source: Any = None,
+    runtime: str | Sequence[str] | None = None,
+    batch: Sequence[int] = (),
+    iterations: int | None = None,
+    seconds: float | None = None,
+    warmup: int = 3,
+    rounds: int = 10,
+    threads: int | None = None,
+    feeds: str | Path | None = None,
+    inputs: Sequence[str | InputSpec] = (),
+    framework: str | None = None,
+    weights: str | Path | None = None,
+    options: dict[str, str] | None = None,
+    seed: int = 0,
+    report: str | Path | None = None,
+    isolated: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_memory: int | str | None = None,
+    progress: Progress | None = None,
+) -> Any:
+    """How fast ``model`` (ONNX) runs in each runtime (default: every installed one) and, with ``source``, in
+    its source framework on the same inputs: a ``bridge.bench.BenchResult`` (latency min/p50/p90/p99/max,
+    throughput, first run, peak memory per runner and batch size; ``.ratio(runtime, batch)`` against the
+    source). ``iterations`` timed calls (default 50) or ``seconds`` per runner and batch size, in
+    ``rounds`` interleaved rounds; ``report``: .json, .md or .html."""
+    from bridge.bench.report import report_format, write_bench_report
+    from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
+
+    if iterations is not None and seconds is not None:
+        raise UsageError("give --iterations or --time, not both")
+    if report:
+        report_format(Path(report))
+    settings = BenchSettings(batches=tuple(batch), iterations=iterations or DEFAULT_ITERATIONS, seconds=seconds, warmup=warmup,
+                             rounds=rounds, threads=threads, isolated=isolated)
+    with memory_limit(max_memory):
+        result = run_bench(Path(model), source=_source(source, weights, options) if source is not None else None,
+                           framework=framework, runtimes=[runtime] if isinstance(runtime, str) else runtime,
+                           settings=settings, feeds=Path(feeds) if feeds else None, inputs=_specs(inputs), seed=seed,
+                           timeout=timeout, max_memory=child_memory_limit(), progress=progress)
+    if report:
+        write_bench_report(result.to_dict(), Path(report))
+    return result

@@ -264,12 +264,13 @@ def validate(
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import debug, graft, migrate, shapes
+    from bridge.cli import bench, debug, graft, migrate, shapes
 
     debug.register(app)
     graft.register(app)
     shapes.register(app)
     migrate.register(app)
+    bench.register(app)
 
 
 _register_command_modules()
