@@ -93,7 +93,7 @@ def test_feeds_rows_are_taken_or_repeated_to_each_batch_size(tmp_path: Path) -> 
 
 
 def test_a_batch_size_the_model_fixes_otherwise_is_refused_naming_the_input(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="input 'x' has a fixed batch of 2.*--dynamic x:0=batch"):
+    with pytest.raises(UsageError, match=r"input 'x' has a fixed batch of 2.*--dynamic x:0=batch"):
         run_bench(relu_model(tmp_path / "m.onnx", batch=2), runtimes=["fake_a"],
                   settings=BenchSettings(batches=(1,), isolated=False))
     assert LOG == []  # refused before anything ran
@@ -105,7 +105,7 @@ def test_a_batch_size_the_model_fixes_otherwise_is_refused_naming_the_input(tmp_
 def test_a_named_runtime_that_is_not_installed_is_refused_with_exit_2(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match="cannot benchmark in ghost.*framework_that_is_not_installed_here") as info:
+    with pytest.raises(UsageError, match=r"cannot benchmark in ghost.*framework_that_is_not_installed_here") as info:
         run_bench(model, runtimes=["fake_a", "ghost"], settings=BenchSettings(batches=(1,), isolated=False))
     assert info.value.exit_code == 2
     assert main(["bench", str(model), "--runtime", "ghost", "--no-isolate"]) == 2

@@ -8,7 +8,16 @@ import math
 import numpy as np
 import pytest
 
-from bridge.bench.timing import Latency, interleaved, percentile, ratio, rotation, run_rounds, split, time_calls
+from bridge.bench.timing import (
+    Latency,
+    interleaved,
+    percentile,
+    ratio,
+    rotation,
+    run_rounds,
+    split,
+    time_calls,
+)
 
 
 class FakeClock:
