@@ -5,7 +5,8 @@ where the runtime lives (``IsolatedRuntime.call``): the inputs of a batch size a
 (``stage``, which also times the first run at that size: graph compilation, kernel selection, shape
 specialisation), then each round asks for N timed calls (``timed``) and gets their seconds back.
 ``limited`` wraps a runtime factory so the child sees ``--threads`` before any framework is imported:
-the thread-count variables the common CPU runtimes read, and the child pinned to that many CPUs.
+the thread-count variables the common CPU runtimes read, the child pinned to that many CPUs, and the
+runtime's own ``set_threads(n)`` when it has one (an optional part of the Runtime protocol).
 Every function is module-level so it pickles by name; each takes the runtime first.
 """
 
@@ -42,10 +43,14 @@ def limited(threads: int | None, name: str, factory: Callable[[], Runtime]) -> R
             cpus = sorted(os.sched_getaffinity(0))
             os.sched_setaffinity(0, cpus[:threads])
     try:
-        return factory()
+        runtime = factory()
     except ImportError as exc:  # a runtime module importing its framework at the top
         raise AdapterUnavailableError(name, f"benchmarking in {name}", f"the package that provides "
                                       f"'{exc.name or exc}'") from exc
+    configure = getattr(runtime, "set_threads", None)  # optional: runtimes that size their own pools
+    if threads and callable(configure):
+        configure(threads)
+    return runtime
 
 
 def stage(runtime: Runtime, argument: tuple[int, Mapping[str, np.ndarray]]) -> dict[str, Any]:
