@@ -42,6 +42,19 @@ def rows(data: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+def summary(data: dict[str, Any]) -> str:
+    """One line: each runtime's median latency per batch size and its ratio to the source (migration reports)."""
+    ratios = data.get("ratios_vs_source", {})
+    parts = []
+    for cell in data.get("results", []):
+        if cell["runner"] == data.get("reference"):
+            continue
+        lat, r = cell.get("latency"), ratios.get(f"{cell['runner']}@{cell['batch']}")
+        parts.append(f"{cell['runner']} b{cell['batch']} " + ("failed" if lat is None else f"{lat['p50_ms']:.3g} ms")
+                     + (f" ({r:.2f}x {data['reference']})" if r is not None else ""))
+    return "; ".join(parts) or "-"
+
+
 def _machine_line(data: dict[str, Any]) -> str:
     m, s = data["machine"], data["settings"]
     load = ", ".join(f"{x:.2f}" for x in m.get("load_avg", []))
