@@ -17,7 +17,7 @@ from support import make_model
 from bridge.bench.run import BenchResult, BenchSettings, Cell, Runner, run_bench
 from bridge.bench.timing import Latency
 from bridge.cli.main import main
-from bridge.errors import UsageError
+from bridge.errors import InferenceError, RuntimeLoadError, UsageError
 from bridge.runtimes import _REGISTRY
 from bridge.runtimes.base import TensorMeta
 
@@ -52,12 +52,31 @@ class FakeB(_Recording):
     name = "fake_b"
 
 
+class Broken(_Recording):
+    """Loads fine but fails at batch 3 (e.g. a runtime without a dynamic-batch kernel)."""
+
+    name = "broken"
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if feeds["x"].shape[0] == 3:
+            raise InferenceError("broken", "broken cannot run batch 3")
+        return super().infer(feeds)
+
+
+class Unloadable(_Recording):
+    name = "unloadable"
+
+    def activate(self) -> None:
+        raise RuntimeLoadError("unloadable could not load the model: no kernel for Relu")
+
+
 @pytest.fixture(autouse=True)
 def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "ghost_runtime.py").write_text("import framework_that_is_not_installed_here  # noqa\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(_REGISTRY, "entries", {"fake_a": f"{__name__}:FakeA", "fake_b": f"{__name__}:FakeB",
-                                               "ghost": "ghost_runtime:GhostRuntime"})
+                                               "ghost": "ghost_runtime:GhostRuntime",
+                                               "broken": f"{__name__}:Broken", "unloadable": f"{__name__}:Unloadable"})
     LOG.clear()
 
 
@@ -117,10 +136,46 @@ def test_a_named_runtime_that_is_not_installed_is_refused_with_exit_2(tmp_path: 
 def test_by_default_runtimes_that_are_not_installed_are_left_out_with_the_reason(tmp_path: Path) -> None:
     result = run_bench(relu_model(tmp_path / "m.onnx"),
                        settings=BenchSettings(batches=(1,), iterations=2, rounds=1, isolated=False))
-    assert {c.runner for c in result.cells if c.latency is not None} == {"fake_a", "fake_b"}
+    assert {c.runner for c in result.cells if c.latency is not None} == {"fake_a", "fake_b", "broken"}
     ghost = next(r for r in result.runners if r.name == "ghost")
     assert ghost.error is not None and "not installed" in ghost.error
     assert any(n.startswith("ghost left out") for n in result.notes)
+
+
+def test_with_a_time_budget_each_round_runs_calls_until_its_share_has_passed(tmp_path: Path) -> None:
+    result = run_bench(relu_model(tmp_path / "m.onnx"), runtimes=["fake_a", "fake_b"],
+                       settings=BenchSettings(batches=(2,), iterations=None, seconds=0.02, rounds=2, warmup=0,
+                                              isolated=False))
+    for cell in result.cells:
+        # a call of the fake takes microseconds: a 10 ms share of a round holds many, every one timed
+        assert cell.latency is not None and len(cell.rounds) == 2 and all(n > 5 for n in cell.rounds)
+        assert len(cell.latency.samples) == sum(cell.rounds)
+    assert result.settings.iterations is None and result.settings.seconds == 0.02
+
+
+def test_a_runtime_that_fails_is_reported_and_the_others_still_run(tmp_path: Path) -> None:
+    result = run_bench(relu_model(tmp_path / "m.onnx"), runtimes=["unloadable", "broken", "fake_a"],
+                       settings=BenchSettings(batches=(1, 3), iterations=2, rounds=1, warmup=0, isolated=False))
+    unloadable = next(r for r in result.runners if r.name == "unloadable")
+    assert unloadable.error is not None and "no kernel for Relu" in unloadable.error
+    assert result.cell("unloadable", 1) is None  # never loaded: no cells
+    broken1, broken3 = result.cell("broken", 1), result.cell("broken", 3)
+    assert broken1 is not None and broken1.latency is not None
+    assert broken3 is not None and broken3.latency is None and "cannot run batch 3" in (broken3.error or "")
+    assert all(result.cell("fake_a", b).latency is not None for b in (1, 3))  # type: ignore[union-attr]
+
+
+def test_the_api_refuses_contradictory_or_unwritable_requests_before_running(tmp_path: Path) -> None:
+    from bridge import api
+
+    model = relu_model(tmp_path / "m.onnx")
+    with pytest.raises(UsageError, match="--iterations or --time"):
+        api.bench(model, runtime="fake_a", iterations=3, seconds=1.0)
+    with pytest.raises(UsageError, match=r"\.json, \.md or \.html"):
+        api.bench(model, runtime="fake_a", report=tmp_path / "r.txt")
+    with pytest.raises(UsageError, match="positive"):
+        api.bench(model, runtime="fake_a", batch=[0])
+    assert LOG == []
 
 
 def test_ratios_are_source_median_over_runtime_median() -> None:
