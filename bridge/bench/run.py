@@ -298,7 +298,8 @@ def run_bench(
     with tempfile.TemporaryDirectory(prefix="bridge-bench-") as tmp:
         if source is not None:
             fw, factory = source_factory(source, proto, framework)
-            factories[fw] = ("source", factory)
+            # a TensorFlow source benchmarked in the tensorflow runtime too: two runners, two names
+            factories[f"{fw} (source)" if fw in names else fw] = ("source", factory)
         for name in names:
             factories[name] = ("runtime", partial(candidate_runtime, name, Path(model), Path(tmp) / name))
         live: dict[str, Runtime] = {}

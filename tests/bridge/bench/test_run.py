@@ -17,6 +17,7 @@ from support import make_model
 from bridge.bench.run import BenchResult, BenchSettings, Cell, Runner, run_bench
 from bridge.bench.timing import Latency
 from bridge.cli.main import main
+from bridge.config import Source
 from bridge.errors import InferenceError, RuntimeLoadError, UsageError
 from bridge.runtimes import _REGISTRY
 from bridge.runtimes.base import TensorMeta
@@ -176,6 +177,24 @@ def test_the_api_refuses_contradictory_or_unwritable_requests_before_running(tmp
     with pytest.raises(UsageError, match="positive"):
         api.bench(model, runtime="fake_a", batch=[0])
     assert LOG == []
+
+
+def test_a_source_framework_named_like_a_runtime_is_a_runner_of_its_own(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(_REGISTRY.entries, "onnx", f"{__name__}:FakeA")  # the ONNX adapter's framework name
+    model = relu_model(tmp_path / "m.onnx")
+    result = run_bench(model, source=Source(location=str(model)), runtimes=["onnx"],
+                       settings=BenchSettings(batches=(2,), iterations=2, rounds=1, warmup=0, isolated=False))
+    assert [(r.name, r.kind) for r in result.runners] == [("onnx (source)", "source"), ("onnx", "runtime")]
+    assert result.source_runner == "onnx (source)" and result.ratio("onnx", 2) is not None
+
+
+def test_bridge_bench_is_the_api_function_although_a_subpackage_has_its_name() -> None:
+    import bridge
+    import bridge.bench.report  # importing the subpackage must not rebind bridge.bench
+    from bridge import api
+
+    assert bridge.bench is api.bench
 
 
 def test_ratios_are_source_median_over_runtime_median() -> None:
