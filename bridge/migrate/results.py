@@ -15,7 +15,8 @@ from bridge.errors import EXIT_MISMATCH, EXIT_OK
 
 STATUSES = ("passed", "failed", "disabled")
 # Fields that change from run to run of the same models (left out when comparing reports).
-RUN_DEPENDENT = ("convert_s", "validate_s", "elapsed_s", "peak_memory_mb", "timings", "seconds", "host")
+RUN_DEPENDENT = ("convert_s", "validate_s", "elapsed_s", "peak_memory_mb", "timings", "seconds", "host",
+                 "speed", "bench")
 
 
 @dataclass
