@@ -58,6 +58,8 @@ def summary(data: dict[str, Any]) -> str:
 def _machine_line(data: dict[str, Any]) -> str:
     m, s = data["machine"], data["settings"]
     load = ", ".join(f"{x:.2f}" for x in m.get("load_avg", []))
+    if m.get("load_avg_end"):
+        load += " at the start, " + ", ".join(f"{x:.2f}" for x in m["load_avg_end"]) + " at the end"
     how = f"{s['iterations']} calls" if s.get("iterations") else f"{s['seconds']:g} s"
     return (f"{m.get('cpu') or '?'}, {m.get('cores')} cores ({m.get('usable_cores')} usable), load average {load or '?'}; "
             f"{how} per runner and batch in {s['rounds']} interleaved rounds after {s['warmup']} warm-up calls, "

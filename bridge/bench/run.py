@@ -139,8 +139,8 @@ def model_inputs(proto: onnx.ModelProto) -> list[TensorMeta]:
     return [TensorMeta.from_value_info(vi) for vi in proto.graph.input if vi.name not in inits]
 
 
-def default_batch(metas: Sequence[TensorMeta], specs: Sequence[InputSpec] = ()) -> int:
-    """The model's own batch size: a fixed axis 0, else the one ``--input`` gives, else 1."""
+def default_batch(metas: Sequence[TensorMeta], specs: Sequence[InputSpec] = (), feeds: Path | None = None) -> int:
+    """The model's own batch size: a fixed axis 0, else the one ``--input`` gives, else the ``--feeds`` rows, else 1."""
     given = {s.name: s for s in specs}
     for meta in metas:
         if meta.shape and isinstance(meta.shape[0], int):
@@ -149,6 +149,12 @@ def default_batch(metas: Sequence[TensorMeta], specs: Sequence[InputSpec] = ()) 
         spec = given.get(meta.name)
         if spec is not None and spec.shape:
             return spec.shape[0]
+    if feeds is not None:
+        from bridge.validation.inputs import load_feeds
+
+        arrays = [a for a in load_feeds(feeds, metas).values() if a.ndim]
+        if arrays:
+            return int(arrays[0].shape[0])
     return 1
 
 
@@ -276,7 +282,7 @@ def run_bench(
     proto = load_model(model)
     metas = model_inputs(proto)
     base = settings or BenchSettings(batches=())
-    batches = base.batches or (default_batch(metas, inputs),)
+    batches = base.batches or (default_batch(metas, inputs, feeds),)
     if any(b < 1 for b in batches):
         raise UsageError(f"--batch {','.join(map(str, batches))}: batch sizes must be positive")
     if (base.iterations is not None and base.iterations < 1) or (base.seconds is not None and base.seconds <= 0):
@@ -341,6 +347,7 @@ def run_bench(
                 with contextlib.suppress(Exception):
                     _call(rt, child.release)
                 rt.deactivate()
+    result.machine["load_avg_end"] = machine()["load_avg"]
     if not any(isinstance(rt, IsolatedRuntime) for rt in live.values()) and live:
         result.notes.append("runners ran in-process: peak memory per runner is not measured")
     return result

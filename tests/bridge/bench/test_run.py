@@ -110,6 +110,9 @@ def test_feeds_rows_are_taken_or_repeated_to_each_batch_size(tmp_path: Path) -> 
     run_bench(relu_model(tmp_path / "m.onnx"), runtimes=["fake_a"], feeds=tmp_path / "f.npz",
               settings=BenchSettings(batches=(1, 3), iterations=1, rounds=1, warmup=0, isolated=False))
     assert [shape for _, shape in LOG] == [(1, 3), (1, 3), (3, 3), (3, 3)]
+    result = run_bench(relu_model(tmp_path / "m.onnx"), runtimes=["fake_a"], feeds=tmp_path / "f.npz",
+                       settings=BenchSettings(batches=(), iterations=1, rounds=1, warmup=0, isolated=False))
+    assert result.settings.batches == (2,)  # a dynamic batch without --batch: the rows of --feeds
 
 
 def test_a_batch_size_the_model_fixes_otherwise_is_refused_naming_the_input(tmp_path: Path) -> None:

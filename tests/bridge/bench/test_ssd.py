@@ -51,7 +51,7 @@ def test_every_installed_runtime_and_mxnet_run_each_batch_size(result: Any) -> N
                 assert result.ratio(name, batch) == pytest.approx(
                     result.cell("mxnet", batch).latency.p50 / cell.latency.p50)
     assert result.inputs == {1: {"data": [1, 3, 64, 64]}, 4: {"data": [4, 3, 64, 64]}}
-    assert result.machine["cores"] and len(result.machine["load_avg"]) == 3
+    assert result.machine["cores"] and len(result.machine["load_avg"]) == len(result.machine["load_avg_end"]) == 3
 
 
 def test_reports_json_markdown_and_self_contained_html(result: Any, tmp_path: Path) -> None:
