@@ -111,11 +111,11 @@ class MXNetReferenceRuntime:
             sym = mx.sym.load(str(self.symbol_path))
             internals = sym.get_internals()
             available = internals.list_outputs()
-        wanted = [_internal_name(w, available) for w in self.outputs.values()]
-        unknown = [w for w in wanted if w not in available]
+        wanted = [_internal_index(w, available) for w in self.outputs.values()]
+        unknown = [w for w, i in zip(self.outputs.values(), wanted, strict=True) if i is None]
         if unknown:
             raise UsageError(f"MXNet symbol {self.symbol_path} has no internal outputs {unknown}")
-        self._group = mx.sym.Group([internals[available.index(w)] for w in wanted])
+        self._group = mx.sym.Group([internals[i] for i in wanted])
         loaded: Any = {}
         if self.params_path:
             with source_failures("mxnet", f"loading the parameters {self.params_path}", None,
@@ -191,6 +191,17 @@ class MXNetReferenceRuntime:
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]
+
+
+def _internal_index(wanted: str, available: Sequence[str]) -> int | None:
+    """Where ``wanted`` is among MXNet's internal outputs; ``name#k`` is the k-th (from 0) output named
+    ``name`` (MXNet names the nodes of a block called twice alike; the converter renames them apart)."""
+    name, sep, nth = wanted.rpartition("#")
+    if not (sep and nth.isdigit()):
+        name, nth = wanted, "0"
+    name = _internal_name(name, available)
+    hits = [i for i, a in enumerate(available) if a == name]
+    return hits[int(nth)] if int(nth) < len(hits) else None
 
 
 def _internal_name(wanted: str, available: Sequence[str]) -> str:
