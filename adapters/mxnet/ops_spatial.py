@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from adapters.mxnet.context import ConversionContext
+from adapters.mxnet.context import ConversionContext, TensorType
 from adapters.mxnet.registry import out, translator
 from adapters.mxnet.symbol import MXNode
 from bridge.errors import ExportError
@@ -49,9 +49,12 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
     if mode not in _RESIZE_MODES:
         raise ExportError(f"node '{node.name}': BilinearResize2D mode={mode} is not supported")
     ctm = "align_corners" if a.optional_bool("align_corners", True) else "pytorch_half_pixel"
+    out_hw: tuple[Any, Any] = (None, None)
     if mode == "like":
         like_shape = ctx.shape(inputs[1]) or ()
         hw_static = [d for d in like_shape[2:4] if isinstance(d, int)]
+        if len(like_shape) >= 4:
+            out_hw = (like_shape[2], like_shape[3])
         if len(hw_static) == 2:
             hw = ctx.i64(hw_static, f"{node.name}__hw")
         else:
@@ -67,11 +70,18 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
         except ExportError as e:
             raise ExportError(f"node '{node.name}': {e}") from None
         hw = ctx.i64([h, w], f"{node.name}__hw")
+        out_hw = (h, w)
     nc = ctx.emit("Slice", [ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0], ctx.i64([0], f"{node.name}__s"),
                             ctx.i64([2], f"{node.name}__e")], 1, name=f"{node.name}__nc")[0]
     sizes = ctx.emit("Concat", [nc, hw], 1, name=f"{node.name}__sizes", axis=0)[0]
-    return ctx.emit("Resize", [x, "", "", sizes], [out(ctx, node)], name=node.name, mode="linear",
-                    coordinate_transformation_mode=ctm)
+    y = ctx.emit("Resize", [x, "", "", sizes], [out(ctx, node)], name=node.name, mode="linear",
+                 coordinate_transformation_mode=ctm)[0]
+    # per-node inference cannot read the computed sizes; the output's shape is known here (a later resize,
+    # pooling, ... of this output needs its H, W)
+    x_shape = ctx.shape(x)
+    if x_shape is not None and len(x_shape) == 4 and ctx.shape(y) != (*x_shape[:2], *out_hw):
+        ctx.types[y] = TensorType(ctx.elem(x), (*x_shape[:2], *out_hw))
+    return [y]
 
 
 # ---- ROI pooling ------------------------------------------------------------------------------

@@ -394,3 +394,19 @@ def test_roialign_padded_rois(aligned: bool, opset: int, tmp_path: Path) -> None
                                   **attrs).asnumpy()
     np.testing.assert_array_equal(got[padding], 0)
     np.testing.assert_allclose(got[~padding], real, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("second", [{"scale_height": 2.0, "scale_width": 2.0}, {"height": 9, "width": 5},
+                                    {"mode": "to_odd_up"}, {"mode": "odd_scale", "scale_height": 2.0, "scale_width": 0.5}],
+                         ids=["scale", "size", "to_odd_up", "odd_scale"])
+@pytest.mark.parametrize("opset", [13, 17])
+def test_chained_resizes_on_a_static_input(second: dict[str, Any], opset: int, tmp_path: Path) -> None:
+    """ICNet resizes a resized map: the second BilinearResize2D reads the first one's H, W, which the
+    converter knows from the static input."""
+    mx = need_mxnet()
+    first = mx.sym.contrib.BilinearResize2D(mx.sym.var("data"), scale_height=0.5, scale_width=0.5, name="r1")
+    mx.sym.contrib.BilinearResize2D(first, name="r2", **second).save(str(tmp_path / "net-symbol.json"))
+    model = Model(tmp_path / "net-symbol.json", None,
+                  {"data": np.random.default_rng(1).standard_normal((2, 3, 12, 10)).astype(np.float32)})
+    result = export(model, opset)
+    assert_close(run_onnx(result.model, model.feeds), run_mxnet(model, result))
