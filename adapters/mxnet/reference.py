@@ -179,8 +179,8 @@ class MXNetReferenceRuntime:
         arrays = {k: np.asarray(v) for k, v in feeds.items()}
         exe = self._executor(arrays)
         with source_failures("mxnet", f"running {self.symbol_path} on the validation inputs", _mxnet_node):
-            for k, v in arrays.items():
-                exe.arg_dict[k][:] = v
+            for k, v in arrays.items():  # a fed BatchNorm moving mean / var is an auxiliary state, not an argument
+                (exe.aux_dict if k in exe.aux_dict else exe.arg_dict)[k][:] = v
             exe.forward(is_train=False)
             return {name: o.asnumpy() for name, o in zip(self.outputs, exe.outputs, strict=True)}
 
