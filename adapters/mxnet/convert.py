@@ -43,6 +43,7 @@ from adapters.mxnet import (  # noqa: F401
 )
 from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx, shape_like
 from adapters.mxnet.infer_range import resolve_infer_range
+from adapters.mxnet.infer_states import resolve_rnn_states
 from adapters.mxnet.params import split_arg_aux
 from adapters.mxnet.registry import NOT_TRANSLATED, TRANSLATORS
 from adapters.mxnet.symbol import SymbolGraph
@@ -154,6 +155,7 @@ def convert_graph(
     if spec.opset < MIN_OPSET:
         raise UsageError(f"--opset {spec.opset}: the MXNet adapter emits opset >= {MIN_OPSET}; convert down afterwards")
     graph = resolve_infer_range(graph)  # MXNet sizes these aranges from their consumer; see infer_range.py
+    graph = resolve_rnn_states(graph)  # and RNN begin states' batch from the RNN's data; see infer_states.py
     heads = resolve_heads(graph, outputs)
     graph, original = unique_node_names(graph)
     needed = needed_nodes(graph, heads)
