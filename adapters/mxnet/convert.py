@@ -25,6 +25,7 @@ from adapters.mxnet import (  # noqa: F401
     contrib,
     ops_attention,
     ops_boxes,
+    ops_control,
     ops_creation,
     ops_elemwise,
     ops_indexing,

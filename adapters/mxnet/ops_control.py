@@ -1,0 +1,116 @@
+"""Control flow: ``_foreach`` (mx.sym.contrib.foreach) as ONNX Scan.
+
+MXNet src/operator/control_flow.cc: ``_foreach`` runs its subgraph once per slice of its data inputs
+along axis 0, threading states through; its inputs are the data, the initial states, then the free
+variables the body reads (``in_data_locs`` / ``in_state_locs`` / ``remain_locs`` place each among the
+subgraph's variables); the subgraph's heads are the per-step outputs (``num_out_data``, stacked along a
+new axis 0) then the new states; the op's outputs are the stacked outputs then the final states. ONNX
+Scan orders its body's inputs states-first and its outputs final-states-first; free variables are read
+from the outer scope by name. The body is translated with the same translators, into a context that
+shares the outer one's names (ONNX names are unique across the model, subgraphs included).
+"""
+
+from __future__ import annotations
+
+import json
+
+from onnx import helper
+
+from adapters.mxnet.context import ConversionContext, TensorType
+from adapters.mxnet.registry import TRANSLATORS, out, translator
+from adapters.mxnet.symbol import MXNode, SymbolGraph
+from bridge import provenance
+from bridge.errors import BadInputFileError, ExportError, UnsupportedOpError
+
+
+def _locs(node: MXNode, key: str) -> list[int]:
+    text = node.attrs.optional_str(key, "[]") or "[]"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise BadInputFileError(f"node '{node.name}' ({node.op}): attribute {key}='{text}' is not a list") from None
+    if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+        raise BadInputFileError(f"node '{node.name}' ({node.op}): attribute {key}='{text}' is not a list of ints")
+    return value
+
+
+def _body_context(ctx: ConversionContext) -> ConversionContext:
+    sub = ConversionContext(ctx.opset)
+    sub._names = ctx._names  # one namespace for the model and its subgraphs
+    sub._node_names = ctx._node_names
+    sub.types = dict(ctx.types)  # outer tensors the body reads keep their types
+    sub.consts = dict(ctx.consts)
+    sub.origin = ctx.origin
+    return sub
+
+
+def translate_body(ctx: ConversionContext, node: MXNode, graph: SymbolGraph, bound: dict[int, str]) -> list[str]:
+    """Translate ``graph``'s op nodes into ``ctx``; ``bound`` names the tensor each variable stands for.
+    Returns the tensors of its heads."""
+    lacking = sorted({n.op for n in graph.nodes if not n.is_variable and n.op not in TRANSLATORS})
+    if lacking:
+        raise UnsupportedOpError({op: [f"{node.name}/{n.name}" for n in graph.nodes if n.op == op] for op in lacking},
+                                 framework="mxnet")
+    entries: dict[tuple[int, int], str] = {}
+    for n in graph.nodes:
+        if n.is_variable:
+            if n.index not in bound:
+                raise BadInputFileError(f"node '{node.name}' ({node.op}): subgraph variable '{n.name}' is not bound "
+                                        "to any input of the op")
+            entries[(n.index, 0)] = bound[n.index]
+            continue
+        fn = TRANSLATORS[n.op]
+        ctx.origin = provenance.Provenance("mxnet", n.name, n.op, provenance.made_by(
+            provenance.TRANSLATOR, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__name__)}"))
+        for k, name in enumerate(fn(ctx, n, [entries[e] for e in n.inputs])):
+            entries[(n.index, k)] = name
+    return [entries[h] for h in graph.heads]
+
+
+@translator("_foreach")
+def _foreach(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    if len(node.subgraphs) != 1:
+        raise BadInputFileError(f"node '{node.name}' (_foreach) needs one subgraph, the file gives {len(node.subgraphs)}")
+    body_graph = node.subgraphs[0]
+    data_locs, state_locs, remain_locs = (_locs(node, k) for k in ("in_data_locs", "in_state_locs", "remain_locs"))
+    n_out = node.attrs.optional_int("num_out_data", 0) or 0
+    n_data, n_state = len(data_locs), len(state_locs)
+    variables = [i for i in body_graph.arg_nodes if body_graph.nodes[i].is_variable] or \
+        [n.index for n in body_graph.nodes if n.is_variable]
+    if len(inputs) != n_data + n_state + len(remain_locs) or len(body_graph.heads) != n_out + n_state:
+        raise BadInputFileError(f"node '{node.name}' (_foreach): {len(inputs)} inputs and {len(body_graph.heads)} "
+                                f"subgraph outputs do not fit {n_data} data, {n_state} states and {n_out} outputs")
+    sub = _body_context(ctx)
+    bound: dict[int, str] = {}
+    body_inputs = []
+    for kind, locs, outer in (("state", state_locs, inputs[n_data:n_data + n_state]), ("data", data_locs, inputs[:n_data])):
+        for loc, src in zip(locs, outer, strict=True):
+            var = body_graph.nodes[variables[loc]]
+            t = ctx.type(src)
+            if t.shape is None:
+                raise ExportError(f"node '{node.name}' (_foreach): the rank of its {kind} input '{src}' is unknown")
+            shape = t.shape[1:] if kind == "data" else t.shape
+            name = sub.fresh(f"{node.name}__{var.name}")
+            sub.types[name] = TensorType(t.elem, tuple(shape))
+            body_inputs.append(helper.make_tensor_value_info(name, t.elem, list(shape)))
+            bound[var.index] = name
+    for loc, src in zip(remain_locs, inputs[n_data + n_state:], strict=True):
+        bound[variables[loc]] = src  # read from the outer scope
+    heads = translate_body(sub, node, body_graph, bound)
+    ordered = heads[n_out:] + heads[:n_out]  # Scan: states first
+    body_outs = [sub.emit("Identity", [h], 1, name=f"{node.name}__body_out")[0] for h in ordered]
+    outputs = [helper.make_value_info(o, sub.type(o).to_proto()) for o in body_outs]
+    body = helper.make_graph(sub.nodes, f"{node.name}_body", body_inputs, outputs,
+                             initializer=list(sub.initializers.values()))
+    ctx.uses_contrib = ctx.uses_contrib or sub.uses_contrib
+    total = n_out + n_state
+    names = [out(ctx, node, k, total) for k in range(total)]
+    steps = (ctx.shape(inputs[0]) or (None,))[0] if n_data else None
+    types = [TensorType(sub.type(o).elem, sub.type(o).shape) for o in body_outs[:n_state]]
+    for o in body_outs[n_state:]:
+        step_shape = sub.type(o).shape
+        types.append(TensorType(sub.type(o).elem, None if step_shape is None else (steps, *step_shape)))
+    scan_outs = names[n_out:] + names[:n_out]
+    ctx.emit("Scan", [*inputs[n_data:n_data + n_state], *inputs[:n_data]], scan_outs, name=node.name,
+             out_types=types, body=body, num_scan_inputs=n_data)
+    return names

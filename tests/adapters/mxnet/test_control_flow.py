@@ -1,0 +1,72 @@
+"""ops_control.py: MXNet's control-flow ops with their subgraphs, converted to ONNX Scan, against MXNet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mxnet_testlib import Model, export, need_mxnet, run_mxnet, run_onnx
+
+
+def _cumsum(mx: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """One data input, one state; the body's output is the new state (a running sum)."""
+    def step(x: Any, states: list[Any]) -> Any:
+        s = states[0] + x * 2
+        return s, [s]
+    outs, states = mx.sym.contrib.foreach(step, mx.sym.var("data"), [mx.sym.var("init")])
+    return mx.sym.Group([outs, *states]), {}
+
+
+def _rnn_cell(mx: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """An Elman cell over a sequence: a weight read from outside the body (a free variable), two outputs."""
+    w = mx.sym.var("w")
+
+    def step(x: Any, states: list[Any]) -> Any:
+        h = mx.sym.tanh(mx.sym.FullyConnected(x, w, num_hidden=4, no_bias=True, name="fc") + states[0])
+        return [h, mx.sym.sum(h, axis=1)], [h]
+    outs, states = mx.sym.contrib.foreach(step, mx.sym.var("data"), [mx.sym.var("init")])
+    rng = np.random.default_rng(7)
+    return mx.sym.Group([*outs, *states]), {"arg:w": rng.standard_normal((4, 3)).astype(np.float32)}
+
+
+def _two_data_two_states(mx: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    def step(xs: list[Any], states: list[Any]) -> Any:
+        a, b = xs
+        s0, s1 = states
+        return [a * b + s1], [s0 + a, s1 * 0.5 + b]
+    outs, states = mx.sym.contrib.foreach(step, [mx.sym.var("data"), mx.sym.var("data2")],
+                                          [mx.sym.var("init"), mx.sym.var("init2")])
+    return mx.sym.Group([*outs, *states]), {}
+
+
+CASES: dict[str, tuple[Callable[[Any], tuple[Any, dict[str, np.ndarray]]], dict[str, tuple[int, ...]]]] = {
+    "cumsum": (_cumsum, {"data": (5, 3), "init": (3,)}),
+    "rnn_cell_free_variable": (_rnn_cell, {"data": (6, 2, 3), "init": (2, 4)}),
+    "two_data_two_states": (_two_data_two_states, {"data": (4, 2), "data2": (4, 2), "init": (2,), "init2": (2,)}),
+}
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("case", list(CASES))
+def test_foreach_matches_mxnet(case: str, opset: int, tmp_path: Path) -> None:
+    mx = need_mxnet()
+    build, shapes = CASES[case]
+    sym, params = build(mx)
+    sym.save(str(tmp_path / "net-symbol.json"))
+    params_path = None
+    if params:
+        params_path = tmp_path / "net-0000.params"
+        mx.nd.save(str(params_path), {k: mx.nd.array(v) for k, v in params.items()})
+    rng = np.random.default_rng(3)
+    model = Model(tmp_path / "net-symbol.json", params_path,
+                  {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()})
+    result = export(model, opset)
+    assert any(n.op_type == "Scan" for n in result.model.graph.node)
+    got, ref = run_onnx(result.model, model.feeds), run_mxnet(model, result)
+    assert list(ref) == list(result.output_names)
+    for name, value in ref.items():
+        assert got[name].shape == value.shape, name
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
