@@ -114,3 +114,56 @@ def _foreach(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[st
     ctx.emit("Scan", [*inputs[n_data:n_data + n_state], *inputs[:n_data]], scan_outs, name=node.name,
              out_types=types, body=body, num_scan_inputs=n_data)
     return names
+
+
+def _branch(ctx: ConversionContext, node: MXNode, graph: SymbolGraph, inputs: list[str], locs: list[int],
+            label: str) -> tuple[list[str], ConversionContext]:
+    """A subgraph whose variables stand for the op inputs at ``locs``, translated into a context of its own
+    (nodes read those tensors from the outer scope), ending in Identity nodes (fresh output names)."""
+    sub = _body_context(ctx)
+    variables = [n.index for n in graph.nodes if n.is_variable]
+    if len(variables) != len(locs) or any(not 0 <= k < len(inputs) for k in locs):
+        raise BadInputFileError(f"node '{node.name}' ({node.op}): its {label} subgraph has {len(variables)} inputs, "
+                                f"the op binds {len(locs)}")
+    heads = translate_body(sub, node, graph, {v: inputs[k] for v, k in zip(variables, locs, strict=True)})
+    outs = [sub.emit("Identity", [h], 1, name=f"{node.name}__{label}_out")[0] for h in heads]
+    ctx.uses_contrib = ctx.uses_contrib or sub.uses_contrib
+    return outs, sub
+
+
+def _merged(a: TensorType, b: TensorType) -> TensorType:
+    """The type both branches' outputs fit: dims that differ become unknown."""
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return TensorType(a.elem, None)
+    return TensorType(a.elem, tuple(x if x == y else None for x, y in zip(a.shape, b.shape, strict=True)))
+
+
+@translator("_cond")
+def _cond(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # MXNet src/operator/control_flow.cc (CondParam): subgraphs [condition, then, else], each reading the op
+    # inputs at its *_input_locs; the branch taken is the one the condition's single value (nonzero) selects.
+    if len(node.subgraphs) != 3:
+        raise BadInputFileError(f"node '{node.name}' (_cond) needs three subgraphs, the file gives {len(node.subgraphs)}")
+    cond_graph, then_graph, else_graph = node.subgraphs
+    cond_vars = [n.index for n in cond_graph.nodes if n.is_variable]
+    cond_locs = _locs(node, "cond_input_locs")
+    if len(cond_vars) != len(cond_locs) or len(cond_graph.heads) != 1:
+        raise BadInputFileError(f"node '{node.name}' (_cond): its condition subgraph does not fit cond_input_locs")
+    cond = translate_body(ctx, node, cond_graph, {v: inputs[k] for v, k in zip(cond_vars, cond_locs, strict=True)})[0]
+    flag = ctx.emit("Reshape", [ctx.as_bool(cond, f"{node.name}__cond"), ctx.i64([], f"{node.name}__scalar")], 1,
+                    name=f"{node.name}__cond_scalar")[0]
+    then_outs, then_ctx = _branch(ctx, node, then_graph, inputs, _locs(node, "then_input_locs"), "then")
+    else_outs, else_ctx = _branch(ctx, node, else_graph, inputs, _locs(node, "else_input_locs"), "else")
+    if len(then_outs) != len(else_outs):
+        raise BadInputFileError(f"node '{node.name}' (_cond): the branches give {len(then_outs)} and "
+                                f"{len(else_outs)} outputs")
+    graphs = []
+    for label, outs, sub in (("then", then_outs, then_ctx), ("else", else_outs, else_ctx)):
+        graphs.append(helper.make_graph(sub.nodes, f"{node.name}_{label}", [],
+                                        [helper.make_value_info(o, sub.type(o).to_proto()) for o in outs],
+                                        initializer=list(sub.initializers.values())))
+    total = len(then_outs)
+    names = [out(ctx, node, k, total) for k in range(total)]
+    types = [_merged(then_ctx.type(a), else_ctx.type(b)) for a, b in zip(then_outs, else_outs, strict=True)]
+    ctx.emit("If", [flag], names, name=node.name, out_types=types, then_branch=graphs[0], else_branch=graphs[1])
+    return names

@@ -154,10 +154,28 @@ class MXNetReferenceRuntime:
             self._check_param_shapes(shapes)
             with _subgraph_backend("NONE" if len(self.outputs) > 1 else None), \
                     source_failures("mxnet", f"binding {self.symbol_path} at input shapes {shapes}", _mxnet_node):
-                exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)
-                exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
+                try:
+                    exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)
+                except (mx.base.MXNetError, RuntimeError):  # simple_bind re-raises MXNet's error as RuntimeError
+                    if not self._has_control_flow():
+                        raise
+                    exe = self._bind_arrays(feeds)
+                else:
+                    exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
             self._executors[key] = exe
         return exe
+
+    def _has_control_flow(self) -> bool:
+        return any(op in self._group.tojson() for op in ('"_cond"', '"_while_loop"', '"_foreach"'))
+
+    def _bind_arrays(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        """Bind to arrays made here: MXNet 1.9.1's simple_bind infers a scalar output for ``_cond`` and
+        fails; ``bind`` with every argument given runs it."""
+        mx = self._mx
+        values = {**self._args, **{k: mx.nd.array(v, dtype=v.dtype) for k, v in feeds.items()}}
+        args = {k: values[k] for k in self._group.list_arguments() if k in values}
+        aux = {k: self._aux[k] for k in self._group.list_auxiliary_states() if k in self._aux}
+        return self._group.bind(mx.cpu(), args=args, aux_states=aux, grad_req="null")
 
     def _check_param_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
         """Parameters whose stored shape differs from what the symbol infers: BadInputFileError listing them

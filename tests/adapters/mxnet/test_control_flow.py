@@ -70,3 +70,22 @@ def test_foreach_matches_mxnet(case: str, opset: int, tmp_path: Path) -> None:
     for name, value in ref.items():
         assert got[name].shape == value.shape, name
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["then", "else"])
+def test_cond_takes_the_branch_mxnet_takes(sign: float, opset: int, tmp_path: Path) -> None:
+    mx = need_mxnet()
+    a, b = mx.sym.var("a"), mx.sym.var("b")
+    out = mx.sym.contrib.cond(mx.sym.sum(a) > 0, lambda: [a * b + 1, a * 2], lambda: [a - b, b * 3])
+    mx.sym.Group(list(out)).save(str(tmp_path / "net-symbol.json"))
+    rng = np.random.default_rng(5)
+    feeds = {"a": (sign * np.abs(rng.standard_normal((2, 3)))).astype(np.float32),
+             "b": rng.standard_normal((2, 3)).astype(np.float32)}
+    model = Model(tmp_path / "net-symbol.json", None, feeds)
+    result = export(model, opset)
+    assert any(n.op_type == "If" for n in result.model.graph.node)
+    got, ref = run_onnx(result.model, feeds), run_mxnet(model, result)
+    assert list(ref) == list(result.output_names) and len(ref) == 2
+    for name, value in ref.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=name)
