@@ -1,4 +1,4 @@
-"""Control flow: ``_foreach`` (mx.sym.contrib.foreach) as ONNX Scan.
+"""Control flow: ``_foreach`` as ONNX Scan, ``_cond`` as If, ``_while_loop`` as Loop (mx.sym.contrib.*).
 
 MXNet src/operator/control_flow.cc: ``_foreach`` runs its subgraph once per slice of its data inputs
 along axis 0, threading states through; its inputs are the data, the initial states, then the free
@@ -12,9 +12,11 @@ shares the outer one's names (ONNX names are unique across the model, subgraphs 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from onnx import helper
+import numpy as np
+from onnx import TensorProto, helper
 
 from adapters.mxnet.context import ConversionContext, TensorType
 from adapters.mxnet.registry import TRANSLATORS, out, translator
@@ -44,9 +46,14 @@ def _body_context(ctx: ConversionContext) -> ConversionContext:
     return sub
 
 
-def translate_body(ctx: ConversionContext, node: MXNode, graph: SymbolGraph, bound: dict[int, str]) -> list[str]:
+def translate_body(ctx: ConversionContext, node: MXNode, graph: SymbolGraph, bound: dict[int, str],
+                   copy: str = "") -> list[str]:
     """Translate ``graph``'s op nodes into ``ctx``; ``bound`` names the tensor each variable stands for.
-    Returns the tensors of its heads."""
+    ``copy`` (a suffix) translates a graph a second time: its nodes' names get the suffix, their provenance
+    keeps the MXNet name. Returns the tensors of its heads."""
+    if copy:
+        graph = dataclasses.replace(graph, nodes=[n if n.is_variable else dataclasses.replace(n, name=n.name + copy)
+                                                  for n in graph.nodes])
     lacking = sorted({n.op for n in graph.nodes if not n.is_variable and n.op not in TRANSLATORS})
     if lacking:
         raise UnsupportedOpError({op: [f"{node.name}/{n.name}" for n in graph.nodes if n.op == op] for op in lacking},
@@ -60,7 +67,7 @@ def translate_body(ctx: ConversionContext, node: MXNode, graph: SymbolGraph, bou
             entries[(n.index, 0)] = bound[n.index]
             continue
         fn = TRANSLATORS[n.op]
-        ctx.origin = provenance.Provenance("mxnet", n.name, n.op, provenance.made_by(
+        ctx.origin = provenance.Provenance("mxnet", n.name.removesuffix(copy) if copy else n.name, n.op, provenance.made_by(
             provenance.TRANSLATOR, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__name__)}"))
         for k, name in enumerate(fn(ctx, n, [entries[e] for e in n.inputs])):
             entries[(n.index, k)] = name
@@ -166,4 +173,83 @@ def _cond(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     names = [out(ctx, node, k, total) for k in range(total)]
     types = [_merged(then_ctx.type(a), else_ctx.type(b)) for a, b in zip(then_outs, else_outs, strict=True)]
     ctx.emit("If", [flag], names, name=node.name, out_types=types, then_branch=graphs[0], else_branch=graphs[1])
+    return names
+
+
+@translator("_while_loop")
+def _while_loop(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # MXNet src/operator/control_flow.cc (WhileLoopParam): subgraphs [cond, func]; func's variables read the op
+    # inputs at func_input_locs, loop variable k being func variable func_var_locs[k]; func's heads are the
+    # per-step outputs (num_out_data) then the new loop variables; cond's variables read op inputs
+    # (cond_input_locs), the loop variables' current values. Outputs: the per-step outputs stacked to
+    # max_iterations rows (rows after the loop stopped are zeros here; MXNet leaves them undefined), then the
+    # final loop variables. ONNX Loop: the body computes func, then cond on the new loop variables.
+    if len(node.subgraphs) != 2:
+        raise BadInputFileError(f"node '{node.name}' (_while_loop) needs two subgraphs, the file gives "
+                                f"{len(node.subgraphs)}")
+    cond_graph, func_graph = node.subgraphs
+    cond_locs, func_locs, var_locs = (_locs(node, k) for k in ("cond_input_locs", "func_input_locs", "func_var_locs"))
+    n_out = node.attrs.optional_int("num_out_data", 0) or 0
+    max_iter = node.attrs.required_int("max_iterations")
+    func_vars = [n.index for n in func_graph.nodes if n.is_variable]
+    cond_vars = [n.index for n in cond_graph.nodes if n.is_variable]
+    n_loop = len(var_locs)
+    if (len(func_vars) != len(func_locs) or len(cond_vars) != len(cond_locs)
+            or len(func_graph.heads) != n_out + n_loop or len(cond_graph.heads) != 1):
+        raise BadInputFileError(f"node '{node.name}' (_while_loop): its subgraphs do not fit its input locations")
+    loop_inputs = [func_locs[v] for v in var_locs]  # op input index of each loop variable's initial value
+
+    def condition(c: ConversionContext, current: dict[int, str], copy: str) -> str:
+        bound = {v: current.get(k, inputs[k]) for v, k in zip(cond_vars, cond_locs, strict=True)}
+        flag = translate_body(c, node, cond_graph, bound, copy)[0]
+        return c.emit("Reshape", [c.as_bool(flag, f"{node.name}__cond"), c.i64([], f"{node.name}__scalar")], 1,
+                      name=f"{node.name}__cond_scalar")[0]
+
+    first = condition(ctx, {}, "")
+    sub = _body_context(ctx)
+    it = sub.fresh(f"{node.name}__iter")
+    cond_in = sub.fresh(f"{node.name}__cond_in")
+    body_inputs = [helper.make_tensor_value_info(it, TensorProto.INT64, []),
+                   helper.make_tensor_value_info(cond_in, TensorProto.BOOL, [])]
+    current: dict[int, str] = {}
+    for k, op_index in enumerate(loop_inputs):
+        t = ctx.type(inputs[op_index])
+        name = sub.fresh(f"{node.name}__loop_var{k}")
+        sub.types[name] = TensorType(t.elem, t.shape)
+        body_inputs.append(helper.make_value_info(name, t.to_proto()))
+        current[op_index] = name
+    bound = {v: current.get(k, inputs[k]) for v, k in zip(func_vars, func_locs, strict=True)}
+    heads = translate_body(sub, node, func_graph, bound)
+    new_vars = heads[n_out:]
+    cond_out = condition(sub, dict(zip(loop_inputs, new_vars, strict=True)), "__next")
+    body_outs = [sub.emit("Identity", [h], 1, name=f"{node.name}__body_out")[0]
+                 for h in [cond_out, *new_vars, *heads[:n_out]]]
+    body = helper.make_graph(sub.nodes, f"{node.name}_body", body_inputs,
+                             [helper.make_value_info(o, sub.type(o).to_proto()) for o in body_outs],
+                             initializer=list(sub.initializers.values()))
+    ctx.uses_contrib = ctx.uses_contrib or sub.uses_contrib
+    total = n_out + n_loop
+    names = [out(ctx, node, k, total) for k in range(total)]
+    stacked = [ctx.fresh(f"{node.name}__stacked{k}") for k in range(n_out)]
+    types = [TensorType(sub.type(o).elem, sub.type(o).shape) for o in body_outs[1:1 + n_loop]]
+    for o in body_outs[1 + n_loop:]:
+        step_shape = sub.type(o).shape
+        types.append(TensorType(sub.type(o).elem, None if step_shape is None else (None, *step_shape)))
+    trips = ctx.const(np.int64(max_iter), f"{node.name}__trips")
+    ctx.emit("Loop", [trips, first, *[inputs[k] for k in loop_inputs]], [*names[n_out:], *stacked],
+             name=node.name, out_types=types, body=body)
+    for k, (s, name) in enumerate(zip(stacked, names[:n_out], strict=True)):  # pad the rows to max_iterations
+        rank = len(types[n_loop + k].shape or ()) or ctx.rank(s, node.name)
+        rows = ctx.emit("Shape", [s], 1, name=f"{node.name}__rows{k}", start=0, end=1)[0] if ctx.opset >= 15 else \
+            ctx.emit("Slice", [ctx.emit("Shape", [s], 1, name=f"{node.name}__shape{k}")[0],
+                               ctx.i64([0], f"{node.name}__s0"), ctx.i64([1], f"{node.name}__s1")], 1,
+                     name=f"{node.name}__rows{k}")[0]
+        missing = ctx.emit("Sub", [ctx.i64([max_iter], f"{node.name}__max{k}"), rows], 1, name=f"{node.name}__pad{k}")[0]
+        pads = ctx.emit("Concat", [ctx.i64([0] * rank, f"{node.name}__pad_begin{k}"), missing,
+                                   ctx.i64([0] * (rank - 1), f"{node.name}__pad_end{k}")], 1,
+                        name=f"{node.name}__pads{k}", axis=0)[0]
+        step_shape = types[n_loop + k].shape
+        ctx.emit("Pad", [s, pads], [name], name=f"{node.name}__padded{k}",
+                 out_types=[TensorType(types[n_loop + k].elem, None if step_shape is None
+                                       else (max_iter, *step_shape[1:]))])
     return names

@@ -89,3 +89,31 @@ def test_cond_takes_the_branch_mxnet_takes(sign: float, opset: int, tmp_path: Pa
     assert list(ref) == list(result.output_names) and len(ref) == 2
     for name, value in ref.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+@pytest.mark.parametrize("start", [0.0, 3.0, 4.0], ids=["5_steps", "2_steps", "1_step"])
+def test_while_loop_runs_as_many_steps_as_mxnet(start: float, opset: int, tmp_path: Path) -> None:
+    """A dynamic trip count (the condition reads a loop variable), a free variable in the body, outputs
+    stacked to max_iterations rows: the rows MXNet wrote and the final loop variables match. (A loop that
+    runs no step cannot be a case: MXNet 1.9.1 itself fails on it, "Shape is unknown".)"""
+    mx = need_mxnet()
+    i, s, w = mx.sym.var("i"), mx.sym.var("s"), mx.sym.var("w")
+    outs, final = mx.sym.contrib.while_loop(
+        cond=lambda i, s: i < 5, func=lambda i, s: ([s * w], [i + 1, s + mx.sym.broadcast_mul(i, w)]),
+        loop_vars=[i, s], max_iterations=8)
+    mx.sym.Group([*outs, *final]).save(str(tmp_path / "net-symbol.json"))
+    feeds = {"i": np.asarray([start], np.float32), "s": np.asarray([1.0, -2.0], np.float32),
+             "w": np.asarray([0.5, 3.0], np.float32)}
+    model = Model(tmp_path / "net-symbol.json", None, feeds)
+    result = export(model, opset)
+    assert any(n.op_type == "Loop" for n in result.model.graph.node)
+    got, ref = run_onnx(result.model, feeds), run_mxnet(model, result)
+    assert list(ref) == list(result.output_names) and len(ref) == 3
+    steps = int(max(5 - start, 0))
+    stacked, *loop_vars = ref
+    assert got[stacked].shape == ref[stacked].shape == (8, 2)
+    np.testing.assert_allclose(got[stacked][:steps], ref[stacked][:steps], rtol=1e-6)
+    np.testing.assert_array_equal(got[stacked][steps:], 0)
+    for name in loop_vars:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, err_msg=name)
