@@ -209,18 +209,24 @@ def _through_proto(model: ir.Model, func: Callable[[onnx.ModelProto], onnx.Model
     """``func`` (a protobuf-level step: onnx's version converter, or none for a copy) applied to ``model``,
     as a new IR model, without serialising the weights: initializers over 1 KB stand in as typed graph inputs
     while ``func`` runs (``call_without_weights``), and the result gets the
-    same tensor objects back. A 1 GB model is then not copied twice per stock hop. ``model`` is unchanged."""
+    same tensor objects back. A 1 GB model is then not copied twice per stock hop. ``model`` is unchanged.
+
+    An initializer that is also a graph input (older exporters' ``keep_initializers_as_inputs``, the IR < 4
+    convention) keeps both: its input entry and its value (the stand-in input is the one it already had)."""
     tensors = {v.name: v.const_value for v in model.graph.initializers.values()}
     inputs = {v.name for v in model.graph.inputs}
     result = ir.serde.deserialize_model(call_without_weights(func, model))
     graph = result.graph
-    for value in list(graph.inputs):  # call_onnx_api lists every initializer as an input while func runs
-        name = value.name
-        if name in tensors and name not in inputs:
+    by_name = {v.name: v for v in graph.inputs}
+    for name, tensor in tensors.items():  # call_onnx_api lists every initializer as an input while func runs
+        value = by_name.get(name)
+        if value is None:  # func dropped the input (an unused weight): the initializer was never stood in
+            continue
+        if name not in inputs:
             graph.inputs.remove(value)
-            if name not in graph.initializers:  # a stood-in weight: the same tensor object back
-                value.const_value = tensors[name]
-                graph.register_initializer(value)
+        if name not in graph.initializers and tensor is not None:  # a stood-in weight: the same tensor object back
+            value.const_value = tensor
+            graph.register_initializer(value)
     return result
 
 
