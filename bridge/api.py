@@ -260,6 +260,7 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
                                                 dynamic=cfg.export.dynamic, detection_format=cfg.detection_format,
                                                 max_detections=cfg.max_detections,
                                                 probe=probe_output_shapes), progress)
+    container.check_inputs()  # the written model's inputs are the source's: anything else is an error naming it
     timings["passes_s"] = time.perf_counter() - start
     # the final model is written into the exporter's ModelProto around the weights it holds (a copy would hold
     # them twice); a weightless copy of the exporter's model stays for validation (metadata, inputs)

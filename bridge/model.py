@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from bridge.config import DynamicAxis, InputSpec
+from bridge.errors import UnexpectedInputError
 from bridge.io import save_model
 from bridge.version import __version__
 
@@ -44,6 +45,20 @@ class ModelContainer:
     @classmethod
     def from_proto(cls, proto: onnx.ModelProto, **kwargs: object) -> ModelContainer:
         return cls(model=ir.serde.deserialize_model(proto), **kwargs)  # type: ignore[arg-type]
+
+    def check_inputs(self) -> None:
+        """The model needs no input its source does not take: every graph input without an initializer is one
+        of ``inputs`` (the source's, as the adapter declared them). Anything else is a weight or constant of
+        the source that became an input on the way (the model could not run on the source's inputs):
+        UnexpectedInputError naming it."""
+        graph = self.model.graph
+        taken = {s.name for s in self.inputs}
+        extra = [str(v.name) for v in graph.inputs if v.name not in graph.initializers and v.name not in taken]
+        if extra:
+            raise UnexpectedInputError(
+                f"the converted model needs input(s) {', '.join(repr(n) for n in extra)} that the {self.source_framework} "
+                f"source does not take (its inputs: {', '.join(sorted(taken)) or 'none'}); a weight or constant of "
+                "the source became an input, so the model could not run on the source's inputs")
 
     def to_proto(self, reuse: onnx.ModelProto | None = None) -> onnx.ModelProto:
         """The model as a ModelProto, with bridge's metadata.

@@ -26,12 +26,17 @@ import numpy as np
 import onnx
 
 from bridge.config import DETECTION_META, NONDETERMINISTIC_OUTPUTS_META, InputSpec, InputValues, Tolerance
-from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
+from bridge.errors import (
+    AdapterUnavailableError,
+    ReferenceUnavailableError,
+    RuntimeLoadError,
+    UnexpectedInputError,
+)
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
 from bridge.validation.constraints import constrained_consumers
 from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs, load_detection_specs
-from bridge.validation.inputs import load_feeds, make_inputs
+from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, true_inputs
 from bridge.validation.results import RunResults
 
 CandidateSource = Runtime | Callable[[], Runtime]
@@ -55,7 +60,7 @@ class FeedSource:
 
     def make(self, metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
         if self.file is not None:
-            return load_feeds(self.file, metas)
+            return load_feeds(self.file, true_inputs(metas, graphs_of(self.model)))
         return make_inputs(metas, self.specs, seed=self.seed, vary_dynamic=self.vary_dynamic, values=self.values,
                            model=self.model)
 
@@ -132,6 +137,23 @@ def vacuous_warnings(comparisons: Sequence[Comparison]) -> list[str]:
             "(--feeds FILE.npz), and use --strict to fail on this" for c in comparisons if c.vacuous]
 
 
+def source_inputs(metas: Sequence[TensorMeta], reference: Runtime, candidate: str) -> list[TensorMeta]:
+    """The candidate's inputs (``metas``), each checked to be an input of the source (``reference``).
+
+    A candidate input the source does not take - a weight or constant of the source that became an input
+    on the way - has no value validation may invent: fed the same random data on both sides, the source
+    would take it as an override of its own weight and agree, and the written model could not run on the
+    source's inputs. UnexpectedInputError names it."""
+    taken = {m.name for m in reference.input_metadata()}
+    extra = [m.name for m in metas if m.name not in taken]
+    if extra:
+        raise UnexpectedInputError(
+            f"{candidate}: the converted model needs input(s) {', '.join(repr(n) for n in extra)} that the source "
+            f"does not take (its inputs: {', '.join(sorted(taken)) or 'none'}); a weight or constant of the source "
+            "became an input, so the model could not run on the source's inputs")
+    return list(metas)
+
+
 def run_and_compare(
     reference: Runtime | RunResults,
     candidates: Mapping[str, CandidateSource],
@@ -166,7 +188,7 @@ def run_and_compare(
             candidate = source if isinstance(source, Runtime) else source()
             with activated(candidate):
                 if run is None:
-                    made = feeds.make(candidate.input_metadata())
+                    made = feeds.make(source_inputs(candidate.input_metadata(), reference, cand_name))  # type: ignore[arg-type]
                     run = ComparisonRun(made, reference.infer(made), name)  # type: ignore[union-attr]
                 outputs = candidate.infer(run.feeds)
             run.comparisons.append(compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
