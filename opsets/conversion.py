@@ -26,6 +26,7 @@ import onnx_ir.passes.common as common_passes
 from onnxscript.version_converter import _version_converter as onnxscript_vc
 
 from bridge.errors import UsageError
+from bridge.model import min_ir_version
 from bridge.rewriting import apply_rewrites, node_label
 from bridge.rewriting.protos import call_without_weights
 from opsets import legalize, registry, version_adapters
@@ -121,6 +122,7 @@ def convert_opset_with_report(model: ir.Model, target: int) -> tuple[ir.Model, l
         work = _hop(work, opset, step, applied)
     if legalize.apply(work, target):
         applied.append("legalize_clip_integer")
+    work.ir_version = min_ir_version(work)  # the IR follows the opset (the source's may be too new for it)
     return work, applied
 
 
