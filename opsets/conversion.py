@@ -122,8 +122,35 @@ def convert_opset_with_report(model: ir.Model, target: int) -> tuple[ir.Model, l
         work = _hop(work, opset, step, applied)
     if legalize.apply(work, target):
         applied.append("legalize_clip_integer")
+    _check_signature(model, work, current, target)
     work.ir_version = min_ir_version(work)  # the IR follows the opset (the source's may be too new for it)
     return work, applied
+
+
+def _check_signature(source: ir.Model, converted: ir.Model, current: int, target: int) -> None:
+    """The converted model declares the source's inputs and outputs: same names, ranks and static dims (a
+    converter that drops an axis from the graph's own inputs, as onnx's does for Scan 8 -> 9, changes what
+    the model takes). OpsetConversionError naming the value and both shapes."""
+    for kind, before, after in (("input", source.graph.inputs, converted.graph.inputs),
+                                ("output", source.graph.outputs, converted.graph.outputs)):
+        shapes = {v.name: v.shape for v in after}
+        for value in before:
+            if value.name not in shapes:
+                raise OpsetConversionError(f"converting opset {current} -> {target} lost the model's {kind} "
+                                           f"'{value.name}'")
+            old, new = value.shape, shapes[value.name]
+            if old is None or new is None:
+                continue
+            changed = len(old) != len(new) or any(
+                isinstance(a, int) and isinstance(c, int) and a != c for a, c in zip(old, new, strict=False))
+            if changed:
+                raise OpsetConversionError(
+                    f"converting opset {current} -> {target} changed the model's declared {kind} '{value.name}' "
+                    f"from {_dims(old)} to {_dims(new)}: the converted model would not take what the source takes")
+
+
+def _dims(shape: ir.Shape) -> list[int | str]:
+    return [d if isinstance(d, int) else str(getattr(d, "value", None) or "?") for d in shape]
 
 
 def _hop(model: ir.Model, opset: int, step: int, applied: list[str]) -> ir.Model:
