@@ -88,12 +88,15 @@ CASES = [
     ("conv", 9, 4, [8, 11, 13]),
     ("conv", 11, 6, [9, 13, 17]),
     ("conv", 13, 7, [11, 17]),
-    ("conv", 17, 8, [13, 11]),
+    ("conv", 17, 8, [13, 11, 21]),
+    ("conv", 18, 8, [21, 23]),  # up from 18: onnxscript's converter, in onnx_ir
     ("if", 8, 3, [11, 13]),
     ("if", 11, 6, [13, 17]),
     ("if", 13, 7, [16, 17]),
     ("loop", 11, 6, [13, 17]),
     ("loop", 13, 7, [16, 17]),
+    ("if", 18, 8, [21]),
+    ("loop", 18, 8, [21]),
 ]
 FAMILIES = {"conv": _conv_softmax, "if": _if_outer_weight, "loop": _loop_outer_weight}
 PARAMS = [pytest.param(f, o, v, t, big, id=f"{f}-opset{o}-ir{v}-to{t}-{'large' if big else 'small'}")
