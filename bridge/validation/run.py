@@ -190,8 +190,11 @@ def run_and_compare(
         for cand_name, source in candidates.items():
             candidate = source if isinstance(source, Runtime) else source()
             with activated(candidate):
+                metas = candidate.input_metadata()
+                if saved is None:  # every candidate takes only the source's inputs
+                    metas = source_inputs(metas, reference, cand_name)  # type: ignore[arg-type]
                 if run is None:
-                    made = feeds.make(source_inputs(candidate.input_metadata(), reference, cand_name))  # type: ignore[arg-type]
+                    made = feeds.make(metas)
                     run = ComparisonRun(made, reference.infer(made), name)  # type: ignore[union-attr]
                 outputs = candidate.infer(run.feeds)
             run.comparisons.append(compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
