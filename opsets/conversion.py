@@ -9,7 +9,10 @@ stock converter runs, the nodes our adapters produced are parked in a private do
 neither re-adapts nor rejects them (e.g. a Resize that is already in opset-11 form).
 
 Hops no node changes on only bump the opset import. After the last hop, ``opsets.legalize``
-fixes forms the target opset rejects that no hop creates (e.g. Clip on int64 below opset 12).
+fixes forms the target opset rejects that no hop creates (e.g. Clip on int64 below opset 12), the
+IR version becomes the lowest that holds the result (``bridge.model.min_ir_version``: a source at
+IR 14 taken down to opset 17 must not stay at 14), and the converted model must declare the
+source's inputs and outputs (a converter changing them is an error naming the value).
 """
 
 from __future__ import annotations
