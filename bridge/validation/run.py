@@ -35,7 +35,7 @@ from bridge.errors import (
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
 from bridge.validation.constraints import constrained_consumers
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs, load_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
 from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, true_inputs
 from bridge.validation.results import RunResults
 

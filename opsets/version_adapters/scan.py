@@ -13,8 +13,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_ints, required_int
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_int, attr_ints, fail, input_or_none
+from opsets.version_adapters._util import Rewritten, fail, input_or_none
 
 
 def _axis0(b: Builder, op: str, x: ir.Value) -> ir.Value:
@@ -34,8 +35,8 @@ def scan_8_9(b: Builder, node: ir.Node) -> Rewritten:
                        "Scan-9 has no batch axis, so only a static batch of 1 converts")
     body = node.attributes["body"].as_graph()
     node.attributes.pop("body")  # the same body graph moves to the new node
-    attrs: dict[str, object] = {"body": body, "num_scan_inputs": attr_int(node, "num_scan_inputs", 0)}
-    directions = attr_ints(node, "directions")
+    attrs: dict[str, object] = {"body": body, "num_scan_inputs": required_int(node, "num_scan_inputs")}
+    directions = optional_ints(node, "directions")
     if directions:
         attrs["scan_input_directions"] = directions
     outs = b.op_multi("Scan", *(_axis0(b, "Squeeze", v) for v in values if v is not None),
