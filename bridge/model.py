@@ -139,7 +139,10 @@ _DTYPE_IR = {16: 4, 17: 9, 18: 9, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11, 24: 12, 
 def min_ir_version(model: ir.Model) -> int:
     """The lowest IR version that holds ``model``: its opset imports (onnx.helper's release table) and the
     features it uses - initializers not listed as graph inputs (4), model-local functions, optional and
-    sparse types (8), node metadata (10), newer element types (bfloat16 4, float8 9, int4 10, ...).
+    sparse types (8), newer element types (bfloat16 4, float8 9, int4 10, ...). Node ``metadata_props``
+    (bridge's provenance on every node; a field of IR 10) do not count: they are annotations that readers
+    of older IRs skip as an unknown field (onnx's checker and onnxruntime accept them at any IR), and
+    counting them would lift every written model to IR 10, out of reach of runtimes that read IR 8.
 
     A model converted to another opset must not keep the IR version of its source (an opset-28 model taken
     down to 17 at IR 14 is refused by runtimes that read opset 17 and IR up to 13)."""
@@ -167,8 +170,6 @@ def min_ir_version(model: ir.Model) -> int:
             for value in (*graph.inputs, *graph.outputs, *graph.initializers.values()):
                 need = max(need, value_need(value))
         for node in graph:
-            if node.metadata_props:
-                need = max(need, 10)
             for value in node.outputs:
                 need = max(need, value_need(value))
             for attr in node.attributes.values():
