@@ -91,8 +91,7 @@ class _Child:
         self.stage = stage
         self.max_memory = max_memory
         ours, theirs = socket.socketpair()
-        env = {**os.environ, _PATH_ENV: json.dumps([p for p in sys.path if isinstance(p, str)]),
-               "PYTHONFAULTHANDLER": "1"}
+        env = {**os.environ, _PATH_ENV: json.dumps([p for p in sys.path if isinstance(p, str)])}
         main_thread = threading.current_thread() is threading.main_thread()
         try:
             self.process = subprocess.Popen(
@@ -113,7 +112,8 @@ class _Child:
 
     def request(self, message: Any, timeout: float | None, command: str, *, startup: bool = False) -> tuple[str, Any]:
         try:
-            self.conn.send(message)
+            if message is not None:  # None: only wait for the next message (relayed progress)
+                self.conn.send(message)
             if not self.conn.poll(timeout):
                 self.stop()
                 if startup:
@@ -218,29 +218,68 @@ def isolate(factory: Callable[[], Runtime], *, name: str, stage: str, enabled: b
             timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None) -> Runtime:
     """``factory``'s runtime in a child process, or in-process (with the reason logged) when isolation is
     off or the factory cannot be sent to a child (it holds a live framework object, or is defined in the
-    caller's ``__main__``, which a fresh interpreter does not have)."""
+    caller's ``__main__``, which a fresh interpreter does not have). In-process, each step still runs
+    under ``timeout`` (``in_process_deadline``)."""
     if enabled:
         reason = _why_not_portable(factory)
         if reason is None:
             return IsolatedRuntime(factory, name=name, stage=stage, timeout=timeout, max_memory=max_memory)
         logger.info("%s runs in-process: it cannot be sent to a child process (%s)", stage, reason)
-    return factory()
+    timeout = check_timeout(timeout)
+    if timeout is None:
+        return factory()
+    with in_process_deadline(timeout, stage):
+        runtime = factory()
+    return _Deadlined(runtime, timeout, stage)
 
 
-def call_isolated(fn: Callable[[], _R], *, stage: str, enabled: bool = True,
-                  timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None) -> _R:
-    """``fn()`` run in a child process under ``timeout`` and ``max_memory`` (its result and its BridgeErrors
-    come back; a crash or hang becomes ``RuntimeCrashedError`` naming ``stage``). In-process when
-    ``enabled`` is false or ``fn`` cannot travel, still under ``timeout`` (see ``in_process_deadline``)."""
+class _Deadlined:
+    """A Runtime run in this process whose every step runs under a time limit."""
+
+    def __init__(self, runtime: Runtime, timeout: float, stage: str) -> None:
+        self.runtime, self.timeout, self.stage = runtime, timeout, stage
+
+    @property
+    def name(self) -> str:
+        return self.runtime.name
+
+    def activate(self) -> None:
+        with in_process_deadline(self.timeout, self.stage):
+            self.runtime.activate()
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        with in_process_deadline(self.timeout, self.stage):
+            return self.runtime.input_metadata()
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with in_process_deadline(self.timeout, self.stage):
+            return self.runtime.infer(feeds)
+
+    def deactivate(self) -> None:
+        self.runtime.deactivate()
+
+
+def call_isolated(fn: Callable[..., _R], *, stage: str, enabled: bool = True,
+                  timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> _R:
+    """``fn()`` run in a child process under ``max_memory``; its result and its BridgeErrors come back, a
+    crash becomes ``RuntimeCrashedError`` naming ``stage``. With ``progress``, ``fn`` is called as
+    ``fn(progress=...)`` and its messages are relayed here as they come; ``timeout`` is the longest
+    silence allowed (no message and no result), so long work that reports progress is not cut short.
+    In-process when ``enabled`` is false or ``fn`` cannot travel, still under ``timeout``."""
     timeout = check_timeout(timeout)
     reason = _why_not_portable(fn) if enabled else "isolation is off"
     if reason is not None:
         logger.info("%s runs in-process (%s)", stage, reason)
         with in_process_deadline(timeout, stage):
-            return fn()
+            return fn(progress=progress) if progress is not None else fn()
     child = _Child(pickle.dumps(fn), name=stage, stage=stage, max_memory=max_memory)
     try:
-        status, value = child.request(("call", None), timeout, "run")
+        status, value = child.request(("call", progress is not None), timeout, "run")
+        while status == "progress":
+            if progress is not None:
+                progress(value)
+            status, value = child.request(None, timeout, "run")
     finally:
         child.stop()
     if status == "error":
@@ -249,11 +288,18 @@ def call_isolated(fn: Callable[[], _R], *, stage: str, enabled: bool = True,
     return result
 
 
+def _running_as_cli() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return getattr(spec, "name", "") in ("bridge.__main__", "bridge") or os.path.basename(sys.argv[0]) == "bridge"
+
+
 @contextlib.contextmanager
 def in_process_deadline(timeout: float | None, stage: str) -> Any:
-    """A time limit for work that runs in this process (``--no-isolate``): past ``timeout`` a watchdog thread
-    says so on stderr and ends the process with exit status 3 - native code (a spinning onnxruntime Loop)
-    cannot be interrupted any other way, and a hang is worse than an exit."""
+    """A time limit for work that runs in this process (``--no-isolate``, live objects). Native code (a
+    spinning onnxruntime Loop) cannot be interrupted, so past ``timeout`` a watchdog thread says so on
+    stderr and the ``bridge`` command exits with status 3; under the Python API it interrupts the main
+    thread instead (SIGINT: ``KeyboardInterrupt`` once Python code runs again) and never ends the caller's process."""
     timeout = check_timeout(timeout)
     if timeout is None:
         yield
@@ -261,11 +307,14 @@ def in_process_deadline(timeout: float | None, stage: str) -> Any:
     done = threading.Event()
 
     def watch() -> None:
-        if not done.wait(timeout):
-            sys.stderr.write(f"bridge: {stage} did not finish within {timeout:g} s and runs in this process "
-                             "(--no-isolate), so bridge exits; raise --timeout if the model is just slow\n")
-            sys.stderr.flush()
+        if done.wait(timeout):
+            return
+        sys.stderr.write(f"bridge: {stage} did not finish within {timeout:g} s in this process (isolation is "
+                         "off); raise --timeout if the model is just slow\n")
+        sys.stderr.flush()
+        if _running_as_cli():
             os._exit(BridgeError.exit_code)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # wakes a blocked main thread
 
     watcher = threading.Thread(target=watch, name="bridge-deadline", daemon=True)
     watcher.start()
@@ -399,7 +448,10 @@ def _serve(conn: multiprocessing.connection.Connection, target: Callable[[], Any
             return
         try:
             if command == "call":
-                reply: Any = target()
+                if argument:  # relay progress messages to the parent as they come
+                    reply: Any = target(progress=lambda message: conn.send(("progress", str(message))))
+                else:
+                    reply = target()
                 conn.send(("ok", reply))
                 return
             if command == "activate":

@@ -589,7 +589,7 @@ def _pin_batch(proto: onnx.ModelProto, layout: Layout, batch: int | None,
 
 def _write_per_batch(proto: onnx.ModelProto, layout: Layout, file: Path, batch: int | None,
                      pairs: Sequence[tuple[int, int]], unpad: dict[str, list[dict[str, Any]]], *, validate: bool,
-                     tolerance: Tolerance, seed: int) -> tuple[str, list[str]]:
+                     tolerance: Tolerance, seed: int, timeout: float | None = None) -> tuple[str, list[str]]:
     """Batch pinned, height/width dynamic, the buckets in metadata; compared with the original at two buckets."""
     assert layout.height is not None and layout.width is not None
     pinned = _pin_batch(proto, layout, batch, unpad)
@@ -607,7 +607,7 @@ def _write_per_batch(proto: onnx.ModelProto, layout: Layout, file: Path, batch: 
         for h, w in dict.fromkeys([small, large]):
             shape = _bucket_shape(layout, b, h, w)
             specs = [InputSpec(layout.input, shape), *_other_specs(proto, layout, batch)]
-            comps = validate_same(proto, pinned, complete_specs(proto, specs), tolerance, seed)
+            comps = validate_same(proto, pinned, complete_specs(proto, specs), tolerance, seed, timeout=timeout)
             failing = [c for c in comps if not c.passed]
             if failing:
                 raise ValidationMismatch(f"{file.name} differs from the original at {list(shape)}: "
@@ -720,7 +720,8 @@ def buckets(
             say(f"model {k}/{len(batches)}: {file} (height/width dynamic, {len(pairs)} bucket(s) in metadata)")
             hw_pairs = [(h, w) for h, w in pairs if h is not None and w is not None]
             summary, more = _write_per_batch(proto, layout, out / file, b if b is not None else fixed_batch, hw_pairs,
-                                             result.unpad, validate=cfg.validate, tolerance=tolerance, seed=seed)
+                                             result.unpad, validate=cfg.validate, tolerance=tolerance, seed=seed,
+                                             timeout=cfg.timeout)
             result.validation[file] = summary
             result.warnings += [f"{file}: {w}" for w in more]
     else:
@@ -728,7 +729,7 @@ def buckets(
             say(f"bucket {k}/{len(plan)}: {bucket.file} {list(bucket.shape)}")
             specs = [InputSpec(layout.input, bucket.shape), *_other_specs(proto, layout, bucket.batch or fixed_batch)]
             fixed = fix_shapes(proto, out / bucket.file, inputs=specs, validate=cfg.validate, tolerance=tolerance,
-                               seed=seed)
+                               seed=seed, timeout=cfg.timeout)
             result.validation[bucket.file] = ("; ".join(c.summary() for c in fixed.validation)
                                               if fixed.validation else fixed.validation_skipped or "")
             result.warnings += [f"{bucket.file}: {w}" for w in fixed.warnings]
