@@ -74,7 +74,7 @@ def test_a_corrupt_state_file_is_named_and_a_fresh_run_recovers(tmp_path: Path, 
     entries = [{"name": "a", "source": "a.onnx", "inputs": ["x:1,3,8,8"], "runtimes": []}]
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "state.sqlite").write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(UsageError, match="state.sqlite is corrupt"):
+    with pytest.raises(UsageError, match=r"state\.sqlite is corrupt"):
         run(entries, out=tmp_path / "out", base_dir=zoo, resume=True)
     batch = run(entries, out=tmp_path / "out", base_dir=zoo)
     assert batch.models[0].status == "passed"
@@ -89,7 +89,7 @@ def test_a_second_run_on_the_same_out_names_the_lock_holder(tmp_path: Path, onnx
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, b'{"pid": 4242, "host": "h", "started": "then"}')
-        with pytest.raises(UsageError, match="in use by another bridge migrate \\(pid 4242"):
+        with pytest.raises(UsageError, match=r"in use by another bridge migrate \(pid 4242"):
             run([{"name": "a", "source": "a.onnx"}], out=out, base_dir=zoo)
     finally:
         os.close(fd)
