@@ -156,9 +156,9 @@ def fold_output_elements(node: Any) -> int | None:
             given, target = [1] * (rank - len(given)) + given, [1] * (rank - len(target)) + target
             sizes.append(math.prod(max(a, b) for a, b in zip(given, target, strict=True)))
         elif op == "Tile" and (repeats := _const(node, 1)) is not None:
-            given = _static_dims(node.inputs[0])
-            if given is not None:
-                sizes.append(math.prod(given) * math.prod(abs(int(r)) for r in repeats.reshape(-1)))
+            tiled = _static_dims(node.inputs[0])
+            if tiled is not None:
+                sizes.append(math.prod(tiled) * math.prod(abs(int(r)) for r in repeats.reshape(-1)))
         elif op == "Range" and all(_const(node, i) is not None for i in range(3)):
             start, limit, delta = (float(_const(node, i).reshape(-1)[0]) for i in range(3))
             if delta != 0 and math.isfinite(start) and math.isfinite(limit):

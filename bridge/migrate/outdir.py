@@ -48,7 +48,7 @@ def prepare(out: str | Path) -> Path:
     except UsageError:
         raise
     except (OSError, RuntimeError) as exc:
-        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(f"--out {out}: cannot write there ({getattr(exc, 'strerror', None) or exc})") from None
     return resolved
 
 

@@ -238,14 +238,12 @@ class _Deadlined:
 
     def __init__(self, runtime: Runtime, timeout: float, stage: str) -> None:
         self.runtime, self.timeout, self.stage = runtime, timeout, stage
-
-    @property
-    def name(self) -> str:
-        return self.runtime.name
+        self.name = runtime.name
 
     def activate(self) -> None:
         with in_process_deadline(self.timeout, self.stage):
             self.runtime.activate()
+        self.name = self.runtime.name
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         with in_process_deadline(self.timeout, self.stage):
@@ -439,7 +437,7 @@ def _child_main(fd: int, parent: int, main_thread: bool) -> None:
     _serve(conn, target)
 
 
-def _serve(conn: multiprocessing.connection.Connection, target: Callable[[], Any]) -> None:
+def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., Any]) -> None:
     runtime: Runtime | None = None
     while True:
         try:

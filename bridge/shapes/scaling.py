@@ -150,6 +150,8 @@ class ScalingConfig:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise BadInputFileError(f"--config {path}: not readable YAML ({exc})") from exc
+        except RecursionError:
+            raise BadInputFileError(f"--config {path}: nested too deeply to be a settings file") from None
         if doc is None:
             doc = {}
         if not isinstance(doc, dict):

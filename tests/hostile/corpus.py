@@ -638,7 +638,7 @@ def _multibox(d: Path, **attrs: Any) -> list[str]:
     for key, value in attrs.items():
         node.attribute.append(helper.make_attribute(key, value, attr_type=onnx.AttributeProto.FLOATS))
     model = onnx_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
-                       [helper.make_tensor_value_info("anchors", TensorProto.FLOAT, None)])
+                       [helper.make_tensor_value_info("anchors", TensorProto.FLOAT, [1, "N", 4])])
     model.opset_import.append(helper.make_opsetid("bridge.contrib", 1))
     onnx.save(model, d / "prior.onnx")
     return ["convert", "{dir}/prior.onnx", "-o", "{out}"]

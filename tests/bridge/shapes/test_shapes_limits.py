@@ -91,3 +91,18 @@ def test_annotation_files_with_absurd_values_are_bad_input_files(tmp_path: Path,
     with pytest.raises(BadInputFileError, match=str(path)):
         read_annotations(path)
     json.dumps(text)  # the probe itself is plain text
+
+
+def test_candidates_from_the_api_are_bounded_too() -> None:
+    from bridge.shapes import candidates
+
+    with pytest.raises(UsageError, match="max-buckets"):
+        candidates([100, 200], max_buckets=10**12)
+    with pytest.raises(UsageError, match="expand-ratio"):
+        candidates([100, 200], expand_ratio=float("nan"))
+
+
+def test_a_deeply_nested_config_file_is_a_bad_input_file(tmp_path: Path) -> None:
+    (tmp_path / "cfg.yaml").write_text("interval: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(BadInputFileError, match="nested too deeply"):
+        ScalingConfig.load(tmp_path / "cfg.yaml")
