@@ -634,7 +634,7 @@ def names_with_terminal_escapes(d: Path) -> list[str]:
 
 
 def _multibox(d: Path, **attrs: Any) -> list[str]:
-    node = helper.make_node("MultiBoxPrior", ["x"], ["anchors"], name="prior", domain="bridge.contrib")
+    node = helper.make_node("MultiBoxPrior", ["x"], ["anchors"], name="prior", domain="bridge.contrib", clip=0)
     for key, value in attrs.items():
         node.attribute.append(helper.make_attribute(key, value, attr_type=onnx.AttributeProto.FLOATS))
     model = onnx_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
