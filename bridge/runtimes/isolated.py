@@ -182,6 +182,11 @@ class IsolatedRuntime:
         result: dict[str, np.ndarray] = self._call("infer", dict(feeds))
         return result
 
+    def call(self, fn: Callable[[Runtime, Any], Any], argument: Any = None) -> Any:
+        """``fn(runtime, argument)`` run in the child, next to the runtime (``fn`` must be picklable, e.g. a
+        module-level function): work that must not pay for the pipe per inference, such as timing loops."""
+        return self._call("call", (fn, argument))
+
     def deactivate(self) -> None:
         child, self._child = self._child, None
         if child is None:
@@ -273,7 +278,7 @@ def call_isolated(fn: Callable[..., _R], *, stage: str, enabled: bool = True,
             return fn(progress=progress) if progress is not None else fn()
     child = _Child(pickle.dumps(fn), name=stage, stage=stage, max_memory=max_memory)
     try:
-        status, value = child.request(("call", progress is not None), timeout, "run")
+        status, value = child.request(("run", progress is not None), timeout, "run")
         while status == "progress":
             if progress is not None:
                 progress(value)
@@ -297,29 +302,72 @@ def in_process_deadline(timeout: float | None, stage: str) -> Any:
     """A time limit for work that runs in this process (``--no-isolate``, live objects). Native code (a
     spinning onnxruntime Loop) cannot be interrupted, so past ``timeout`` a watchdog thread says so on
     stderr and the ``bridge`` command exits with status 3; under the Python API it interrupts the main
-    thread instead (SIGINT: ``KeyboardInterrupt`` once Python code runs again) and never ends the caller's process."""
+    thread instead (SIGINT: ``KeyboardInterrupt`` once Python code runs again) and never ends the caller's
+    process. One watchdog thread serves every block, so a block costs microseconds (timing loops)."""
     timeout = check_timeout(timeout)
     if timeout is None:
         yield
         return
-    done = threading.Event()
-
-    def watch() -> None:
-        if done.wait(timeout):
-            return
-        sys.stderr.write(f"bridge: {stage} did not finish within {timeout:g} s in this process (isolation is "
-                         "off); raise --timeout if the model is just slow\n")
-        sys.stderr.flush()
-        if _running_as_cli():
-            os._exit(BridgeError.exit_code)
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # wakes a blocked main thread
-
-    watcher = threading.Thread(target=watch, name="bridge-deadline", daemon=True)
-    watcher.start()
+    token = _WATCHDOG.arm(time.monotonic() + timeout, f"{stage} did not finish within {timeout:g} s")
     try:
         yield
     finally:
-        done.set()
+        _WATCHDOG.disarm(token)
+
+
+class _Watchdog:
+    """One daemon thread that fires the earliest armed deadline (see ``in_process_deadline``)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[float, str]] = {}
+        self._next = 0
+        self._wake_at = math.inf  # when the watchdog thread looks again (inf: only when notified)
+        self._thread: threading.Thread | None = None
+
+    def arm(self, deadline: float, what: str) -> int:
+        with self._cond:
+            self._next += 1
+            self._armed[self._next] = (deadline, what)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="bridge-deadline", daemon=True)
+                self._thread.start()
+            if deadline < self._wake_at:  # wake the watchdog only when it must look sooner than it will
+                self._wake_at = deadline
+                self._cond.notify()
+            return self._next
+
+    def disarm(self, token: int) -> None:
+        with self._cond:
+            self._armed.pop(token, None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._armed:
+                    self._wake_at = math.inf
+                    self._cond.wait()
+                    continue
+                token, (deadline, what) = min(self._armed.items(), key=lambda item: item[1][0])
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._wake_at = deadline
+                    self._cond.wait(wait)
+                    continue
+                self._armed.pop(token)
+                _expire(what)
+
+
+def _expire(what: str) -> None:
+    sys.stderr.write(f"bridge: {what} in this process (isolation is off); raise --timeout if the model is just "
+                     "slow\n")
+    sys.stderr.flush()
+    if _running_as_cli():
+        os._exit(BridgeError.exit_code)
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # wakes a blocked main thread
+
+
+_WATCHDOG = _Watchdog()
 
 
 class _MainFinder(pickle.Pickler):
@@ -445,7 +493,7 @@ def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., An
         except (EOFError, OSError):
             return
         try:
-            if command == "call":
+            if command == "run":  # call_isolated: one call of the target, then the child ends
                 if argument:  # relay progress messages to the parent as they come
                     reply: Any = target(progress=lambda message: conn.send(("progress", str(message))))
                 else:
@@ -462,6 +510,10 @@ def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., An
             elif command == "infer":
                 assert runtime is not None
                 reply = runtime.infer(argument)
+            elif command == "call":
+                assert runtime is not None
+                fn, value = argument
+                reply = fn(runtime, value)
             else:  # deactivate
                 if runtime is not None:
                     runtime.deactivate()
