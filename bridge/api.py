@@ -726,9 +726,13 @@ def debug(
     if report:
         refuse_overwriting_inputs(report, [source if isinstance(source, str | Path) else None, model, weights, feeds],
                                   "--report")
+    from bridge.debug.breakage import ACTIVE as deliberate_breakages
+
     # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error
+    # (in-process while a test breakage is applied: it patches this process only)
     result = call_isolated(partial(debug_conversion, cfg, model=load_model(model) if model else None,
                                    budget=budget_mb * 2**20), stage="bridge debug", timeout=timeout,
+                           enabled=not deliberate_breakages,
                            max_memory=child_memory_limit(), progress=progress or (lambda _m: None))
     if report:
         write_debug_report(result, Path(report))
