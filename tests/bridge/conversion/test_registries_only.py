@@ -14,7 +14,7 @@ from bridge import api
 from bridge.conversion.options import cli_parameters, convert_options
 from bridge.migrate.manifest import load_manifest, manifest_schema
 from bridge.migrate.worker import _convert_one, callable_ref
-from tests.support import make_model
+from support import make_model
 
 
 @pytest.fixture
