@@ -20,15 +20,15 @@ import onnx
 
 from bridge.config import DEFAULT_TOLERANCE, InputSpec, InputValues, Source, Tolerance, check_names
 from bridge.conversion.delivery import child_memory_limit
+from bridge.conversion.delivery import convert as _convert
 from bridge.conversion.options import api_signature, build_config
-from bridge.conversion.recipe import ConvertResult, detection_groups, run_recipe, source_output_names
+from bridge.conversion.recipe import ConvertResult, detection_groups, source_output_names
 from bridge.errors import UsageError, ValidationMismatch
 from bridge.inspection import InspectReport, inspect_model
 from bridge.io import load_model
 from bridge.limits import memory_limit
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
-from bridge.validation.detection_layouts import as_detection_specs
 from bridge.validation.results import RunResults
 from bridge.validation.run import FeedSource, nondeterministic_outputs, run_and_compare
 
@@ -60,7 +60,6 @@ def _under_memory_limit(fn: Callable[..., Any]) -> Callable[..., Any]:
 # ---------------------------------------------------------------------------------------------- convert
 
 
-@_under_memory_limit
 def convert(source: Any, output: str | Path, *, progress: Progress | None = None,
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
@@ -71,9 +70,7 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
     ``.result``) when a runtime's outputs differ beyond tolerance, with ``strict`` when the verdict is
     vacuous, and with ``strict`` or an explicit ``validate`` when validation could not run.
     """
-    cfg = build_config(source, output, values, raw_options=options)
-    as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
-    return run_recipe(cfg, progress or (lambda _msg: None))
+    return _convert(source, output, progress=progress, options=options, **values)
 
 
 _POSITIONAL = [_inspect.Parameter(n, _inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("source", "output")]

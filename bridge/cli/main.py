@@ -6,7 +6,7 @@ No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch (or prob
 
 from __future__ import annotations
 
-import inspect
+import inspect as _inspect
 import logging
 import sys
 import traceback
@@ -78,13 +78,13 @@ def convert(source: str, output: Path, as_json: bool = False, localize: bool = F
     _render_convert(result, as_json)
 
 
-convert.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-    inspect.Parameter("source", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+convert.__signature__ = _inspect.Signature([  # type: ignore[attr-defined]
+    _inspect.Parameter("source", _inspect.Parameter.POSITIONAL_OR_KEYWORD,
                       annotation=Annotated[str, typer.Argument(help="model file, folder, or module.path:factory")]),
-    inspect.Parameter("output", inspect.Parameter.KEYWORD_ONLY,
+    _inspect.Parameter("output", _inspect.Parameter.KEYWORD_ONLY,
                       annotation=Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]),
-    *cli_parameters(), inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=AsJsonOpt),
-    inspect.Parameter("localize", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=LocalizeOpt)])
+    *cli_parameters(), _inspect.Parameter("as_json", _inspect.Parameter.KEYWORD_ONLY, default=False, annotation=AsJsonOpt),
+    _inspect.Parameter("localize", _inspect.Parameter.KEYWORD_ONLY, default=False, annotation=LocalizeOpt)])
 app.command()(convert)
 
 

@@ -11,6 +11,7 @@ runtime can load (bridge's own output) is always one.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import shutil
 import tempfile
@@ -34,7 +35,9 @@ from bridge.conversion.recipe import (
     container_of,
     detection_groups,
     export,
+    failure_report,
     feed_source,
+    new_stages,
     onnx_stage_steps,
     pick_adapter,
     staged,
@@ -48,15 +51,43 @@ from bridge.errors import (
     ValidationMismatch,
 )
 from bridge.inspection import graph_metas
-from bridge.limits import max_memory
+from bridge.limits import max_memory, memory_limit
 from bridge.runtimes.isolated import isolate
-from bridge.validation.run import nondeterministic_outputs, run_and_compare, saved_detection_outputs, vacuous_warnings
+from bridge.validation.run import (
+    nondeterministic_outputs,
+    run_and_compare,
+    saved_detection_outputs,
+    vacuous_warnings,
+)
 
 
 def child_memory_limit() -> int:
     """The address-space limit of a reference/runtime child: twice the memory limit in force (frameworks
     reserve far more address space than they touch; the limit is there to stop runaway allocations)."""
     return 2 * max_memory()
+
+
+def convert(source: Any, output: str | Path, *, progress: Progress | None = None,
+            options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
+    """``bridge.api.convert`` (see there): the option values as a ConvertConfig, run under ``max_memory``."""
+    from bridge.conversion.options import build_config
+    from bridge.validation.detection_layouts import as_detection_specs
+
+    with memory_limit(values.get("max_memory")):
+        cfg = build_config(source, output, values, raw_options=options)
+        as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
+        return run_recipe(cfg, progress or (lambda _msg: None))
+
+
+def run_recipe(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
+    """Convert as ``bridge convert`` does; the report is written on every outcome."""
+    stages = new_stages()
+    try:
+        return deliver(cfg, stages, progress)
+    except BridgeError as exc:
+        if cfg.report and not isinstance(exc, ValidationMismatch):  # a mismatch writes its own, fuller report
+            failure_report(cfg, exc, stages)
+        raise
 
 
 def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progress) -> ConvertResult:
@@ -204,10 +235,8 @@ def _check_loads(candidates: dict[str, Any]) -> None:
         except BridgeError as exc:
             raise RuntimeLoadError(f"the converted model cannot be loaded by {name} ({exc}); it was not written") from exc
         finally:
-            try:
+            with contextlib.suppress(Exception):  # a runtime that never activated has nothing to release
                 runtime.deactivate()
-            except Exception:  # noqa: BLE001 - a runtime that never activated has nothing to release
-                pass
 
 
 def _files(cfg: ConvertConfig, target: Any, artefacts: dict[str, Path], result: ConvertResult) -> list[dict[str, Any]]:

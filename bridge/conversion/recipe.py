@@ -4,7 +4,7 @@ build the validation inputs - each with a status (as torch.onnx reports one stat
 ``convert``, ``validate``, ``debug`` (and ``--localize``) and the migrate worker all go through these
 functions, so they export with the same inputs, generate the same feeds (graph-derived values for
 indices, shapes, axes) and compare the same detection groups. ``bridge.conversion.delivery`` runs
-the rest of ``convert`` (target artefacts, validation of every written file, writing).
+the rest of ``convert`` (target artefacts, validation of every written file, writing) and is its entry.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import onnx
 
 from bridge.config import DETECTION_META, ConvertConfig, InputSpec, check_names
-from bridge.errors import BridgeError, UsageError
+from bridge.errors import UsageError
 from bridge.io import tensor_size
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
@@ -49,7 +49,7 @@ def new_stages() -> dict[str, StageStatus]:
     return {name: StageStatus() for name in STAGES}
 
 
-class staged:  # noqa: N801 - used as a context manager, reads as a statement
+class staged:
     """``with staged(stages, "export"):`` marks the stage ok (with its time) or failed (with the error)."""
 
     def __init__(self, stages: dict[str, StageStatus], name: str) -> None:
@@ -259,18 +259,3 @@ def failure_report(cfg: ConvertConfig, exc: BaseException, stages: dict[str, Sta
                   "passed": False, "stages": {k: v.to_dict() for k, v in (stages or {}).items()},
                   "error": {"type": type(exc).__name__, "message": str(exc),
                             "exit_code": getattr(exc, "exit_code", None)}}, cfg.report)
-
-
-def run_recipe(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
-    """Convert as ``bridge convert`` does; the report is written on every outcome."""
-    from bridge.conversion.delivery import deliver
-
-    stages = new_stages()
-    try:
-        return deliver(cfg, stages, progress)
-    except BridgeError as exc:
-        from bridge.errors import ValidationMismatch
-
-        if cfg.report and not isinstance(exc, ValidationMismatch):  # a mismatch writes its own, fuller report
-            failure_report(cfg, exc, stages)
-        raise

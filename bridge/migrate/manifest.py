@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, InputSpec, Option, canonical_dtype
 from bridge.errors import UsageError
@@ -141,11 +149,11 @@ def _entry_fields() -> type[BaseModel]:
     for field, opts in manifest_fields().items():
         first = opts[0]
         kind = _FIELD_TYPES.get(field, _plain(first.type))
-        extra = {"enum": list(first.choices())} if first.choices is not None and field != "runtimes" else None
+        extra: dict[str, Any] | None = {"enum": list(first.choices())} if first.choices is not None and field != "runtimes" else None
         if field == "runtimes" and first.choices is not None:
             kind = list[Literal[tuple(first.choices())]]  # type: ignore[misc]
         definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help),
-                                                 json_schema_extra=extra))
+                                                 json_schema_extra=extra))  # type: ignore[arg-type]
         if first.choices is not None:
             validators[f"_choice_{field}"] = _choice_validator(field, first)
     return create_model("EntryFields", __base__=_EntryBase, __validators__=validators, **definitions)  # type: ignore[call-overload, no-any-return]
@@ -343,7 +351,7 @@ def _resolve(entry: Any, base: Path) -> ResolvedEntry:
         inputs.append(f"{item.name}:{shape}:{item.dtype}")
         dynamic.extend(f"{item.name}:{axis}={label}" for axis, label in item.dynamic.items())
     tol = entry.tolerance or ToleranceSpec()
-    special = {
+    special: dict[str, Any] = {
         "inputs": inputs, "dynamic": list(dict.fromkeys(dynamic)), "atol": tol.atol, "rtol": tol.rtol,
         "tolerance": [f"{k}={tol.atol if v.atol is None else v.atol},{tol.rtol if v.rtol is None else v.rtol}"
                       for k, v in tol.outputs.items()],

@@ -3,9 +3,9 @@ and what to know."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 import onnx

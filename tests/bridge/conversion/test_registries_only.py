@@ -9,12 +9,12 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from support import make_model
 
 from bridge import api
 from bridge.conversion.options import cli_parameters, convert_options
 from bridge.migrate.manifest import load_manifest, manifest_schema
 from bridge.migrate.worker import _convert_one, callable_ref
-from support import make_model
 
 
 @pytest.fixture
