@@ -25,10 +25,11 @@ from abc import abstractmethod
 import onnx_ir as ir
 
 from bridge.passes.base import BridgePass
+from bridge.rewriting import default_opset
 
 
 def _opset(model: ir.Model) -> int:
-    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
+    return default_opset(model, missing=0)
 
 
 class _NodeByNodePass(BridgePass):

@@ -42,6 +42,7 @@ from bridge.chatter import quiet, root_cause
 from bridge.config import Option
 from bridge.errors import BridgeError, ExportError, UnsupportedOpError, UsageError
 from bridge.frameworks import SIGNATURE_MAP
+from bridge.rewriting import default_opset
 from bridge.runtimes import Runtime, get_runtime
 from bridge.targets.base import TargetResult, onnx_output
 from opsets.support import ONNX_TF
@@ -253,7 +254,7 @@ def check_onnx_tf_support(model: onnx.ModelProto) -> None:
     """Raise OnnxTfUnsupportedError listing every node onnx-tf cannot convert (nothing when all can)."""
     found = unsupported_nodes(model, onnx_tf_handlers(model))
     if found:
-        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        opset = default_opset(model, missing=0)
         raise OnnxTfUnsupportedError(found, opset)
 
 
