@@ -70,3 +70,20 @@ def test_the_default_domain_opset_is_read_in_one_place() -> None:
             if pattern in text:
                 copies.append(f"{path.relative_to(ROOT)}: {pattern}")
     assert not copies, "read the default-domain opset with bridge.rewriting.default_opset: " + "; ".join(copies)
+
+
+def test_detection_output_formats_are_listed_once() -> None:
+    """The lowering's FORMAT_OUTPUTS is the one list: no module spells the format names as a list again."""
+    from bridge.conversion.options import convert_options
+    from bridge.passes.contrib.nms import FORMAT_OUTPUTS, OUTPUT_FORMATS
+
+    option = next(o for o in convert_options() if o.name == "detection_format")
+    assert option.choices is not None and tuple(option.choices()) == OUTPUT_FORMATS == tuple(FORMAT_OUTPUTS)
+    copies = []
+    for path in [*(ROOT / "bridge").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                values = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+                if {"mxnet", "boxes-scores-classes", "indices"} <= values:
+                    copies.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not copies, "detection output formats listed again: " + ", ".join(copies)
