@@ -55,7 +55,6 @@ def all_modules() -> dict[str, Path]:
 
 def resolve(importer: str, is_package: bool, node: ast.ImportFrom | ast.Import, modules: dict[str, Path]) -> list[str]:
     """The project modules an import statement loads (``from pkg import sub`` counts ``pkg.sub``)."""
-    targets: list[str] = []
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
@@ -65,6 +64,12 @@ def resolve(importer: str, is_package: bool, node: ast.ImportFrom | ast.Import, 
             anchor = anchor[: len(anchor) - (node.level - 1)]
             base = ".".join([*anchor, base]) if base else ".".join(anchor)
         names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+    return project_modules(names, modules)
+
+
+def project_modules(names: list[str] | set[str], modules: dict[str, Path]) -> list[str]:
+    """The project module each dotted name lies in (``pkg.mod.attr`` -> ``pkg.mod``); others dropped."""
+    targets = []
     for name in names:
         while name and name not in modules:
             name = name.rpartition(".")[0]
@@ -98,13 +103,7 @@ def string_imports(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
                 continue
             names.update(a.name if isinstance(n, ast.Import) else n.module or "" for n in ast.walk(code)
                          if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names)
-    found = set()
-    for name in names:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        if name and name.split(".")[0] in PACKAGES:
-            found.add(name)
-    return found
+    return set(project_modules(names, modules))
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -7,21 +7,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
-from support import make_model
 
 from bridge import api
-
-
-@pytest.fixture
-def relu(tmp_path: Path) -> Path:
-    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
-    onnx.save(model, tmp_path / "relu.onnx")
-    return tmp_path / "relu.onnx"
 
 
 def test_tensorflow_artefact_in_the_artefact_dir_with_its_own_verdict(relu: Path, tmp_path: Path) -> None:

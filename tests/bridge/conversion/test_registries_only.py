@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
-from support import make_model
 
 from bridge import api
 from bridge.conversion.options import cli_parameters, convert_options
@@ -23,15 +20,6 @@ def toys(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setitem(runtimes._REGISTRY.entries, "toy", "tests.bridge.conversion.toys:ToyRuntime")
     monkeypatch.setitem(targets._REGISTRY.entries, "toy", "tests.bridge.conversion.toys:ToyTarget")
-
-
-@pytest.fixture
-def relu(tmp_path: Path) -> Path:
-    model = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
-    onnx.save(model, tmp_path / "relu.onnx")
-    return tmp_path / "relu.onnx"
 
 
 def test_toy_runtime_and_target_in_convert(toys: None, relu: Path, tmp_path: Path) -> None:
