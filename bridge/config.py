@@ -373,6 +373,7 @@ class ConvertConfig:
     external_data: bool | None = None  # weights to <output>.data (None: only past protobuf's 2 GiB limit)
     strict: bool = False  # a vacuous or skipped validation fails
     validate_given: bool = False  # --validate was given explicitly: a validation that cannot run fails
+    values: Mapping[str, Any] = field(default_factory=dict, compare=False)  # every convert option's value, by name
 
     def __post_init__(self) -> None:
         if self.max_detections is not None and self.max_detections <= 0:

@@ -5,8 +5,9 @@ manifest (and its JSON Schema) and the migrate worker are derived from these dec
 their ``options`` attribute (as Polygraphy's backends own their args), found through their registries
 (``convert_options`` stamps each with its owner). Choices are read from the registries when asked,
 so a runtime or target added with one class and one registry line is accepted everywhere at once.
-``build_config`` turns API keyword values into the ``ConvertConfig`` the recipe runs; ``cli_parameters``
-and ``api_signature`` give the typer parameters and the Python signature.
+``build_config`` turns API keyword values into the ``ConvertConfig`` the recipe runs (every value is also in
+``ConvertConfig.values``, so a new option is one declaration here plus the code that reads it);
+``cli_parameters`` and ``api_signature`` give the typer parameters and the Python signature.
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
         target_options=target_options, artefact_dir=artefact_dir, artefacts=artefacts, isolate=v["isolated"],
         timeout=v["timeout"], detections=tuple(v["detections"] or ()),
         input_values=input_values, external_data=v["external_data"],
-        strict=v["strict"], validate_given=validate is not None and len(validate) > 0,
+        strict=v["strict"], validate_given=validate is not None and len(validate) > 0, values=v,
     )
 
 

@@ -72,3 +72,19 @@ def test_choices_come_from_the_registries(tmp_path: Path, name: str, value: obje
 
     with pytest.raises(UsageError, match=f"{flag} .*choose one of"):
         api.convert(tmp_path / "m.onnx", tmp_path / "o.onnx", **{name: value})
+
+
+def test_a_new_option_is_one_declaration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Declared once, an option reaches the CLI, the manifest (schema and worker) and the recipe's config."""
+    from bridge.config import Option
+    from bridge.conversion import options
+    from bridge.conversion.options import build_config, cli_parameters
+
+    monkeypatch.setattr(options, "CORE", (*options.CORE, Option("frobnicate", int, 3, "how hard to frobnicate")))
+    assert "frobnicate" in [p.name for p in cli_parameters()] and "frobnicate" in [p.name for p in
+                                                                                     cli_parameters(debug=True)]
+    assert "frobnicate" in manifest_schema()["$defs"]["EntryFields"]["properties"]
+    (entry,) = load_manifest([{"name": "m", "source": "m.onnx", "frobnicate": 5}], base_dir=tmp_path)
+    _src, _out, kwargs = convert_kwargs(entry.to_dict(), tmp_path)
+    assert kwargs["frobnicate"] == 5
+    assert build_config(tmp_path / "m.onnx", tmp_path / "o.onnx", {"frobnicate": 7}).values["frobnicate"] == 7
