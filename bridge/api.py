@@ -18,7 +18,15 @@ from typing import Any
 
 import onnx
 
-from bridge.config import DEFAULT_TOLERANCE, InputSpec, InputValues, Source, Tolerance, check_names
+from bridge.config import (
+    DEFAULT_TOLERANCE,
+    ConvertConfig,
+    InputSpec,
+    InputValues,
+    Source,
+    Tolerance,
+    check_names,
+)
 from bridge.conversion.delivery import child_memory_limit
 from bridge.conversion.delivery import convert as _convert
 from bridge.conversion.options import api_signature, build_config
@@ -26,7 +34,7 @@ from bridge.conversion.recipe import ConvertResult, detection_groups, source_out
 from bridge.errors import UsageError, ValidationMismatch
 from bridge.inspection import InspectReport, inspect_model
 from bridge.io import load_model
-from bridge.limits import memory_limit
+from bridge.limits import max_memory, memory_limit
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
 from bridge.validation.results import RunResults
@@ -70,7 +78,31 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
     ``.result``) when a runtime's outputs differ beyond tolerance, with ``strict`` when the verdict is
     vacuous, and with ``strict`` or an explicit ``validate`` when validation could not run.
     """
-    return _convert(source, output, progress=progress, options=options, **values)
+    result = _convert(source, output, progress=progress, options=options, **values)
+    cfg = result.config
+    if values.get("bench") and result.written and cfg is not None:  # the written model's speed, vs the source
+        result.bench = _bench_converted(cfg, progress)
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
+    return result
+
+
+def _bench_converted(cfg: ConvertConfig, progress: Progress | None) -> dict[str, Any]:
+    """``bench`` of the model ``convert`` just wrote, in the runtimes it was validated in, against the source
+    on the same inputs (few calls: a migration records the order of magnitude; per-call samples left out)."""
+    from bridge.bench.report import summary
+    from bridge.targets import get_target
+
+    data = bench(cfg.output, source=cfg.source if cfg.source.obj is None else None,
+                 runtime=list(cfg.validate) if cfg.validate else get_target(cfg.to).default_runtimes,
+                 feeds=cfg.feeds, inputs=[s for s in cfg.export.inputs if s.shape], seed=cfg.seed, iterations=20,
+                 rounds=5, isolated=cfg.isolate, timeout=cfg.timeout, max_memory=max_memory(),
+                 progress=progress).to_dict()
+    data["results"] = [{k: v for k, v in c.items() if k != "samples_ms"} for c in data["results"]]
+    data["summary"] = summary(data)
+    return data
 
 
 _POSITIONAL = [_inspect.Parameter(n, _inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in ("source", "output")]
@@ -291,3 +323,54 @@ def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256,
 debug.__signature__ = api_signature(  # type: ignore[attr-defined]
     _POSITIONAL[:1], [*(_inspect.Parameter(n, _inspect.Parameter.KEYWORD_ONLY, default=d)
                         for n, d in (("model", None), ("budget_mb", 256))), *_TAIL], debug=True)
+
+
+# ---------------------------------------------------------------------------------------------- bench
+
+
+def bench(
+    model: str | Path,
+    *,
+    source: Any = None,
+    runtime: str | Sequence[str] | None = None,
+    batch: Sequence[int] = (),
+    iterations: int | None = None,
+    seconds: float | None = None,
+    warmup: int = 3,
+    rounds: int = 10,
+    threads: int | None = None,
+    feeds: str | Path | None = None,
+    inputs: Sequence[str | InputSpec] = (),
+    framework: str | None = None,
+    weights: str | Path | None = None,
+    options: dict[str, str] | None = None,
+    seed: int = 0,
+    report: str | Path | None = None,
+    isolated: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_memory: int | str | None = None,
+    progress: Progress | None = None,
+) -> Any:
+    """How fast ``model`` (ONNX) runs in each runtime (default: every installed one) and, with ``source``, in
+    its source framework on the same inputs: a ``bridge.bench.BenchResult`` (latency min/p50/p90/p99/max,
+    throughput, first run, peak memory per runner and batch size; ``.ratio(runtime, batch)`` against the
+    source). ``iterations`` timed calls (default 50) or ``seconds`` per runner and batch size, in
+    ``rounds`` interleaved rounds; ``report``: .json, .md or .html."""
+    from bridge.bench.report import report_format, write_bench_report
+    from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
+
+    if iterations is not None and seconds is not None:
+        raise UsageError("give --iterations or --time, not both")
+    if report:
+        report_format(Path(report))
+    settings = BenchSettings(batches=tuple(batch), iterations=iterations or DEFAULT_ITERATIONS, seconds=seconds, warmup=warmup,
+                             rounds=rounds, threads=threads, isolated=isolated)
+    with memory_limit(max_memory):
+        result = run_bench(Path(model), source=_source(source, weights, options) if source is not None else None,
+                           framework=framework, runtimes=[runtime] if isinstance(runtime, str) else runtime,
+                           settings=settings, feeds=Path(feeds) if feeds else None, inputs=tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs),
+                           seed=seed,
+                           timeout=timeout, max_memory=child_memory_limit(), progress=progress)
+    if report:
+        write_bench_report(result.to_dict(), Path(report))
+    return result

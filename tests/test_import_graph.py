@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.cli",),
     ("bridge",),
     ("bridge.api",),
-    ("bridge.shapes", "bridge.graft", "bridge.migrate", "bridge.debug"),
+    ("bridge.shapes", "bridge.graft", "bridge.migrate", "bridge.debug", "bridge.bench"),
     ("bridge.conversion",),
     ("bridge.validation", "bridge.targets", "bridge.inspection", "adapters"),
     ("bridge.passes",),

@@ -120,6 +120,8 @@ def _render_convert(result: Any, as_json: bool) -> None:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
                   + (f"; traced on: {escape(result.export_inputs)}" if result.export_inputs else ""), soft_wrap=True)
     render.print_comparisons(result.validation)
+    if result.bench:
+        out.print(f"bench (median latency, vs source): {escape(result.bench['summary'])}", soft_wrap=True)
 
 
 @app.command()
@@ -225,12 +227,13 @@ def validate(
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import debug, graft, migrate, shapes
+    from bridge.cli import bench, debug, graft, migrate, shapes
 
     debug.register(app)
     graft.register(app)
     shapes.register(app)
     migrate.register(app)
+    bench.register(app)
 
 
 _register_command_modules()

@@ -124,7 +124,7 @@ def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progre
         outputs=graph_metas(proto.graph.output, proto), notes=list(exported.notes), warnings=warnings,
         passes=history, timings=timings, strict=cfg.strict, detections=[s.to_dict() for s in specs],
         export_inputs=exported.example_source, warning_details=list(exported.warning_details), stages=stages,
-        validation_required=cfg.strict or cfg.validate_given,
+        validation_required=cfg.strict or cfg.validate_given, config=cfg,
     )
     with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
         staging: list[Path] = []

@@ -119,6 +119,8 @@ CORE: tuple[Option, ...] = (
            "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS),
     Option("input_range", str | None, None, "LO,HI: generated float inputs in this range (e.g. 0,255 for a model "
            "that normalises raw pixels itself)"),
+    Option("bench", bool, False, "then time the written model in the validated runtimes against the source "
+           "(bridge bench; recorded in the report)", debug=False),
 )
 
 

@@ -92,6 +92,8 @@ class ConvertResult:
     stages: dict[str, StageStatus] = field(default_factory=new_stages)
     files: list[dict[str, Any]] = field(default_factory=list)  # every delivered file and the verdicts covering it
     validation_required: bool = False  # --strict or an explicit --validate: a validation that cannot run fails
+    bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
+    config: ConvertConfig | None = field(default=None, repr=False, compare=False)  # what ran (not reported)
 
     @property
     def passed(self) -> bool:
@@ -119,7 +121,7 @@ class ConvertResult:
             "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
             "detections": self.detections, "validation_feeds": self.validation_feeds,
             "export_inputs": self.export_inputs, "warning_details": self.warning_details,
-            "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files,
+            "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files, "bench": self.bench,
         }
 
 
