@@ -135,28 +135,17 @@ def manifest_fields() -> dict[str, list[Option]]:
     return fields
 
 
-def _choice_validator(field: str, opt: Option) -> Any:
-    def check(cls: Any, v: Any) -> Any:
-        _usage_to_value(opt.check_choice, v)
-        return v
-    return field_validator(field)(classmethod(check))  # type: ignore[arg-type]
-
-
 def _entry_fields() -> type[BaseModel]:
     """The model of one entry's options, built from the option declarations and the registries now."""
     definitions: dict[str, Any] = dict(_OWN_FIELDS)
-    validators: dict[str, Any] = {}
     for field, opts in manifest_fields().items():
         first = opts[0]
         kind = _FIELD_TYPES.get(field, _plain(first.type))
-        extra: dict[str, Any] | None = {"enum": list(first.choices())} if first.choices is not None and field != "runtimes" else None
-        if field == "runtimes" and first.choices is not None:
-            kind = list[Literal[tuple(first.choices())]]  # type: ignore[misc]
-        definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help),
-                                                 json_schema_extra=extra))  # type: ignore[arg-type]
-        if first.choices is not None:
-            validators[f"_choice_{field}"] = _choice_validator(field, first)
-    return create_model("EntryFields", __base__=_EntryBase, __validators__=validators, **definitions)  # type: ignore[call-overload, no-any-return]
+        if first.choices is not None:  # the registry's names now, as the schema's enum
+            choice = Literal[tuple(first.choices())]  # type: ignore[misc, valid-type]
+            kind = list[choice] if "list" in str(kind) else choice  # type: ignore[valid-type]
+        definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help)))
+    return create_model("EntryFields", __base__=_EntryBase, **definitions)  # type: ignore[call-overload, no-any-return]
 
 
 class _EntryBase(_Strict):

@@ -42,7 +42,7 @@ def test_toy_runtime_in_validate_and_debug(toys: None, relu: Path) -> None:
 
 def test_toy_names_in_the_manifest_schema_and_worker(toys: None, relu: Path, tmp_path: Path) -> None:
     props = manifest_schema()["$defs"]["EntryFields"]["properties"]
-    assert "toy" in props["to"]["enum"] and "toy" in props["runtimes"]["anyOf"][0]["items"]["enum"]
+    assert "toy" in props["to"]["anyOf"][0]["enum"] and "toy" in props["runtimes"]["anyOf"][0]["items"]["enum"]
     assert "toy_file" in props  # the target's own option group
     (entry,) = load_manifest([{"name": "m", "source": str(relu), "to": "toy", "runtimes": ["toy"],
                                "isolated": False}], base_dir=tmp_path)
