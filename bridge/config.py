@@ -368,12 +368,13 @@ class ConvertConfig:
     artefacts: Mapping[str, Path] = field(default_factory=dict)  # the target's artefacts: name -> path (its place())
     isolate: bool = True  # run the source reference and each runtime in a child process (bridge.runtimes.isolated)
     timeout: float | None = 600.0  # seconds per reference/runtime step in that child
-    detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection_layouts)
+    detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection.layouts)
     input_values: InputValues = InputValues()  # what generated tracing/validation inputs look like
     external_data: bool | None = None  # weights to <output>.data (None: only past protobuf's 2 GiB limit)
     strict: bool = False  # a vacuous or skipped validation fails
     validate_given: bool = False  # --validate was given explicitly: a validation that cannot run fails
     values: Mapping[str, Any] = field(default_factory=dict, compare=False)  # every convert option's value, by name
+    strip_provenance: bool = False  # write nodes without their provenance metadata (bridge.provenance)
 
     def __post_init__(self) -> None:
         if self.max_detections is not None and self.max_detections <= 0:

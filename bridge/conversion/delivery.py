@@ -71,7 +71,7 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """``bridge.api.convert`` (see there): the option values as a ConvertConfig, run under ``max_memory``."""
     from bridge.conversion.options import build_config
-    from bridge.validation.detection_layouts import as_detection_specs
+    from bridge.validation.detection.layouts import as_detection_specs
 
     with memory_limit(values.get("max_memory")):
         cfg = build_config(source, output, values, raw_options=options)
@@ -107,6 +107,10 @@ def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progre
         weightless = without_weights(exported.model)
         proto = container.to_proto(reuse=exported.model if exported.model is not cfg.source.obj else None)
         exported.model = weightless
+        if cfg.strip_provenance:
+            from bridge.provenance import strip
+
+            strip(proto)
         # a per-output tolerance for an output that does not exist would be silently unused: a typo
         check_names("--tolerance", cfg.tolerance.per_output,
                     [*exported.output_names, *(o.name for o in proto.graph.output)], "output")

@@ -119,6 +119,8 @@ CORE: tuple[Option, ...] = (
            "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS),
     Option("input_range", str | None, None, "LO,HI: generated float inputs in this range (e.g. 0,255 for a model "
            "that normalises raw pixels itself)"),
+    Option("strip_provenance", bool, False, "write nodes without the metadata naming their source node and the "
+           "translator or pass that made them", debug=False),
     Option("bench", bool, False, "then time the written model in the validated runtimes against the source "
            "(bridge bench; recorded in the report)", debug=False),
 )
@@ -279,6 +281,7 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
         timeout=v["timeout"], detections=tuple(v["detections"] or ()),
         input_values=input_values, external_data=v["external_data"],
         strict=v["strict"], validate_given=validate is not None and len(validate) > 0, values=v,
+        strip_provenance=v["strip_provenance"],
     )
 
 

@@ -23,7 +23,7 @@ from bridge.io import tensor_size
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, saved_detection_outputs
 
 Progress = Callable[[str], None]
@@ -190,7 +190,7 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[De
     """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
     ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
     those a lowering pass recorded plus those found fed by NonMaxSuppression."""
-    from bridge.validation.detection_layouts import detect_detection_outputs, dump_detection_specs
+    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
 
     outputs = [o.name for o in proto.graph.output]
     if declared:
