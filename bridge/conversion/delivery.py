@@ -102,6 +102,7 @@ def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progre
     with staged(stages, "onnx_stage") as stage:
         container = container_of(adapter, exported, cfg)
         run_pipeline(container, onnx_stage_steps(cfg, exported), progress)
+        container.check_inputs()  # the written model's inputs are the source's: anything else is an error naming it
         # the final model is written into the exporter's ModelProto around the weights it holds (a copy would
         # hold them twice); a weightless copy of the exporter's model stays for validation (metadata, inputs)
         weightless = without_weights(exported.model)
