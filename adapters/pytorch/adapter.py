@@ -42,7 +42,7 @@ from adapters.pytorch.loading import (
 from adapters.pytorch.runner import TorchReferenceRunner, flatten_outputs
 from bridge import provenance
 from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
-from bridge.config import DynamicAxis, ExportSpec, InputSpec, Source
+from bridge.config import DynamicAxis, ExportSpec, InputSpec, Option, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
 from bridge.runtimes.base import Runtime
 
@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 DYNAMO = "torch.onnx (dynamo / torch.export)"
 TORCHSCRIPT = "torch.onnx (TorchScript, legacy)"
+EXPORTERS = ("auto", "dynamo", "torchscript")  # --exporter: this adapter's own option (Source.options["exporter"])
 
 
 def _require_torch() -> None:
@@ -61,6 +62,9 @@ def _require_torch() -> None:
 
 class PyTorchAdapter:
     framework = "torch"
+    options = (Option("exporter", str, "auto", "PyTorch exporter: auto (dynamo unless torch.export finds "
+                      "data-dependent control flow, then TorchScript) | dynamo | torchscript",
+                      choices=lambda: EXPORTERS),)
 
     def claims(self, source: Source) -> bool:
         if source.obj is not None:
@@ -85,7 +89,8 @@ class PyTorchAdapter:
             output_names = list(spec.output_names)
         start = time.perf_counter()
         with captured_warnings() as caught:
-            model, exporter, notes = _export(loaded, example, inputs, output_names, spec)
+            model, exporter, notes = _export(loaded, example, inputs, output_names, spec,
+                                             str(source.options.get("exporter") or "auto"))
         if exporter == TORCHSCRIPT:
             check_traced_dynamic_axes(model, inputs, spec.dynamic)
         stamp_provenance(model, exporter)
@@ -163,14 +168,16 @@ def _example_tensors(inputs: Sequence[InputSpec], spec: ExportSpec) -> tuple[tup
 
 
 def _export(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec], output_names: Sequence[str],
-            spec: ExportSpec) -> tuple[onnx.ModelProto, str, list[str]]:
-    """Run the exporter ``spec.exporter`` asks for; returns the model, the exporter used and why (notes)."""
-    if spec.exporter == "torchscript":
+            spec: ExportSpec, which: str = "auto") -> tuple[onnx.ModelProto, str, list[str]]:
+    """Run the exporter ``which`` (``--exporter``); returns the model, the exporter used and why (notes)."""
+    if which not in EXPORTERS:
+        raise UsageError(f"--exporter '{which}': choose one of {', '.join(EXPORTERS)}")
+    if which == "torchscript":
         if loaded.exported_program is not None:
             raise UsageError("--exporter torchscript: a .pt2 ExportedProgram can only go through the dynamo exporter")
         return (_export_torchscript(loaded, example, inputs, output_names, spec), TORCHSCRIPT,
                 ["exporter: TorchScript (--exporter torchscript)"])
-    if spec.exporter == "dynamo":
+    if which == "dynamo":
         try:
             return (_export_dynamo(loaded, example, inputs, output_names, spec), DYNAMO,
                     ["exporter: dynamo (--exporter dynamo)"])

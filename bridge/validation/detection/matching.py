@@ -594,16 +594,14 @@ def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: in
 
 # -- the lowering's output groups (bridge.passes.contrib.detection) ---------------------------------
 
-DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
-
-
 def detection_output_names(name: str, output_format: str) -> list[str]:
-    """Graph output names a lowered detection output called ``name`` has in ``output_format``."""
+    """Graph output names a lowered detection output called ``name`` has in ``output_format`` (the lowering's
+    own list, ``bridge.passes.contrib.nms.FORMAT_OUTPUTS``)."""
+    from bridge.passes.contrib.nms import FORMAT_OUTPUTS
+
     if output_format == "mxnet":
         return [name]
-    suffixes = {"boxes-scores-classes": ("boxes", "scores", "classes", "num_detections"),
-                "indices": ("selected_indices", "boxes", "scores")}[output_format]
-    return [f"{name}_{s}" for s in suffixes]
+    return [f"{name}_{s}" for s in FORMAT_OUTPUTS[output_format]]
 
 
 def read_detections(outputs: Mapping[str, np.ndarray], name: str, output_format: str) -> list[Detections]:
