@@ -3,9 +3,14 @@
 
 from opsets.registry import all_adapters, lookup
 from opsets.version_adapters import (
+           activation,
            clip,
+           col2im,
            elementwise,
+           gridsample,
            normalization,
+           pad,
+           pooling,
            reduce,
            resize,
            shape,
@@ -14,5 +19,5 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["all_adapters", "clip", "elementwise", "lookup", "normalization", "reduce", "resize", "shape", "softmax",
-           "split", "types"]
+__all__ = ["activation", "all_adapters", "clip", "col2im", "elementwise", "gridsample", "lookup", "normalization", "pad",
+           "pooling", "reduce", "resize", "shape", "softmax", "split", "types"]
