@@ -150,7 +150,7 @@ def convert(
     framework: str | None = None,
     inputs: Sequence[str | InputSpec] = (),
     dynamic: Sequence[str | DynamicAxis] = (),
-    opset: int = DEFAULT_OPSET,
+    opset: int | None = None,
     validate: Sequence[str] | None = None,
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     report: str | Path | None = None,
@@ -199,8 +199,8 @@ def convert(
     examples.description = FeedSource(feeds_path, (), seed, values=values).describe()  # type: ignore[attr-defined]
     cfg = ConvertConfig(
         source=_source(source, weights, options), output=output, framework=framework,
-        export=ExportSpec(_specs(inputs), _axes(dynamic), opset, tuple(output_names),
-                          examples=examples, exporter=exporter),
+        export=ExportSpec(_specs(inputs), _axes(dynamic), DEFAULT_OPSET if opset is None else opset, tuple(output_names),
+                          examples=examples, exporter=exporter, opset_asked=opset is not None),
         validate=tuple(validate) if validate is not None else None, tolerance=tolerance,
         report=Path(report) if report else None, seed=seed, detection_format=detection_format,
         max_detections=max_detections, feeds=feeds_path, to=to,
@@ -265,6 +265,7 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
     from adapters import detect_adapter, get_adapter
     from bridge.passes.pipeline import conversion_pipeline, run_pipeline
     from bridge.targets import get_target
+    from opsets.target import target_opset
 
     target = get_target(cfg.to)
     _check_runtime_names(cfg.validate or ())
@@ -281,8 +282,10 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
         export.model, source_framework=adapter.framework, exporter=export.exporter,
         inputs=export.inputs, dynamic=cfg.export.dynamic, warnings=list(export.warnings),
     )
+    opset, why = target_opset(cfg.export, export.model)
+    export.notes = [*export.notes, *([why] if why else [])]
     start = time.perf_counter()
-    run_pipeline(container, conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs,
+    run_pipeline(container, conversion_pipeline(opset=opset, inputs=export.inputs,
                                                 dynamic=cfg.export.dynamic, detection_format=cfg.detection_format,
                                                 max_detections=cfg.max_detections,
                                                 probe=probe_output_shapes), progress)
@@ -304,7 +307,7 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
 
     result = ConvertResult(
         source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=export.exporter,
-        opset=cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
+        opset=opset, inputs=graph_metas(proto.graph.input, proto),
         outputs=graph_metas(proto.graph.output, proto),
         notes=list(export.notes), warnings=warnings, passes=history, timings=timings,
         strict=strict, detections=[s.to_dict() for s in specs], export_inputs=export.example_source,
@@ -691,7 +694,7 @@ def debug(
     framework: str | None = None,
     inputs: Sequence[str | InputSpec] = (),
     dynamic: Sequence[str | DynamicAxis] = (),
-    opset: int = DEFAULT_OPSET,
+    opset: int | None = None,
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     weights: str | Path | None = None,
     options: dict[str, str] | None = None,
@@ -712,7 +715,8 @@ def debug(
 
     cfg = ConvertConfig(
         source=_source(source, weights, options), output=Path(model or "debug.onnx"), framework=framework,
-        export=ExportSpec(_specs(inputs), _axes(dynamic), opset, ()), tolerance=tolerance, seed=seed,
+        export=ExportSpec(_specs(inputs), _axes(dynamic), DEFAULT_OPSET if opset is None else opset, (),
+                          opset_asked=opset is not None), tolerance=tolerance, seed=seed,
         detection_format=detection_format, max_detections=max_detections, feeds=Path(feeds) if feeds else None,
     )
     result = debug_conversion(cfg, model=load_model(model) if model else None, budget=budget_mb * 2**20,

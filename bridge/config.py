@@ -272,6 +272,9 @@ class ExportSpec:
     output_names: tuple[str, ...] = ()
     examples: Any = field(default=None, compare=False)  # Callable[[Sequence[InputSpec]], dict[str, np.ndarray]]
     exporter: str = "auto"
+    # False: no opset was asked; ``opset`` is only what exporters are asked for, the ONNX stage keeps the
+    # exporter's opset (``opsets.target``)
+    opset_asked: bool = field(default=True, compare=False)
 
     def __post_init__(self) -> None:
         if self.exporter not in EXPORTERS:

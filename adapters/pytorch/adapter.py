@@ -24,7 +24,7 @@ import inspect
 import io
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +97,13 @@ class PyTorchAdapter:
         return TorchReferenceRunner(load(source).module, export.inputs, export.output_names)
 
 
-def forward_input_names(loaded: LoadedTorch) -> list[str]:
-    """Names of the model's tensor inputs, in call order."""
+def forward_input_names(loaded: LoadedTorch, named: Collection[str] = ()) -> list[str]:
+    """Names of the model's tensor inputs, in call order.
+
+    A forward() argument with a default (``attn_mask=None``, ``is_causal=False``) is an input only when
+    the user names it (``named``, from ``--input``): the exporters trace the default otherwise. Inputs are
+    passed positionally, so a named optional argument after an unnamed one is a usage error.
+    """
     if loaded.exported_program is not None:
         from torch.export.graph_signature import InputKind
 
@@ -107,14 +112,26 @@ def forward_input_names(loaded: LoadedTorch) -> list[str]:
     module = loaded.module
     schema = getattr(getattr(module, "forward", None), "schema", None)
     if schema is not None:  # ScriptModule: first argument is self
-        return [a.name for a in schema.arguments[1:]]
-    params = inspect.signature(module.forward).parameters.values()
-    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [(a.name, a.default_value is not None) for a in schema.arguments[1:]]
+    else:
+        params = [(p.name, p.default is not p.empty) for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names: list[str] = []
+    skipped: list[str] = []
+    for name, optional in params:
+        if optional and name not in named:
+            skipped.append(name)
+            continue
+        if optional and skipped:
+            raise UsageError(f"--input {name}: forward() takes its inputs positionally; name the optional "
+                             f"argument(s) before it too ({', '.join(f'--input {s}:SHAPE' for s in skipped)})")
+        names.append(name)
+    return names
 
 
 def _resolve_inputs(loaded: LoadedTorch, spec: ExportSpec) -> tuple[InputSpec, ...]:
-    names = forward_input_names(loaded)
     given = {s.name: s for s in spec.inputs}
+    names = forward_input_names(loaded, given)
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise UsageError(f"--input {unknown[0]}: the model's forward() takes {names}")

@@ -18,13 +18,13 @@ from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
 
 DEFAULT_ATOL = DEFAULT_TOLERANCE.atol
 DEFAULT_RTOL = DEFAULT_TOLERANCE.rtol
-OPSET_DEFAULT = DEFAULT_OPSET
+OPSET_DEFAULT: int | None = None  # keep the exporter's opset (at least DEFAULT_OPSET): opsets.target
 DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_S
 
 InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
 DynamicOpt = Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")]
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]
-OpsetOpt = Annotated[int, typer.Option(help="target default-domain opset")]
+OpsetOpt = Annotated[int | None, typer.Option(help=f"target default-domain opset [default: the exporter's, at least {DEFAULT_OPSET}]")]
 AtolOpt = Annotated[float, typer.Option(help="absolute tolerance")]
 RtolOpt = Annotated[float, typer.Option(help="relative tolerance")]
 ToleranceOpt = Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL (repeatable)")]

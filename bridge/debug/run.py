@@ -149,6 +149,7 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
     from adapters import detect_adapter, get_adapter
     from bridge.passes.pipeline import conversion_pipeline
     from bridge.validation.probe import probe_output_shapes
+    from opsets.target import target_opset
 
     say = progress or (lambda _m: None)
     timings: dict[str, float] = {}
@@ -157,12 +158,13 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
     t = time.perf_counter()
     export = adapter.export(cfg.source, cfg.export)
     timings["export_s"] = time.perf_counter() - t
+    opset = target_opset(cfg.export, export.model)[0]
     with tempfile.TemporaryDirectory(prefix="bridge-debug-", dir=workdir) as tmp:
         if model is None:
             container = ModelContainer.from_proto(export.model, source_framework=adapter.framework,
                                                   exporter=export.exporter, inputs=export.inputs,
                                                   dynamic=cfg.export.dynamic, warnings=list(export.warnings))
-            steps = conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
+            steps = conversion_pipeline(opset=opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
                                         detection_format=cfg.detection_format, max_detections=cfg.max_detections,
                                         probe=probe_output_shapes)
             t = time.perf_counter()
@@ -174,7 +176,7 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             trace.notes.append("a converted model was given: the ONNX stage's passes were not re-run")
         result = DebugResult(
             source=cfg.source.describe(), framework=adapter.framework, exporter=export.exporter,
-            opset=cfg.export.opset, inputs=graph_metas(final.graph.input, final),
+            opset=opset, inputs=graph_metas(final.graph.input, final),
             outputs=graph_metas(final.graph.output, final), stage=trace, notes=list(export.notes),
             warnings=warnings, timings=timings)
         detections = as_detection_specs(saved_detection_outputs(final))

@@ -23,16 +23,18 @@ def pad_18_13(b: Builder, node: ir.Node) -> Rewritten:
     axes_value = input_or_none(node, 3)
     if axes_value is None:
         return in_place(node)
-    axes = const_array(axes_value)
-    if axes is None:
+    axes_array = const_array(axes_value)
+    if axes_array is None:
         raise fail(node, hop, "the axes input is computed; Pad-13 needs to know which axes are padded")
     x = node.inputs[0]
     if x is None or x.shape is None:
         raise fail(node, hop, "the input rank must be known to spell pads for every axis")
     rank = len(x.shape)
-    axes = [int(a) % rank for a in axes.reshape(-1)]
+    axes = [int(a) % rank for a in axes_array.reshape(-1)]
     positions = np.asarray(axes + [a + rank for a in axes], dtype=np.int64)  # where each given pad goes
     pads_value = node.inputs[1]
+    if pads_value is None:
+        raise fail(node, hop, "the pads input is missing")
     pads = const_array(pads_value)
     if pads is not None:
         full = np.zeros(2 * rank, dtype=np.int64)
