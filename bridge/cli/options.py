@@ -24,7 +24,7 @@ DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_S
 InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
 DynamicOpt = Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")]
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]
-OpsetOpt = Annotated[int | None, typer.Option(help=f"target default-domain opset [default: the exporter's, at least {DEFAULT_OPSET}]")]
+OpsetOpt = Annotated[int | None, typer.Option(help=f"target default-domain opset (default: the exporter's, at least {DEFAULT_OPSET})")]
 AtolOpt = Annotated[float, typer.Option(help="absolute tolerance")]
 RtolOpt = Annotated[float, typer.Option(help="relative tolerance")]
 ToleranceOpt = Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL (repeatable)")]
