@@ -202,7 +202,7 @@ def test_masks_are_padding_masks_and_ids_lie_in_the_vocabulary(dtype: int, consu
     assert mask.dtype == np_dtype and set(np.unique(mask).tolist()) <= {0, 1}
     assert (mask[:, 0] == 1).all()  # every row keeps at least its first position
     assert all((np.diff(row.astype(np.int64)) <= 0).all() for row in mask)  # ones, then padding zeros
-    assert 0 <= feeds["ids"].min() and feeds["ids"].max() < 50
+    assert feeds["ids"].min() >= 0 and feeds["ids"].max() < 50
 
 
 def test_a_float_named_mask_without_a_boolean_consumer_keeps_generic_values() -> None:
