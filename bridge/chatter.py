@@ -106,4 +106,11 @@ def root_cause(exc: BaseException, limit: int = 300) -> str:
     while exc.__cause__ is not None:
         exc = exc.__cause__
     lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0][:limit] if lines else ''}"
+    name = type(exc).__name__
+    if len(lines) > 1 and lines[0].endswith(":"):
+        # a header over a traceback (TensorFlow's "in user code:"): the cause is its last line
+        body = [ln for ln in lines[1:] if not ln.startswith(("File ", "^", "~"))]
+        if body:
+            last = body[-1].removeprefix(f"{name}: ")
+            return f"{name}: {last[:limit]} ({lines[0].rstrip(':')})"
+    return f"{name}: {lines[0][:limit] if lines else ''}"

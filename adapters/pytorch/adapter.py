@@ -85,7 +85,8 @@ class PyTorchAdapter:
         with captured_warnings() as caught:
             model, exporter, notes = _export(loaded, example, inputs, output_names, spec)
         if exporter == TORCHSCRIPT:
-            check_traced_dynamic_axes(model, inputs, spec.dynamic)
+            # after auto's fallback, dynamo has already failed: the advice must not send the user back to it
+            check_traced_dynamic_axes(model, inputs, spec.dynamic, dynamo_failed=spec.exporter == "auto")
         return ExportResult(
             model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
             warnings=group_warnings(caught), notes=notes, seconds=time.perf_counter() - start,
@@ -189,7 +190,8 @@ def _export(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[Inpu
             return (_export_dynamo(loaded, example, inputs, output_names, spec), DYNAMO,
                     ["exporter: dynamo (--exporter dynamo)"])
         except Exception as exc:
-            raise ExportError(f"the dynamo exporter failed ({root_cause(exc)}); try --exporter torchscript") from exc
+            fixed = " (which traces loops over a dynamic axis at a fixed size: drop --dynamic then)" if spec.dynamic else ""
+            raise ExportError(f"the dynamo exporter failed ({root_cause(exc)}); try --exporter torchscript{fixed}") from exc
     # auto: one torch.export capture decides whether dynamo can work at all
     program = loaded.exported_program
     if program is None:
@@ -245,9 +247,13 @@ def _data_dependent(exc: BaseException) -> bool:
     return False
 
 
-def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec], dynamic: Sequence[DynamicAxis]) -> None:
+def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec], dynamic: Sequence[DynamicAxis],
+                              dynamo_failed: bool = False) -> None:
     """ExportError when the traced graph splits a dynamic axis into a fixed number of pieces (``unbind``,
-    a Python loop over the batch): the model would fail at every other size of that axis."""
+    a Python loop over the batch): the model would fail at every other size of that axis.
+
+    The advice ends where it cannot loop: dynamo is suggested only when it has not run (``dynamo_failed``:
+    auto already tried it); the way out that always works is a fixed size for that axis."""
     if not dynamic:
         return
     labels = {a.label: a for a in dynamic}
@@ -277,8 +283,10 @@ def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec
         raise ExportError(
             f"the traced graph fixes axis {axis_spec.axis} of '{axis_spec.input}' to {size}: node {node.op_type} "
             f"'{node.name}' splits that axis ('{dim}') into {pieces} pieces (a Python loop or unbind over it, "
-            f"recorded by tracing); trace with dynamo (--exporter dynamo) or remove "
-            f"--dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label}")
+            f"recorded by tracing); "
+            + ("" if dynamo_failed else "trace with dynamo (--exporter dynamo), or ")
+            + f"export at a fixed size: remove --dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label} "
+              f"(for a batch: export batch 1 and run the images one by one)")
 
 
 def _output_names(module: Any, example: tuple[Any, ...]) -> list[str]:
