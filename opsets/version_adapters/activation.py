@@ -13,8 +13,9 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_str
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_str, fail
+from opsets.version_adapters._util import Rewritten, fail
 
 
 def _scalar(b: Builder, x: ir.Value, value: float) -> ir.Value:
@@ -33,7 +34,7 @@ def gelu_20_19(b: Builder, node: ir.Node) -> Rewritten:
     x = node.inputs[0]
     if x is None:
         raise fail(node, "gelu_20_19", "the input is missing")
-    approximate = attr_str(node, "approximate", "none")
+    approximate = optional_str(node, "approximate", "none")
     if approximate == "tanh":
         cube = b.op("Mul", b.op("Mul", x, x), x)
         inner = b.op("Mul", _scalar(b, x, math.sqrt(2 / math.pi)), b.op("Add", x, b.op("Mul", _scalar(b, x, 0.044715), cube)))

@@ -14,8 +14,9 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_ints
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_ints, const_array, fail
+from opsets.version_adapters._util import Rewritten, const_array, fail
 
 
 @register("Col2Im", 18, 17)
@@ -32,9 +33,9 @@ def col2im_18_17(b: Builder, node: ir.Node) -> Rewritten:
     if not isinstance(columns, int) or columns % kernel:
         raise fail(node, hop, "the column dimension must be static and a multiple of prod(block_shape)")
     channels = columns // kernel
-    strides = attr_ints(node, "strides") or [1] * k
-    dilations = attr_ints(node, "dilations") or [1] * k
-    pads = attr_ints(node, "pads") or [0] * (2 * k)
+    strides = optional_ints(node, "strides") or [1] * k
+    dilations = optional_ints(node, "dilations") or [1] * k
+    pads = optional_ints(node, "pads") or [0] * (2 * k)
     blocks, output_padding = [], []
     for i in range(k):
         span = dilations[i] * (block_shape[i] - 1) + 1

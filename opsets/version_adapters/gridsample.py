@@ -7,8 +7,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_str
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_str, fail, in_place
+from opsets.version_adapters._util import Rewritten, fail, in_place
 
 _OLD_MODE = {"linear": "bilinear", "cubic": "bicubic", "nearest": "nearest"}
 
@@ -18,7 +19,7 @@ def gridsample_20_16(b: Builder, node: ir.Node) -> Rewritten:
     x = node.inputs[0]
     if x is None or x.shape is None or len(x.shape) != 4:
         raise fail(node, "gridsample_20_16", "GridSample-16 takes only 4-D inputs (rank unknown or not 4)")
-    mode = attr_str(node, "mode", "linear")
+    mode = optional_str(node, "mode", "linear")
     if mode not in _OLD_MODE:
         raise fail(node, "gridsample_20_16", f"unknown mode {mode!r}")
     return in_place(node, set_attrs={"mode": ir.AttrString("mode", _OLD_MODE[mode])})
