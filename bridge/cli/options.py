@@ -28,7 +28,7 @@ OpsetOpt = Annotated[int | None, typer.Option(help=f"target default-domain opset
 AtolOpt = Annotated[float, typer.Option(help="absolute tolerance")]
 RtolOpt = Annotated[float, typer.Option(help="relative tolerance")]
 ToleranceOpt = Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL (repeatable)")]
-SeedOpt = Annotated[int, typer.Option(help="seed for generated validation inputs")]
+SeedOpt = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="seed for generated validation inputs")]
 FeedsOpt = Annotated[Path | None, typer.Option(help="validation inputs: .npz keyed by input name (default: seeded noise)")]
 ReportOpt = Annotated[Path | None, typer.Option(help="write a report (.json or .md)")]
 WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")]

@@ -13,6 +13,7 @@ from opsets.version_adapters import (
            pooling,
            reduce,
            resize,
+           scan,
            shape,
            softmax,
            split,
@@ -20,4 +21,4 @@ from opsets.version_adapters import (
 )
 
 __all__ = ["activation", "all_adapters", "clip", "col2im", "elementwise", "gridsample", "lookup", "normalization", "pad",
-           "pooling", "reduce", "resize", "shape", "softmax", "split", "types"]
+           "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "types"]
