@@ -313,6 +313,9 @@ class ExportSpec:
     opset: int = DEFAULT_OPSET
     output_names: tuple[str, ...] = ()
     examples: Any = field(default=None, compare=False)  # Callable[[Sequence[InputSpec]], dict[str, np.ndarray]]
+    # False: no opset was asked; ``opset`` is only what exporters are asked for, the ONNX stage keeps the
+    # exporter's opset (``opsets.target``)
+    opset_asked: bool = field(default=True, compare=False)
 
     def input(self, name: str) -> InputSpec | None:
         return next((s for s in self.inputs if s.name == name), None)

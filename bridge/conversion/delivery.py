@@ -125,7 +125,7 @@ def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progre
 
     result = ConvertResult(
         source=cfg.source.describe(), framework=adapter.framework, output=cfg.output, exporter=exported.exporter,
-        opset=cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
+        opset=exported.opset or cfg.export.opset, inputs=graph_metas(proto.graph.input, proto),
         outputs=graph_metas(proto.graph.output, proto), notes=list(exported.notes), warnings=warnings,
         passes=history, timings=timings, strict=cfg.strict, detections=[s.to_dict() for s in specs],
         export_inputs=exported.example_source, warning_details=list(exported.warning_details), stages=stages,

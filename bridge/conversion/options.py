@@ -79,7 +79,8 @@ CORE: tuple[Option, ...] = (
     Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks),
     Option("inputs", list[str], [], "NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)", flags=("--input", "-i")),
     Option("dynamic", list[str], [], "NAME:AXIS=LABEL, e.g. images:0=batch (repeatable)", flags=("--dynamic", "-d")),
-    Option("opset", int, DEFAULT_OPSET, "target default-domain opset"),
+    Option("opset", int | None, None, "target default-domain opset (default: the exporter's, at least "
+           f"{DEFAULT_OPSET})"),
     Option("validate", list[str] | None, None, "runtimes to validate in, comma-separated, or none (default: the "
            "target's)", cli_type=str | None, choices=_runtimes, debug=False, manifest="runtimes"),
     Option("atol", float, DEFAULT_TOLERANCE.atol, "absolute tolerance", manifest="tolerance"),
@@ -272,8 +273,8 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
     examples.description = FeedSource(feeds, (), v["seed"], values=input_values).describe()  # type: ignore[attr-defined]
     return ConvertConfig(
         source=src, output=onnx_path, framework=v["framework"],
-        export=ExportSpec(_specs(v["inputs"]), _axes(v["dynamic"]), v["opset"], tuple(v["output_names"] or ()),
-                          examples=examples),
+        export=ExportSpec(_specs(v["inputs"]), _axes(v["dynamic"]), DEFAULT_OPSET if v["opset"] is None else v["opset"],
+                          tuple(v["output_names"] or ()), examples=examples, opset_asked=v["opset"] is not None),
         validate=tuple(validate) if validate is not None else None, tolerance=_tolerance(v),
         report=Path(v["report"]) if v["report"] else None, seed=v["seed"], detection_format=v["detection_format"],
         max_detections=v["max_detections"], feeds=feeds, to=target_name,

@@ -159,8 +159,14 @@ def with_inputs_from(cfg: ConvertConfig, model: onnx.ModelProto | None) -> Conve
 
 def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress) -> Any:
     progress(f"exporting with the {adapter.framework} adapter")
+    from opsets.target import target_opset
+
     with staged(stages, "export"):
-        return adapter.export(cfg.source, cfg.export)
+        exported = adapter.export(cfg.source, cfg.export)
+    exported.opset, why = target_opset(cfg.export, exported.model)
+    if why:
+        exported.notes = [*exported.notes, why]
+    return exported
 
 
 def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:
@@ -168,7 +174,7 @@ def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:
     from bridge.passes.pipeline import conversion_pipeline
     from bridge.validation.probe import probe_output_shapes
 
-    return conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
+    return conversion_pipeline(opset=export.opset or cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
                                detection_format=cfg.detection_format, max_detections=cfg.max_detections,
                                probe=probe_output_shapes)
 

@@ -165,7 +165,7 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             trace.notes.append("a converted model was given: the ONNX stage's passes were not re-run")
         result = DebugResult(
             source=cfg.source.describe(), framework=adapter.framework, exporter=export.exporter,
-            opset=cfg.export.opset, inputs=graph_metas(final.graph.input, final),
+            opset=export.opset or cfg.export.opset, inputs=graph_metas(final.graph.input, final),
             outputs=graph_metas(final.graph.output, final), stage=trace, notes=list(export.notes),
             warnings=warnings, timings=timings)
         detections = recipe.detection_groups(final, cfg.detections)  # the groups convert compares

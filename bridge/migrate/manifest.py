@@ -94,7 +94,7 @@ class InputEntry(_Strict):
 _FIELD_TYPES: dict[str, Any] = {
     "inputs": list[str | InputEntry],
     "tolerance": ToleranceSpec,
-    "opset": Annotated[int, Field(ge=7, le=23)],
+    "opset": Annotated[int, Field(ge=7, le=23)] | None,
     "outputs": list[str],
     "runtimes": list[str],
     "max_detections": Annotated[int, Field(gt=0)],
