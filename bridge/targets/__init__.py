@@ -21,6 +21,8 @@ from bridge.targets.base import Target, TargetResult
 _REGISTRY = LazyRegistry({
     "onnx": "bridge.targets.onnx:OnnxTarget",
     "tensorflow": "bridge.targets.tensorflow:TensorFlowTarget",
+    "openvino": "bridge.targets.openvino:OpenVinoTarget",
+    "tflite": "bridge.targets.tflite:TfliteTarget",
 }, "--to '{name}': choose one of {known}")
 
 
