@@ -4,8 +4,8 @@ The runtime receives a ``.tflite`` path, its bytes, or a loader callable returni
 ``activate``; e.g. the tflite target converting the ONNX stage's model in a work folder): converting
 is the target's job, never the runtime's. Feeds and outputs are keyed by the ONNX names: the tflite
 target stores which signature key each ONNX name became in the model's own metadata (entry
-``TFLITE_NAME_MAP``; ``read_name_map``). Inputs whose size differs from the model's current one (a
-dynamic batch) are resized before the tensors are allocated, as the signature runner does.
+``TFLITE_NAME_MAP``; ``read_name_map``). The signature runner resizes every input to its feed's shape
+(dynamic axes, e.g. a batch) and reallocates before it runs.
 
 ai_edge_litert is imported only inside ``activate``, never at module import.
 """
@@ -135,23 +135,12 @@ class LiteRtRuntime:
         if missing:
             raise UsageError(f"no feed for .tflite input(s) {missing}")
         try:
-            self._resize(kwargs, details)
             out = self._runner(**kwargs)
         except Exception as exc:
             raise InferenceError("litert", f"LiteRT failed running {self._describe}: {str(exc).strip()[:2000]}") from exc
         named = {self._to_onnx.get(k, k): np.array(v) for k, v in out.items()}
         order = [n for n in self._order if n in named]  # the ONNX graph's output order
         return {n: named[n] for n in order + [n for n in named if n not in order]}
-
-    def _resize(self, kwargs: Mapping[str, np.ndarray], details: Mapping[str, Any]) -> None:
-        """Resize inputs to the feeds' shapes (dynamic axes) and reallocate when any changed."""
-        changed = False
-        for key, value in kwargs.items():
-            if tuple(details[key]["shape"]) != value.shape:
-                self._interpreter.resize_tensor_input(details[key]["index"], list(value.shape), strict=True)
-                changed = True
-        if changed:
-            self._interpreter.allocate_tensors()
 
     def deactivate(self) -> None:
         self._runner = None
