@@ -79,12 +79,12 @@ def prepare_for_litert(model: onnx.ModelProto, ops: str = "builtin") -> tuple[on
 
     work = ir.from_proto(model)
     notes = []
+    with contextlib.suppress(Exception):  # dtypes for both steps; a model inference rejects still converts
+        ShapeInferencePass(strict_mode=False)(work)
     if Float32IslandsPass()(work).modified:
         notes.append("float64 exp of the box decode runs in float32 on LiteRT (no builtin float64 Exp; "
                      "error bound in bridge.passes.contrib.float32_islands)")
         model = ir.to_proto(work)
-    with contextlib.suppress(Exception):  # dtypes for the float64 check; a model inference rejects still converts
-        ShapeInferencePass(strict_mode=False)(work)
     found = float64_nodes(work)
     if found:
         raise LiteRtUnsupportedError(found, {op: "LiteRT builtin kernels have no float64" for op in found})
