@@ -74,3 +74,28 @@ def onnxruntime_outputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, inputs), strict=True))
+
+
+def initializer(model: onnx.ModelProto, name: str) -> np.ndarray:
+    return next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name)
+
+
+def tamper(path: Path, original: np.ndarray) -> None:
+    """Scale the weights ``original`` by 1.5 where the artefact stores them (fails when they are not there)."""
+    data = path.read_bytes()
+    raw = np.ascontiguousarray(original).tobytes()
+    assert data.count(raw) == 1, f"{path.name} does not hold the weights verbatim"
+    path.write_bytes(data.replace(raw, (original * np.float32(1.5)).astype(original.dtype).tobytes()))
+
+
+def compare_with_onnxruntime(model: onnx.ModelProto, candidate: object, batch: int = 2) -> object:
+    """The validation verdict for ``candidate`` (a Runtime) against onnxruntime on ``model``."""
+    from bridge.config import DEFAULT_TOLERANCE
+    from bridge.validation.results import RunResults
+    from bridge.validation.run import FeedSource, run_and_compare
+
+    x = feeds(batch, seed=7)
+    reference = RunResults(x, onnxruntime_outputs(model, x), "onnxruntime", {})
+    run = run_and_compare(reference, {"candidate": candidate}, FeedSource(), DEFAULT_TOLERANCE)  # type: ignore[dict-item]
+    (comparison,) = run.comparisons
+    return comparison

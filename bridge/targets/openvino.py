@@ -62,7 +62,8 @@ def unsupported_nodes(onnx_path: Path) -> dict[str, list[str]]:
     from openvino.frontend import FrontEndManager
 
     front_end = FrontEndManager().load_by_framework("onnx")
-    partial = front_end.convert_partially(front_end.load(str(onnx_path)))
+    loaded = front_end.load(str(onnx_path))  # kept alive: the partial model's framework nodes point into it
+    partial = front_end.convert_partially(loaded)
     by_output: dict[str, str] = {}
     model = onnx.load(str(onnx_path), load_external_data=False)
     for index, node in enumerate(model.graph.node):
