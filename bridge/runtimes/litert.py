@@ -62,6 +62,15 @@ def read_name_map(content: bytes) -> dict[str, dict[str, str]]:
     return {}
 
 
+def flex_ops(content: bytes) -> list[str]:
+    """The select TF (Flex) ops a .tflite uses, e.g. ``["FlexExp"]`` (custom op codes named Flex*)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.Model.GetRootAsModel(content, 0)
+    codes = (model.OperatorCodes(i).CustomCode() for i in range(model.OperatorCodesLength()))
+    return sorted({c.decode() for c in codes if c is not None and c.startswith(b"Flex")})
+
+
 class LiteRtRuntime:
     """Runs a .tflite signature on numpy feeds keyed by ONNX input names; outputs keyed by ONNX names.
 
@@ -92,6 +101,10 @@ class LiteRtRuntime:
             if not path.is_file():
                 raise UsageError(f"{path}: no such .tflite file for LiteRT")
             content = path.read_bytes()
+        flex = flex_ops(content)
+        if flex:  # the ai-edge-litert interpreter is not linked with the Flex delegate: say so at load, not mid-run
+            raise RuntimeLoadError(f"LiteRT cannot run {self._describe}: it uses select TF ops ({', '.join(flex)}), "
+                                   "which need an interpreter linked with the Flex delegate")
         try:
             self._interpreter = litert.Interpreter(model_content=content, num_threads=self._threads)
             signatures = self._interpreter.get_signature_list()
