@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -172,6 +172,7 @@ def convert(
     input_range: str | tuple[float, float] | None = None,
     max_memory: int | str | None = None,
     external_data: bool | None = None,
+    target_options: Mapping[str, str] | None = None,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
 
@@ -180,6 +181,7 @@ def convert(
     auto|dynamo|torchscript. ``input_kind`` ("image") / ``input_range`` ("LO,HI"): what generated inputs look
     like; tracing uses the same inputs as validation (``feeds`` when given). ``external_data``: write the
     weights to ``<output>.data`` beside the model (None: only when the model is over protobuf's 2 GiB limit).
+    ``target_options``: the target's own options (``compress`` for openvino, ``ops`` for tflite).
 
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance, or with
@@ -204,6 +206,7 @@ def convert(
         max_detections=max_detections, feeds=feeds_path, to=to,
         saved_model=Path(saved_model) if saved_model else None, isolate=isolated, timeout=timeout,
         detections=tuple(detections), input_values=values, external_data=external_data,
+        target_options=tuple(sorted((target_options or {}).items())),
     )
     as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
     try:
@@ -240,7 +243,7 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
     from bridge.passes.pipeline import conversion_pipeline, run_pipeline
     from bridge.targets import get_target
 
-    target = get_target(cfg.to)
+    target = get_target(cfg.to, **dict(cfg.target_options))
     _check_runtime_names(cfg.validate or ())
     timings: dict[str, float] = {}
     adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)

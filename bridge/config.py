@@ -331,6 +331,7 @@ class ConvertConfig:
     detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection_layouts)
     input_values: InputValues = InputValues()  # what generated tracing/validation inputs look like
     external_data: bool | None = None  # weights to <output>.data (None: only past protobuf's 2 GiB limit)
+    target_options: tuple[tuple[str, str], ...] = ()  # the target's own options (--compress, --tflite-ops)
 
     @property
     def saved_model_dir(self) -> Path:

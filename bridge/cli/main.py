@@ -91,6 +91,9 @@ def convert(
                                           "a SavedModel, validated in TF)")] = "onnx",
     saved_model: Annotated[Path | None, typer.Option(help="SavedModel folder for --to tensorflow "
                                                            "(default: <output stem>_saved_model)")] = None,
+    compress: Annotated[str | None, typer.Option(help="--to openvino: IR weights fp32|fp16 (default fp32)")] = None,
+    tflite_ops: Annotated[str | None, typer.Option(help="--to tflite: builtin (default) or select (also select "
+                                                        "TF ops, which need the Flex delegate)")] = None,
     graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
     signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
     trust_source: TrustOpt = False,
@@ -121,7 +124,8 @@ def convert(
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
                                  to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
                                  strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
-                                 input_kind=input_kind, input_range=input_range, external_data=external_data)
+                                 input_kind=input_kind, input_range=input_range, external_data=external_data,
+                                 target_options={k: v for k, v in {"compress": compress, "ops": tflite_ops}.items() if v})
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)

@@ -19,12 +19,13 @@ from deploy_models import (
     save,
     tamper,
 )
-from support import mxnet_available
+from support import mxnet_available, run_cli
 
 pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
 
 import bridge
-from bridge.errors import UsageError
+from bridge.config import Tolerance
+from bridge.errors import UsageError, ValidationMismatch
 from bridge.runtimes import activated
 from bridge.runtimes.openvino import OpenVinoRuntime
 from bridge.targets import get_target
@@ -106,3 +107,25 @@ def test_bundled_mxnet_ssd_to_openvino_matches_mxnet_detections(tmp_path: Path) 
     (out,) = openvino.outputs
     assert out.detection is not None and out.detection["matched"] > 0 and out.max_abs < 1e-5
     assert out.detection["unmatched_reference"] == 0 and out.detection["unmatched_candidate"] == 0
+
+
+def test_fp16_weights_are_validated_like_any_other(model: onnx.ModelProto, tmp_path: Path) -> None:
+    """`--compress fp16` rounds the weights: the default tolerance catches the difference, a stated one passes."""
+    source = save(model, tmp_path / "src.onnx")
+    args = {"inputs": ["input.1:2,3,8,8"], "dynamic": ["input.1:0=N"], "to": "openvino", "validate": ["openvino"],
+            "target_options": {"compress": "fp16"}}
+    with pytest.raises(ValidationMismatch, match="openvino"):
+        bridge.convert(source, output=tmp_path / "a" / "m.onnx", **args)  # type: ignore[arg-type]
+    assert not (tmp_path / "a" / "m.xml").exists()
+    result = bridge.convert(source, output=tmp_path / "b" / "m.onnx", tolerance=Tolerance(atol=1e-2, rtol=1e-2),
+                            **args)  # type: ignore[arg-type]
+    assert result.passed and any("FP16" in n for n in result.notes)
+    assert (tmp_path / "b" / "m.bin").stat().st_size < 0.6 * sum(t.ByteSize() for t in model.graph.initializer)
+
+
+def test_cli_target_options_belong_to_their_target(model: onnx.ModelProto, tmp_path: Path) -> None:
+    source = save(model, tmp_path / "src.onnx")
+    done = run_cli("convert", str(source), "-o", str(tmp_path / "m.onnx"), "--to", "tflite", "--compress", "fp16")
+    assert done.returncode == 2 and "--to tflite takes none of the options compress" in done.stderr
+    done = run_cli("convert", str(source), "-o", str(tmp_path / "m.onnx"), "--to", "openvino", "--compress", "int4")
+    assert done.returncode == 2 and "--compress int4" in done.stderr
