@@ -7,7 +7,7 @@ For each model (``bench.ssd_models``) and batch: ``bridge convert --validate non
 model, then the OpenVINO IR (``bridge.targets.openvino.export_ir``, FP32) and the .tflite
 (``bridge.targets.tflite.export_tflite``, builtin ops) from it, each conversion timed. MXNet (Module,
 NaiveEngine), onnxruntime, OpenVINO (CPU plugin, f32) and LiteRT (XNNPACK) run the same random image
-batch with ``--threads`` threads each, interleaved round by round (``bench.timing.interleaved``); ratio =
+batch with ``--threads`` threads each, interleaved round by round (``bridge.bench.timing.interleaved``); ratio =
 MXNet median / runtime median (> 1: faster than MXNet). Agreement: each runtime's [B, N, 6] detections
 against MXNet's, detection-aware (``bridge.validation.detection.compare_detections``: matched boxes,
 boxes on one side only, ties). Prints a Markdown table and writes it with the JSON to bench/results/.
@@ -30,7 +30,7 @@ import numpy as np
 
 from bench.ssd_bench import convert, mx_module, ort_session
 from bench.ssd_models import build, mxnet_import
-from bench.timing import interleaved
+from bridge.bench.timing import interleaved
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

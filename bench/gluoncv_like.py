@@ -28,7 +28,7 @@ import numpy as np
 
 from bench.ssd_bench import ort_session
 from bench.ssd_models import CACHE, SSDSpec
-from bench.timing import Timing, interleaved
+from bridge.bench.timing import Timing, interleaved
 
 # GluonCV SSD defaults
 NMS_THRESH, NMS_TOPK, POST_NMS, SCORE_THRESH = 0.45, 400, 100, 0.01

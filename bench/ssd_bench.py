@@ -29,7 +29,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 
 from bench.ssd_models import Built
-from bench.timing import Timing, interleaved
+from bridge.bench.timing import Timing, interleaved
 
 CUTS = ("multibox_loc_pred", "cls_prob", "multibox_anchors")
 

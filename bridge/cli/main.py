@@ -109,6 +109,8 @@ def convert(
     exporter: ExporterOpt = "auto",
     input_kind: InputKindOpt = None,
     input_range: InputRangeOpt = None,
+    bench: Annotated[bool, typer.Option("--bench", help="then time the written model in the validated runtimes "
+                                        "against the source (bridge bench; recorded in the report)")] = False,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
@@ -125,7 +127,8 @@ def convert(
                                  to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
                                  strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
                                  input_kind=input_kind, input_range=input_range, external_data=external_data,
-                                 target_options={k: v for k, v in {"compress": compress, "ops": tflite_ops}.items() if v})
+                                 target_options={k: v for k, v in {"compress": compress, "ops": tflite_ops}.items() if v},
+                                 bench=bench)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
@@ -164,6 +167,8 @@ def _render_convert(result: Any, as_json: bool) -> None:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
                   + (f"; traced on: {escape(result.export_inputs)}" if result.export_inputs else ""), soft_wrap=True)
     render.print_comparisons(result.validation)
+    if result.bench:
+        out.print(f"bench (median latency, vs source): {escape(result.bench['summary'])}", soft_wrap=True)
 
 
 @app.command()
@@ -268,12 +273,13 @@ def validate(
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import debug, graft, migrate, shapes
+    from bridge.cli import bench, debug, graft, migrate, shapes
 
     debug.register(app)
     graft.register(app)
     shapes.register(app)
     migrate.register(app)
+    bench.register(app)
 
 
 _register_command_modules()

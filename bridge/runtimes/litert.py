@@ -121,6 +121,10 @@ class LiteRtRuntime:
         self._to_onnx = {key: onnx for onnx, key in names.get("outputs", {}).items()}
         self._order = list(names.get("outputs", {}))
 
+    def set_threads(self, threads: int) -> None:
+        """Before ``activate``: run inference on ``threads`` threads (``bridge bench --threads``)."""
+        self._threads = threads
+
     def _ensure(self) -> None:
         if self._runner is None:
             self.activate()

@@ -88,6 +88,10 @@ class OpenVinoRuntime:
         self._inputs = {_port_name(p): p for p in self._compiled.inputs}
         self._outputs = [(_port_name(p), p) for p in self._compiled.outputs]
 
+    def set_threads(self, threads: int) -> None:
+        """Before ``activate``: run inference on ``threads`` threads (``bridge bench --threads``)."""
+        self._threads = threads
+
     def _ensure(self) -> None:
         if self._compiled is None:
             self.activate()

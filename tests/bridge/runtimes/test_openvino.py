@@ -72,3 +72,10 @@ def test_bad_feeds_and_files_are_usage_errors(model: onnx.ModelProto, tmp_path: 
 def test_a_model_openvino_cannot_read_is_a_load_error_naming_the_op() -> None:
     with pytest.raises(RuntimeLoadError, match="Frobnicate"):
         OpenVinoRuntime(custom_op_model()).activate()
+
+
+def test_set_threads_before_activate_sizes_the_pool(model: onnx.ModelProto) -> None:
+    rt = OpenVinoRuntime(model)
+    rt.set_threads(1)
+    with activated(rt):
+        assert int(rt._compiled.get_property("INFERENCE_NUM_THREADS")) == 1
