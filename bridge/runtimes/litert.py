@@ -101,7 +101,11 @@ class LiteRtRuntime:
             if not path.is_file():
                 raise UsageError(f"{path}: no such .tflite file for LiteRT")
             content = path.read_bytes()
-        flex = flex_ops(content)
+        try:
+            flex = flex_ops(content)
+        except Exception as exc:  # not a flatbuffer at all: the schema reader fails on the first offset
+            raise RuntimeLoadError(f"LiteRT could not load {self._describe}: not a .tflite model "
+                                   f"({type(exc).__name__}: {exc})") from exc
         if flex:  # the ai-edge-litert interpreter is not linked with the Flex delegate: say so at load, not mid-run
             raise RuntimeLoadError(f"LiteRT cannot run {self._describe}: it uses select TF ops ({', '.join(flex)}), "
                                    "which need an interpreter linked with the Flex delegate")
