@@ -260,7 +260,7 @@ def conv_kernel_rows(mx: Any, quick: bool, threads: int, rounds: int) -> list[Ro
 
 
 def validation_rows(boxes: int) -> list[Row]:
-    from bridge.validation.detection import Detections, compare_detections
+    from bridge.validation.detection.matching import Detections, compare_detections
 
     rng = np.random.default_rng(0)
     per_image = boxes // 2

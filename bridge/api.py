@@ -49,7 +49,7 @@ from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
 from bridge.validation.run import (
@@ -174,6 +174,7 @@ def convert(
     max_memory: int | str | None = None,
     external_data: bool | None = None,
     target_options: Mapping[str, str] | None = None,
+    strip_provenance: bool = False,
     bench: bool = False,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
@@ -184,6 +185,7 @@ def convert(
     like; tracing uses the same inputs as validation (``feeds`` when given). ``external_data``: write the
     weights to ``<output>.data`` beside the model (None: only when the model is over protobuf's 2 GiB limit).
     ``target_options``: the target's own options (``compress`` for openvino, ``ops`` for tflite).
+    ``strip_provenance``: write the nodes without the metadata naming their source node and maker.
 
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance, or with
@@ -209,6 +211,7 @@ def convert(
         saved_model=Path(saved_model) if saved_model else None, isolate=isolated, timeout=timeout,
         detections=tuple(detections), input_values=values, external_data=external_data,
         target_options=tuple(sorted((target_options or {}).items())),
+        strip_provenance=strip_provenance,
     )
     as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
     try:
@@ -295,6 +298,10 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
     weightless = _without_weights(export.model)
     proto = container.to_proto(reuse=export.model if export.model is not cfg.source.obj else None)
     export.model = weightless
+    if cfg.strip_provenance:
+        from bridge.provenance import strip
+
+        strip(proto)
     # a per-output tolerance for an output that does not exist would be silently unused: a typo
     check_names("--tolerance", cfg.tolerance.per_output, [*export.output_names, *(o.name for o in proto.graph.output)],
                 "output")
@@ -433,7 +440,7 @@ def _detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[D
     """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
     ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
     those a lowering pass recorded plus those found fed by NonMaxSuppression."""
-    from bridge.validation.detection_layouts import detect_detection_outputs, dump_detection_specs
+    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
 
     outputs = [o.name for o in proto.graph.output]
     if declared:

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.config",),
     ("bridge.io",),
     ("bridge.limits", "bridge.registry"),
-    ("bridge.errors", "bridge.version"),
+    ("bridge.errors", "bridge.version", "bridge.provenance"),
 ]
 
 

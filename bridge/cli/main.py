@@ -102,6 +102,8 @@ def convert(
     strict: StrictOpt = False,
     max_memory: MaxMemoryOpt = None,
     external_data: ExternalDataOpt = None,
+    strip_provenance: Annotated[bool, typer.Option(help="write nodes without the metadata naming their source "
+                                                        "node and the translator or pass that made them")] = False,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
     localize: LocalizeOpt = False,
@@ -128,7 +130,7 @@ def convert(
                                  strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
                                  input_kind=input_kind, input_range=input_range, external_data=external_data,
                                  target_options={k: v for k, v in {"compress": compress, "ops": tflite_ops}.items() if v},
-                                 bench=bench)
+                                 strip_provenance=strip_provenance, bench=bench)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
