@@ -53,7 +53,7 @@ def _litert(path: Path, threads: int) -> Any:
 
 
 def _agreement(reference: np.ndarray, candidate: np.ndarray) -> str:
-    from bridge.validation.detection import compare_detections, from_mxnet
+    from bridge.validation.detection.matching import compare_detections, from_mxnet
 
     c = compare_detections(from_mxnet(reference), from_mxnet(candidate))
     return (f"{'PASS' if c.passed else 'FAIL'}: {c.matched} matched, {c.unmatched_reference}/{c.unmatched_candidate} "
