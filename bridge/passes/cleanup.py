@@ -21,12 +21,15 @@ from onnx_ir.passes.common import (
 from onnxscript.optimizer import fold_constants_ir
 
 from bridge.config import CONTRIB_DOMAIN
+from bridge.limits import fold_fits
 from bridge.passes.base import graph_fingerprint
 
 _ROUNDS = 2  # folding can expose new dead nodes and vice versa; two rounds reach the fixpoint in practice
 
 
 def _should_fold(node: ir.Node) -> bool | None:
+    if not fold_fits(node):  # the folder would allocate past --max-memory before checking the result's size
+        return False
     return False if node.domain == CONTRIB_DOMAIN else None  # None: onnxscript's default rules
 
 

@@ -120,6 +120,8 @@ class Comparison:
         if self.vacuous:
             verdict += f" [vacuous: {'; '.join(self.vacuous_reasons)}]"
         ties = f", {self.tie_ambiguous} tie-ambiguous detections" if self.tie_ambiguous else ""
+        nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
+        ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
         return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
                 f"max abs err {worst:.3g}{ties}")
 
