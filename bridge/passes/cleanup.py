@@ -18,6 +18,12 @@ every value whose contents vary per iteration (loop-carried state, the iteration
 and everything computed from them, in nested bodies too, including outer-scope captures) and every
 Loop/Scan result and what is computed from it loses the dims of its recorded shape (its rank is
 kept). What folds inside a body is then exactly what is the same on every iteration.
+
+Opset. onnxscript's rules emit some ops in their newest spelling whatever the model's opset: a
+``ConcatFromSequence(new_axis=1)`` becomes ``Unsqueeze`` with an axes *input* (opset 13), a
+``SplitToSequence`` becomes ``Split`` with ``num_outputs`` (opset 18) and ``Squeeze`` with an axes input.
+The nodes a fold created are spelled back for the model's opset afterwards (axes/split as attributes
+below 13, explicit split sizes below 18).
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from onnx_ir.passes.common import (
 from onnxscript.optimizer import fold_constants_ir
 
 from bridge.config import CONTRIB_DOMAIN
+from bridge.errors import BridgeInternalError
 from bridge.passes.base import graph_fingerprint
+from bridge.rewriting.driver import DEFAULT_DOMAINS
 
 _ROUNDS = 2  # folding can expose new dead nodes and vice versa; two rounds reach the fixpoint in practice
 _ITERATING = frozenset({"Loop", "Scan"})
@@ -122,13 +130,60 @@ def _split_shapes_hidden(model: ir.Model) -> Iterator[None]:
                 value.shape = shape
 
 
+def _const_ints(value: ir.Value | None) -> list[int] | None:
+    if value is None or value.const_value is None:
+        return None
+    return [int(x) for x in value.const_value.numpy().reshape(-1)]
+
+
+def _respell(node: ir.Node, opset: int) -> None:
+    """Rewrite ``node`` (made by a fold) into the spelling the model's opset ``opset`` accepts, in place."""
+    if node.domain not in DEFAULT_DOMAINS:
+        return
+    if node.op_type == "Split" and opset < 18 and "num_outputs" in node.attributes:
+        data = node.inputs[0]
+        axis = node.attributes.get_int("axis", 0) or 0
+        count = node.attributes.get_int("num_outputs", len(node.outputs)) or len(node.outputs)
+        dim = data.shape[axis] if data is not None and data.shape is not None else None
+        if not isinstance(dim, int) or dim % count:  # the rule only emits num_outputs for an even split
+            raise BridgeInternalError(f"folding made a Split with num_outputs at opset {opset} on an unknown size")
+        node.attributes.pop("num_outputs")
+        sizes = ir.Value(name=f"{node.outputs[0].name}_sizes", const_value=ir.tensor([dim // count] * count))
+        sizes.type, sizes.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([count])
+        assert node.graph is not None
+        node.graph.register_initializer(sizes)
+        node.resize_inputs(2)
+        node.replace_input_with(1, sizes)
+    if opset >= 13:
+        return
+    attribute = {"Unsqueeze": "axes", "Squeeze": "axes", "Split": "split"}.get(node.op_type)
+    if attribute is None or len(node.inputs) < 2 or node.inputs[1] is None:
+        return
+    values = _const_ints(node.inputs[1])
+    if values is None:
+        raise BridgeInternalError(f"folding made {node.op_type} with a non-constant {attribute} at opset {opset}")
+    node.attributes[attribute] = ir.AttrInt64s(attribute, values)
+    node.resize_inputs(1)
+
+
+def _fold(model: ir.Model) -> None:
+    """One round of onnxscript's folder, with the nodes it created spelled for the model's opset."""
+    before = {id(n) for n in model.graph.all_nodes()}
+    with _split_shapes_hidden(model):
+        fold_constants_ir(model, onnx_shape_inference=False, should_fold=_should_fold)
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if opset is not None and opset < 18:
+        for node in list(model.graph.all_nodes()):
+            if id(node) not in before:
+                _respell(node, opset)
+
+
 class FoldConstantsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         before = graph_fingerprint(model)
         forget_varying_shapes(model)
         for _ in range(_ROUNDS):
-            with _split_shapes_hidden(model):
-                fold_constants_ir(model, onnx_shape_inference=False, should_fold=_should_fold)
+            _fold(model)
             RemoveUnusedNodesPass()(model)
         LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
         DeduplicateInitializersPass()(model)
