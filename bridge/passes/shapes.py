@@ -25,7 +25,10 @@ Probe = Callable[[onnx.ModelProto, Sequence[DynamicAxis], Sequence[InputSpec]],
                  list[tuple[dict[str, int], dict[str, tuple[int, ...]]]]]
 
 # ops whose output sizes depend on data, so a "static" model may legitimately keep unknown dims there
-DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If"})
+# (a sequence's length and its elements' shapes are data: what is read out of one is too)
+DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If",
+                                "SplitToSequence", "ConcatFromSequence", "SequenceAt", "SequenceMap",
+                                "OptionalGetElement"})
 
 
 def _dims(value: ir.Value) -> list[int | str | None]:

@@ -9,8 +9,8 @@ inputs - onnx_ir's own helper, the one its ShapeInferencePass uses - and leaves 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import logging
+from collections.abc import Callable
 from typing import TypeVar
 
 import onnx

@@ -102,7 +102,7 @@ def _worker(jobs: mp.Queue, results: mp.Queue, out_dir: str) -> None:  # type: i
                 rc: int | str = main(["convert", str(source), "-o", str(out)])
             except SystemExit as exc:  # main maps everything; be sure anyway
                 rc = exc.code if isinstance(exc.code, int) else 1
-            except BaseException as exc:  # noqa: BLE001 - a crash of main itself is a finding
+            except BaseException as exc:  # a crash of main itself is a finding
                 rc, _ = "raised", err.write(f"{type(exc).__name__}: {exc}")
         row: dict[str, Any] = {"rc": rc, "seconds": round(time.perf_counter() - start, 2),
                                "stderr": err.getvalue()[-1500:]}
