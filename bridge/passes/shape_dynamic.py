@@ -245,25 +245,31 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         if not dyn:
             return False
         allowzero = node.attributes.get_int("allowzero", 0)
+        values = [int(v) for v in t.tolist()]
+        # Which target element carries which dynamic input dim. Only one element per input dim may follow it:
+        # the element count must scale with the axis exactly as the input's does, so an element that merely
+        # equals the old size (the 4 box coordinates in [4, 8192, 4] at batch 4) stays a constant. An element
+        # at the input dim's own position wins; otherwise the single equal element, if there is one.
+        assigned: dict[int, int] = {}  # target element -> input dim
+        for i, v in enumerate(values):
+            if i in dyn and (v == dyn[i] or (v == 0 and not allowzero)):
+                assigned[i] = i
+        unresolved = []
+        for j, old in sorted(dyn.items()):
+            if j in assigned.values() or old <= 1:
+                continue
+            candidates = [i for i, v in enumerate(values) if v == old and i not in assigned]
+            if len(candidates) == 1:
+                assigned[candidates[0]] = j
+            elif candidates:
+                unresolved.append(f"elements {candidates} all equal the old size {old} of dynamic input dim {j}")
         pieces: list[_Piece] = []
-        changed, notes, unresolved = False, [], []
-        covered = False
-        for i, v in enumerate(t.tolist()):
-            if v == -1 or (v == 0 and not allowzero):
-                covered = covered or v == -1 or i in dyn
+        changed, notes = False, []
+        for i, v in enumerate(values):
+            j = assigned.get(i)
+            if j is None or v == 0:
                 pieces.append(_Piece(const=v))
                 continue
-            matches = [j for j, old in dyn.items() if old == v]
-            if i in matches:
-                j = i
-            elif len(matches) == 1 and v > 1:
-                j = matches[0]
-            else:
-                if matches and v > 1:
-                    unresolved.append(f"element {i}={v} matches the old size of several dynamic dims {matches}")
-                pieces.append(_Piece(const=v))
-                continue
-            covered = True
             changed = True
             if j == i and not allowzero:
                 pieces.append(_Piece(const=0))
@@ -271,10 +277,11 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
             else:
                 pieces.append(_Piece(source=data, index=j))
                 notes.append(f"[{i}] {v} -> Shape({data.name})[{j}]")
+        covered = -1 in values or set(dyn) <= set(assigned.values())
         if not covered and not unresolved:
-            olds = {j: dyn[j] for j in sorted(dyn)}
-            unresolved.append(f"target is static but input '{data.name}' has dynamic dims {olds} (old sizes); "
-                              "a merged or baked size cannot be derived")
+            olds = {j: dyn[j] for j in sorted(dyn) if j not in assigned.values()}
+            unresolved.append(f"target is static but input '{data.name}' has dynamic dims {olds} (old sizes) that no "
+                              "element follows; a merged or baked size cannot be derived")
         if unresolved:
             self._record(node, target, t, "; ".join(unresolved), "unresolved")
         if changed and self.rewrite and not unresolved:

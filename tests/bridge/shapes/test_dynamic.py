@@ -115,3 +115,22 @@ def test_dims_of_written_model_follow_labels(tmp_path: Path, baked: onnx.ModelPr
     make_dynamic(baked, out, axes=["img:0=b", "meta:0=b"])
     m = onnx.load(str(out))
     assert [dims_of(o)[0] for o in m.graph.output] == ["b", "b"]
+
+
+@pytest.mark.parametrize("batch", [3, 4])
+def test_dynamic_leaves_constants_that_only_equal_the_old_batch(batch: int) -> None:
+    """A detector head at batch 4 reshapes to [4, 48, 4] (4 box coordinates) and at batch 3 to [3, 64, 3]
+    (3 classes): only the element that follows the input's batch dim may become the batch."""
+    shapes = {"boxes": nh.from_array(np.array([batch, 48, 4], np.int64), "boxes_shape"),
+              "scores": nh.from_array(np.array([batch, 64, 3], np.int64), "scores_shape")}
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Reshape", ["r", "boxes_shape"], ["boxes"], name="boxes_view"),
+                        helper.make_node("Reshape", ["r", "scores_shape"], ["scores"], name="scores_view")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16, 12])],
+                       [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [batch, 48, 4]),
+                        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [batch, 64, 3])],
+                       initializers=list(shapes.values()))
+    result = make_dynamic(model, None, axes=["x:0=batch"])
+    assert result.passed
+    assert result.outputs == {"boxes": ["batch", 48, 4], "scores": ["batch", 64, 3]}
+    assert all(b.action == "rewritten" and b.rewrite.count("->") == 1 for b in result.baked)
