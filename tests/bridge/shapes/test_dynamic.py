@@ -134,3 +134,26 @@ def test_dynamic_leaves_constants_that_only_equal_the_old_batch(batch: int) -> N
     assert result.passed
     assert result.outputs == {"boxes": ["batch", 48, 4], "scores": ["batch", 64, 3]}
     assert all(b.action == "rewritten" and b.rewrite.count("->") == 1 for b in result.baked)
+
+
+def test_dynamic_runs_every_model_in_isolated_children(baked: onnx.ModelProto, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No onnxruntime session in this process: the runs and comparisons go through the isolated runners and
+    run_and_compare, like every other validation."""
+    import bridge.shapes.dynamic as dynamic
+    from bridge.runtimes import onnxruntime as ort_runtime
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("onnxruntime ran in the parent process")
+
+    monkeypatch.setattr(ort_runtime.OnnxRuntime, "activate", refuse)
+    compared: list[str] = []
+    real = dynamic.run_and_compare
+
+    def spy(*args: object, **kwargs: object) -> object:
+        compared.append(str(kwargs.get("reference_name")))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dynamic, "run_and_compare", spy)
+    result = make_dynamic(baked, None, axes=["img:0=batch", "meta:0=batch"])
+    assert result.passed
+    assert compared[0] == "original model" and len(compared) == 3  # the original size, then per-sample x2
