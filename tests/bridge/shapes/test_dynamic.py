@@ -157,3 +157,20 @@ def test_dynamic_runs_every_model_in_isolated_children(baked: onnx.ModelProto, m
     result = make_dynamic(baked, None, axes=["img:0=batch", "meta:0=batch"])
     assert result.passed
     assert compared[0] == "original model" and len(compared) == 3  # the original size, then per-sample x2
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_dynamic_rewrites_are_built_by_the_rewrite_builder(baked: onnx.ModelProto, opset: int) -> None:
+    """Shape reads are Shape+Gather below opset 15 and Shape(start, end) from 15; every new node gets a fresh
+    name under the rewritten node's prefix."""
+    model = onnx.ModelProto()
+    model.CopyFrom(baked)
+    model.opset_import[0].version = opset
+    result = make_dynamic(model, None, axes=["img:0=batch", "meta:0=batch"])
+    assert result.passed and result.proto is not None
+    new = [n for n in result.proto.graph.node if "_dyn/" in n.name]
+    assert new and all(n.name.startswith("expand_token_dyn/") for n in new)
+    ops = [n.op_type for n in new]
+    assert ops == (["Shape", "Constant", "Gather", "Concat"] if opset < 15 else ["Shape", "Concat"])
+    names = [n.name for n in result.proto.graph.node]
+    assert len(names) == len(set(names))
