@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, ShapeInferencePass, TopologicalSortPass
+from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, TopologicalSortPass
 
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, Tolerance
 from bridge.errors import ExportError, UsageError, ValidationMismatch
@@ -35,6 +35,7 @@ from bridge.limits import max_memory
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import BakedShape, ReleaseAxesPass, ResetShapesPass, RewriteBakedShapesPass
+from bridge.passes.shapes import InferShapesPass
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.shapes.common import (
@@ -182,7 +183,7 @@ def make_dynamic(
     for _ in range(_MAX_ROUNDS):
         run_pipeline(container, [
             Step(ResetShapesPass("all"), "forget every shape derived from the old static sizes"),
-            Step(ShapeInferencePass(strict_mode=False, data_prop=True),
+            Step(InferShapesPass(),
                  "propagate the labels: values that lose them show where a constant baked the old size"),
             Step(baked, "rewrite (or report) constants holding the old size of a released axis"),
         ], say)
@@ -191,7 +192,7 @@ def make_dynamic(
     run_pipeline(container, [
         Step(RemoveUnusedNodesPass(), "drop the constants the rewrites replaced"),
         Step(ResetShapesPass("all"), "final inference starts from the released inputs only"),
-        Step(ShapeInferencePass(strict_mode=False, data_prop=True), "label every value the labels reach"),
+        Step(InferShapesPass(), "label every value the labels reach"),
         Step(CheckerPass(full_check=True), "the result must pass the full checker"),
     ], say)
     timings["passes_s"] = time.perf_counter() - start
