@@ -85,3 +85,18 @@ def test_an_unloadable_reference_is_reported_as_unavailable() -> None:
 def test_with_no_candidates_the_reference_still_runs() -> None:
     run = run_and_compare(Recording(), {}, FeedSource(specs=[InputSpec("x", (2, 3))]), Tolerance())
     assert run.comparisons == [] and list(run.reference_outputs) == ["y"]
+
+
+def test_sequence_outputs_run_compare_and_sensitivity_check() -> None:
+    """A model returning a sequence (onnxruntime gives a list of tensors) validates like any other."""
+    from bridge.runtimes.onnxruntime import OnnxRuntime
+    from bridge.validation.run import FeedSource, run_and_compare
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("SplitToSequence", ["x"], ["parts"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_sequence_value_info("parts", TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    run = run_and_compare(OnnxRuntime(model), {"onnxruntime": OnnxRuntime(model)},
+                          FeedSource(specs=[InputSpec("x", (2, 3), "float32")]), Tolerance(), check_sensitivity=True)
+    assert run.passed and run.comparisons[0].outputs[0].note == "sequence of 3 elements"
