@@ -89,9 +89,6 @@ def test_with_no_candidates_the_reference_still_runs() -> None:
 
 def test_sequence_outputs_run_compare_and_sensitivity_check() -> None:
     """A model returning a sequence (onnxruntime gives a list of tensors) validates like any other."""
-    from bridge.runtimes.onnxruntime import OnnxRuntime
-    from bridge.validation.run import FeedSource, run_and_compare
-
     model = helper.make_model(helper.make_graph(
         [helper.make_node("SplitToSequence", ["x"], ["parts"], axis=1)], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
