@@ -28,12 +28,9 @@ passive waiting, so idle pools do not steal the shared cores. Models are generat
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import math
-import os
-import platform
 import re
 import subprocess
 import sys
@@ -182,7 +179,7 @@ def latency_rows(mx: Any, built: Any, batches: list[int], threads: int, rounds: 
 def _nms_timings(mx: Any, built: Any, batch: int, threads: int, rounds: int, workdir: Path) -> dict[str, Any]:
     """decode + NMS alone, now and before (the N-sized lowering), interleaved with the whole converted model."""
     from bench.ssd_bench import detection_feeds, lowered_detection, mx_module, ort_session
-    from bench.timing import interleaved
+    from bridge.bench.timing import interleaved
 
     x = np.random.default_rng(batch).uniform(-1, 1, (batch, 3, built.spec.size, built.spec.size)).astype(np.float32)
     _, loc, cls_prob, anchors = mx_module(mx, built, batch)(x)
@@ -263,7 +260,7 @@ def conv_kernel_rows(mx: Any, quick: bool, threads: int, rounds: int) -> list[Ro
 
 
 def validation_rows(boxes: int) -> list[Row]:
-    from bridge.validation.detection import Detections, compare_detections
+    from bridge.validation.detection.matching import Detections, compare_detections
 
     rng = np.random.default_rng(0)
     per_image = boxes // 2
@@ -325,20 +322,17 @@ def migration_rows(built: Any, workdir: Path, models: int, validate: bool) -> li
 def machine() -> dict[str, Any]:
     import onnxruntime
 
-    cpu = ""
-    with contextlib.suppress(OSError, StopIteration):
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
+    from bridge.bench.timing import machine as measured_on
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     try:
         import mxnet  # noqa: F401  (imported already by the latency section)
 
         mx_version = sys.modules["mxnet"].__version__
     except Exception:  # mxnet absent: the latency rows are skipped
         mx_version = None
-    return {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "onnxruntime": onnxruntime.__version__, "mxnet": mx_version, "load_avg_1min_at_end": load}
+    info = measured_on()
+    return {**info, "onnxruntime": onnxruntime.__version__, "mxnet": mx_version,
+            "load_avg_1min_at_end": info["load_avg"][0] if info["load_avg"] else float("nan")}
 
 
 def markdown(rows: list[Row], meta: dict[str, Any]) -> str:

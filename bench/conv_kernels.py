@@ -18,7 +18,7 @@ import numpy as np
 from onnx import helper, numpy_helper
 
 from bench.ssd_bench import ort_session
-from bench.timing import Timing, interleaved
+from bridge.bench.timing import Timing, interleaved
 
 
 @dataclass(frozen=True)

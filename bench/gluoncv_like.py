@@ -28,7 +28,7 @@ import numpy as np
 
 from bench.ssd_bench import ort_session
 from bench.ssd_models import CACHE, SSDSpec
-from bench.timing import Timing, interleaved
+from bridge.bench.timing import Timing, interleaved
 
 # GluonCV SSD defaults
 NMS_THRESH, NMS_TOPK, POST_NMS, SCORE_THRESH = 0.45, 400, 100, 0.01
@@ -205,7 +205,7 @@ def build_gluoncv(mx: Any, name: str, cache: Path = CACHE) -> GluonBuilt:
 
 
 def _detections(ids: np.ndarray, scores: np.ndarray, boxes: np.ndarray) -> list[Any]:
-    from bridge.validation.detection import Detections
+    from bridge.validation.detection.matching import Detections
 
     out = []
     for i in range(ids.shape[0]):
@@ -229,7 +229,7 @@ class GluonRow:
 
 def bench_gluoncv(mx: Any, built: GluonBuilt, batch: int, *, threads: int, rounds: int, workdir: Path) -> GluonRow:
     from bridge import api
-    from bridge.validation.detection import compare_detections
+    from bridge.validation.detection.matching import compare_detections
 
     size = built.spec.size
     out = workdir / f"{built.name}-b{batch}.onnx"

@@ -34,7 +34,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 
 from bench.ssd_bench import ort_session
-from bench.timing import Timing, interleaved
+from bridge.bench.timing import Timing, interleaved
 
 
 @dataclass(frozen=True)

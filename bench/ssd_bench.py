@@ -29,7 +29,7 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 
 from bench.ssd_models import Built
-from bench.timing import Timing, interleaved
+from bridge.bench.timing import Timing, interleaved
 
 CUTS = ("multibox_loc_pred", "cls_prob", "multibox_anchors")
 
@@ -210,10 +210,10 @@ class SSDRow:
 
 
 def same_detections(ref: np.ndarray, got: np.ndarray) -> bool:
-    """Detection-aware agreement of two [B, N, 6] outputs (bridge.validation.detection: matched by class and
+    """Detection-aware agreement of two [B, N, 6] outputs (bridge.validation.detection.matching: matched by class and
     IoU, scores within tolerance, ties allowed); end to end the backbones differ by float rounding, so
     near-equal scores may swap rows."""
-    from bridge.validation.detection import compare_detections, from_mxnet
+    from bridge.validation.detection.matching import compare_detections, from_mxnet
 
     return ref.shape == got.shape and compare_detections(from_mxnet(ref), from_mxnet(got)).passed
 

@@ -5,11 +5,26 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from bridge.version import __version__
 
-_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets", "migrate", "debug")
+_API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets", "migrate", "debug",
+        "bench")
+# API functions named like a subpackage (bridge/bench/): importing the subpackage must not rebind the name
+_SHADOWED = ("bench",)
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return  # the subpackage stays reachable through sys.modules and ``from bridge.bench import ...``
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +36,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'bridge' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "buckets", "convert", "debug", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "migrate", "validate"]
+__all__ = ["__version__", "bench", "buckets", "convert", "debug", "fix_shapes", "graft_nms", "inspect", "make_dynamic", "migrate", "validate"]

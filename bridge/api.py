@@ -49,7 +49,7 @@ from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.validation.compare import Comparison
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.probe import probe_output_shapes
 from bridge.validation.results import RunResults
 from bridge.validation.run import (
@@ -118,6 +118,7 @@ class ConvertResult:
     validation_feeds: dict[str, dict[str, Any]] = field(default_factory=dict)  # per input: shape, dtype, range, source
     export_inputs: str = ""  # what the exporter traced with
     warning_details: list[str] = field(default_factory=list)  # every grouped warning in full (report only)
+    bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
 
     @property
     def passed(self) -> bool:
@@ -137,7 +138,7 @@ class ConvertResult:
             "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
             "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
             "detections": self.detections, "validation_feeds": self.validation_feeds,
-            "export_inputs": self.export_inputs, "warning_details": self.warning_details,
+            "export_inputs": self.export_inputs, "warning_details": self.warning_details, "bench": self.bench,
         }
 
 
@@ -172,6 +173,8 @@ def convert(
     input_range: str | tuple[float, float] | None = None,
     max_memory: int | str | None = None,
     external_data: bool | None = None,
+    strip_provenance: bool = False,
+    bench: bool = False,
 ) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
 
@@ -180,6 +183,7 @@ def convert(
     auto|dynamo|torchscript. ``input_kind`` ("image") / ``input_range`` ("LO,HI"): what generated inputs look
     like; tracing uses the same inputs as validation (``feeds`` when given). ``external_data``: write the
     weights to ``<output>.data`` beside the model (None: only when the model is over protobuf's 2 GiB limit).
+    ``strip_provenance``: write the nodes without the metadata naming their source node and maker.
 
     The model is written only if validation passes (or is skipped); the report is always written.
     Raises ValidationMismatch (with ``.result``) when a runtime's outputs differ beyond tolerance, or with
@@ -204,14 +208,39 @@ def convert(
         max_detections=max_detections, feeds=feeds_path, to=to,
         saved_model=Path(saved_model) if saved_model else None, isolate=isolated, timeout=timeout,
         detections=tuple(detections), input_values=values, external_data=external_data,
+        strip_provenance=strip_provenance,
     )
     as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
     try:
-        return _convert(cfg, progress or (lambda _msg: None), strict=strict)
+        result = _convert(cfg, progress or (lambda _msg: None), strict=strict)
     except BridgeError as exc:  # the report is written on every outcome (ValidationMismatch writes its own)
         if cfg.report and not isinstance(exc, ValidationMismatch):
             _write_failure_report(cfg, exc)
         raise
+    if bench and result.written:  # speed of the written model in the validated runtimes, against the source
+        result.bench = _bench_converted(cfg, progress)
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
+    return result
+
+
+def _bench_converted(cfg: ConvertConfig, progress: Progress | None) -> dict[str, Any]:
+    """``bench`` of the model ``convert`` just wrote, in the runtimes it was validated in, against the source
+    on the same inputs (few calls: a migration records the order of magnitude; per-call samples left out)."""
+    from bridge.targets import get_target
+
+    data = bench(cfg.output, source=cfg.source if cfg.source.obj is None else None,
+                 runtime=list(cfg.validate) if cfg.validate else get_target(cfg.to).default_runtimes,
+                 feeds=cfg.feeds,
+                 inputs=[s for s in cfg.export.inputs if s.shape], seed=cfg.seed, iterations=20, rounds=5,
+                 isolated=cfg.isolate, timeout=cfg.timeout, max_memory=max_memory(), progress=progress).to_dict()
+    from bridge.bench.report import summary
+
+    data["results"] = [{k: v for k, v in c.items() if k != "samples_ms"} for c in data["results"]]
+    data["summary"] = summary(data)
+    return data
 
 
 def _example_inputs(feeds: Path | None, values: InputValues, seed: int,
@@ -266,6 +295,10 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
     weightless = _without_weights(export.model)
     proto = container.to_proto(reuse=export.model if export.model is not cfg.source.obj else None)
     export.model = weightless
+    if cfg.strip_provenance:
+        from bridge.provenance import strip
+
+        strip(proto)
     # a per-output tolerance for an output that does not exist would be silently unused: a typo
     check_names("--tolerance", cfg.tolerance.per_output, [*export.output_names, *(o.name for o in proto.graph.output)],
                 "output")
@@ -404,7 +437,7 @@ def _detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[D
     """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
     ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
     those a lowering pass recorded plus those found fed by NonMaxSuppression."""
-    from bridge.validation.detection_layouts import detect_detection_outputs, dump_detection_specs
+    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
 
     outputs = [o.name for o in proto.graph.output]
     if declared:
@@ -693,4 +726,54 @@ def debug(
                               progress=progress)
     if report:
         write_debug_report(result, Path(report))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- bench
+
+
+def bench(
+    model: str | Path,
+    *,
+    source: Any = None,
+    runtime: str | Sequence[str] | None = None,
+    batch: Sequence[int] = (),
+    iterations: int | None = None,
+    seconds: float | None = None,
+    warmup: int = 3,
+    rounds: int = 10,
+    threads: int | None = None,
+    feeds: str | Path | None = None,
+    inputs: Sequence[str | InputSpec] = (),
+    framework: str | None = None,
+    weights: str | Path | None = None,
+    options: dict[str, str] | None = None,
+    seed: int = 0,
+    report: str | Path | None = None,
+    isolated: bool = True,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    max_memory: int | str | None = None,
+    progress: Progress | None = None,
+) -> Any:
+    """How fast ``model`` (ONNX) runs in each runtime (default: every installed one) and, with ``source``, in
+    its source framework on the same inputs: a ``bridge.bench.BenchResult`` (latency min/p50/p90/p99/max,
+    throughput, first run, peak memory per runner and batch size; ``.ratio(runtime, batch)`` against the
+    source). ``iterations`` timed calls (default 50) or ``seconds`` per runner and batch size, in
+    ``rounds`` interleaved rounds; ``report``: .json, .md or .html."""
+    from bridge.bench.report import report_format, write_bench_report
+    from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
+
+    if iterations is not None and seconds is not None:
+        raise UsageError("give --iterations or --time, not both")
+    if report:
+        report_format(Path(report))
+    settings = BenchSettings(batches=tuple(batch), iterations=iterations or DEFAULT_ITERATIONS, seconds=seconds, warmup=warmup,
+                             rounds=rounds, threads=threads, isolated=isolated)
+    with memory_limit(max_memory):
+        result = run_bench(Path(model), source=_source(source, weights, options) if source is not None else None,
+                           framework=framework, runtimes=[runtime] if isinstance(runtime, str) else runtime,
+                           settings=settings, feeds=Path(feeds) if feeds else None, inputs=_specs(inputs), seed=seed,
+                           timeout=timeout, max_memory=child_memory_limit(), progress=progress)
+    if report:
+        write_bench_report(result.to_dict(), Path(report))
     return result

@@ -328,9 +328,10 @@ class ConvertConfig:
     saved_model: Path | None = None  # where the SavedModel goes (default: <output stem>_saved_model)
     isolate: bool = True  # run the source reference and each runtime in a child process (bridge.runtimes.isolated)
     timeout: float | None = 600.0  # seconds per reference/runtime step in that child
-    detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection_layouts)
+    detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection.layouts)
     input_values: InputValues = InputValues()  # what generated tracing/validation inputs look like
     external_data: bool | None = None  # weights to <output>.data (None: only past protobuf's 2 GiB limit)
+    strip_provenance: bool = False  # write nodes without their provenance metadata (bridge.provenance)
 
     @property
     def saved_model_dir(self) -> Path:

@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from bridge import provenance
 from bridge.errors import ExportError, UsageError
 from bridge.io import load_model
 from bridge.passes.contrib import nms
@@ -107,7 +108,9 @@ def graft_nms(
                                    (F32, [batch, _dim_label(scores_v, 2), _dim_label(scores_v, 1)])])
     for value, name in zip(new, OUTPUT_NAMES[output_format], strict=True):
         value.name = name
+    earlier = provenance.before(irm)
     graph.extend(list(b.nodes))
+    provenance.attribute_new_nodes(irm, earlier, "graft-nms")  # the grafted nodes serve the detector's head
     kept_outputs = [v for v in graph.outputs if v is not boxes_v and v is not scores_v]
     graph.outputs.clear()
     graph.outputs.extend([*kept_outputs, *new])

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from bridge import provenance
 from bridge.config import CONTRIB_DOMAIN
 from bridge.io import load_model
 from bridge.model import bridge_metadata
@@ -203,6 +204,7 @@ class NodeTypes:
     inputs: list[ValueType]
     outputs: list[ValueType]
     loses: str = ""
+    provenance: dict[str, Any] | None = None  # the source node and op, and what made it (bridge.provenance)
 
 
 def _value_type(name: str, known: dict[str, onnx.TypeProto]) -> ValueType:
@@ -225,7 +227,7 @@ def _invented(dim: int | str | None) -> bool:
 
 def infer_node_types(model: onnx.ModelProto) -> list[NodeTypes]:
     """Run ONNX shape inference (with data propagation) and report every main-graph node's input/output
-    types, flagging the nodes whose outputs lose a dim or the rank while all their inputs were known."""
+    types and provenance (source node and op, translator or pass that made it), flagging the nodes whose outputs lose a dim or the rank while all their inputs were known."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception:
@@ -241,8 +243,10 @@ def infer_node_types(model: onnx.ModelProto) -> list[NodeTypes]:
     for k, node in enumerate(g.node):
         ins = [_value_type(i, known) for i in node.input if i]
         outs = [_value_type(o, known) for o in node.output if o]
+        prov = provenance.read(model.graph.node[k])  # inference may drop node metadata: read the model's own
         entry = NodeTypes(k, node.name or f"<unnamed {node.op_type} #{k}>",
-                          node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}", ins, outs)
+                          node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}", ins, outs,
+                          provenance=prov.to_dict() if prov is not None else None)
         if all(i.shape is not None for i in ins):
             seen = {d for i in ins for d in (i.shape or ()) if isinstance(d, str)}
             for o in outs:

@@ -1,7 +1,7 @@
 """Per-runtime support tables: which opsets and which op forms a target runtime accepts.
 
 Read by passes that canonicalise a model for one runtime (``bridge.passes.resize``) and by the
-TF target (issue D). Sources: onnx-tf's backend handler docs (doc/support_status.md and the
+TF target. Sources: onnx-tf's backend handler docs (doc/support_status.md and the
 Resize handler's partial-support description); its handlers stop at opset 16.
 """
 

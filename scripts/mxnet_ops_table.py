@@ -17,9 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- mxnet-ops:start -->", "<!-- mxnet-ops:end -->"
 AREAS = {"ops_math": "math", "ops_elemwise": "elementwise", "ops_tensor": "tensor", "ops_indexing": "indexing",
-         "ops_creation": "creation / random", "ops_nn": "nn", "ops_nn_extra": "nn", "ops_sequence": "sequence / rnn",
-         "contrib": "detection (bridge.contrib, lowered in the ONNX stage)",
-         "ops_more": "more: legacy aliases, inference-identity heads, linalg, grids, samplers, densities"}
+         "ops_creation": "creation / random", "ops_nn": "nn", "ops_norm": "nn: normalisation",
+         "ops_spatial": "spatial: resize, ROI / adaptive pooling, sampling grids, im2col, correlation",
+         "ops_attention": "contrib: transformer attention", "ops_boxes": "contrib: box iou / encode",
+         "ops_sequence": "sequence / rnn", "ops_legacy": "legacy aliases, inference-identity heads",
+         "ops_special": "elementwise formulas, special functions", "ops_reduce": "reductions, histogram",
+         "ops_scatter": "scatter / multi-index", "ops_linalg": "linalg", "ops_random": "random samplers, densities",
+         "contrib": "detection (bridge.contrib, lowered in the ONNX stage)"}
 
 
 def table() -> str:

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.cli",),
     ("bridge",),
     ("bridge.api",),
-    ("bridge.shapes", "bridge.graft", "bridge.migrate", "bridge.debug"),
+    ("bridge.shapes", "bridge.graft", "bridge.migrate", "bridge.debug", "bridge.bench"),
     ("bridge.validation", "bridge.targets", "bridge.inspection", "adapters"),
     ("bridge.passes",),
     ("bridge.runtimes",),
@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.config",),
     ("bridge.io",),
     ("bridge.limits", "bridge.registry"),
-    ("bridge.errors", "bridge.version"),
+    ("bridge.errors", "bridge.version", "bridge.provenance"),
 ]
 
 

@@ -75,52 +75,49 @@ def is_none(text: str | None) -> bool:
     return text is None or text.strip() in ("None", "")
 
 
-_Str = str
-_Int = int
-_Float = float
-_Bool = bool
-
-
 class Attrs:
-    """Typed, default-aware accessors over one node's attribute dict (all values are strings)."""
+    """Typed accessors over one node's attribute dict (all values are strings), in bridge's one family of
+    attribute readers (as ``bridge.rewriting.attrs`` for ONNX nodes): ``optional_<type>(key, default)``
+    gives the default when the attribute is absent or ``'None'``; ``required_<type>(key)`` raises an
+    ExportError naming the node."""
 
-    def __init__(self, node: _Str, values: Mapping[_Str, str]) -> None:
+    def __init__(self, node: str, values: Mapping[str, str]) -> None:
         self.node = node
         self.values = dict(values)
 
-    def __contains__(self, key: _Str) -> _Bool:
+    def __contains__(self, key: str) -> bool:
         return key in self.values and not is_none(self.values[key])
 
-    def str(self, key: _Str, default: _Str | None = None) -> _Str | None:
+    def optional_str(self, key: str, default: str | None = None) -> str | None:
         v = self.values.get(key)
         return default if is_none(v) else v
 
-    def bool(self, key: _Str, default: _Bool) -> _Bool:
+    def optional_bool(self, key: str, default: bool) -> bool:
         v = self.values.get(key)
         return default if is_none(v) else parse_bool(v or "", node=self.node, key=key)
 
-    def int(self, key: _Str, default: _Int | None) -> _Int | None:
+    def optional_int(self, key: str, default: int | None) -> int | None:
         v = self.values.get(key)
         return default if is_none(v) else parse_int(v or "", node=self.node, key=key)
 
-    def float(self, key: _Str, default: _Float | None) -> np.float32 | None:
+    def optional_float(self, key: str, default: float | None) -> np.float32 | None:
         v = self.values.get(key)
         if is_none(v):
             return None if default is None else np.float32(default)
         return parse_float32(v or "", node=self.node, key=key)
 
-    def ints(self, key: _Str, default: tuple[_Int, ...] = ()) -> tuple[_Int, ...]:
+    def optional_ints(self, key: str, default: tuple[int, ...] = ()) -> tuple[int, ...]:
         v = self.values.get(key)
         return default if is_none(v) else parse_int_tuple(v or "", node=self.node, key=key)
 
-    def floats(self, key: _Str, default: tuple[_Float, ...] = ()) -> tuple[np.float32, ...]:
+    def optional_floats(self, key: str, default: tuple[float, ...] = ()) -> tuple[np.float32, ...]:
         v = self.values.get(key)
         if is_none(v):
             return tuple(np.float32(x) for x in default)
         return parse_float_tuple(v or "", node=self.node, key=key)
 
-    def require_int(self, key: _Str) -> _Int:
-        v = self.int(key, None)
+    def required_int(self, key: str) -> int:
+        v = self.optional_int(key, None)
         if v is None:
             raise ExportError(f"node '{self.node}': required attribute '{key}' is missing")
         return v

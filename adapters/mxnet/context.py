@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
+from bridge import provenance
 from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import ExportError
 from bridge.limits import check_allocation, nbytes_of
@@ -86,6 +87,8 @@ class ConversionContext:
         self.uses_contrib = False
         self._names: set[str] = set()
         self._node_names: set[str] = set()
+        # what every emitted node records as its provenance (the MXNet node being translated, by which translator)
+        self.origin: provenance.Provenance | None = None
 
     # ---- names -------------------------------------------------------------------------------
     def reserve(self, name: str) -> str:
@@ -205,6 +208,8 @@ class ConversionContext:
         node = helper.make_node(op_type, list(inputs), outs, name=self.fresh_node_name(name), domain=domain, **attrs)
         if doc:
             node.doc_string = doc
+        if self.origin is not None:
+            provenance.write(node, self.origin)
         self.nodes.append(node)
         if out_types is not None:
             for o, t in zip(outs, out_types, strict=True):
@@ -279,6 +284,15 @@ class ConversionContext:
     def squeeze(self, x: str, axes: Sequence[int], *, name: str, output: str | None = None) -> str:
         out: Sequence[str] | int = [output] if output else 1
         return self.emit("Squeeze", [x, self.i64(axes, f"{name}__axes")], out, name=name)[0]
+
+    def as_int64(self, x: str, hint: str) -> str:
+        """``x`` as int64 (cast unless it already is): indices, labels, multi-indices."""
+        return x if self.elem(x) == TensorProto.INT64 else self.emit("Cast", [x], 1, name=hint, to=TensorProto.INT64)[0]
+
+    def as_bool(self, x: str, hint: str) -> str:
+        """``x != 0`` as bool: nonzero is true (a NaN too), as C's ``&&`` on MXNet's DType."""
+        zero = self.emit("Equal", [x, self.scalar(0, x, f"{hint}__zero")], 1, name=f"{hint}__eq0")[0]
+        return self.emit("Not", [zero], 1, name=f"{hint}__nz")[0]
 
     def scalar(self, value: Any, like: str, hint: str) -> str:
         """A 0-d constant with the element type of tensor ``like`` (MXNet casts scalars to DType)."""

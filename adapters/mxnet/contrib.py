@@ -97,11 +97,11 @@ def typed_attributes(ctx: ConversionContext, node: MXNode, schema: Schema) -> di
     a = node.attrs
     result: dict[str, Any] = {}
     getters: dict[str, Callable[[str, Any], Any]] = {
-        "floats": lambda k, d: [float(v) for v in a.floats(k, d)],
-        "float": lambda k, d: float(a.float(k, d) or 0.0),
-        "int": lambda k, d: int(a.int(k, d) or 0),
-        "bool": lambda k, d: int(a.bool(k, d)),
-        "str": lambda k, d: a.str(k, d) or d,
+        "floats": lambda k, d: [float(v) for v in a.optional_floats(k, d)],
+        "float": lambda k, d: float(a.optional_float(k, d) or 0.0),
+        "int": lambda k, d: int(a.optional_int(k, d) or 0),
+        "bool": lambda k, d: int(a.optional_bool(k, d)),
+        "str": lambda k, d: a.optional_str(k, d) or d,
     }
     for key, (kind, default) in schema.items():
         result[key] = getters[kind](key, default)
@@ -122,7 +122,7 @@ def _emit(ctx: ConversionContext, node: MXNode, op: str, inputs: list[str], out_
 @translator("_contrib_MultiBoxPrior", "MultiBoxPrior")
 def _contrib_MultiBoxPrior(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = node.attrs
-    n_anchor = len(a.floats("sizes", (1.0,))) + len(a.floats("ratios", (1.0,))) - 1
+    n_anchor = len(a.optional_floats("sizes", (1.0,))) + len(a.optional_floats("ratios", (1.0,))) - 1
     shape = ctx.shape(inputs[0])
     hw = shape[2:4] if shape is not None and len(shape) == 4 else (None, None)
     count = hw[0] * hw[1] * n_anchor if isinstance(hw[0], int) and isinstance(hw[1], int) else None

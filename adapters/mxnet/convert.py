@@ -22,14 +22,22 @@ from onnx import helper
 # importing the translator modules registers them
 from adapters.mxnet import (  # noqa: F401
     contrib,
+    ops_attention,
+    ops_boxes,
     ops_creation,
     ops_elemwise,
     ops_indexing,
+    ops_legacy,
+    ops_linalg,
     ops_math,
-    ops_more,
     ops_nn,
-    ops_nn_extra,
+    ops_norm,
+    ops_random,
+    ops_reduce,
+    ops_scatter,
     ops_sequence,
+    ops_spatial,
+    ops_special,
     ops_tensor,
 )
 from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx, shape_like
@@ -37,6 +45,7 @@ from adapters.mxnet.infer_range import resolve_infer_range
 from adapters.mxnet.params import split_arg_aux
 from adapters.mxnet.registry import NOT_TRANSLATED, TRANSLATORS
 from adapters.mxnet.symbol import SymbolGraph
+from bridge import provenance
 from bridge.config import ExportSpec, InputSpec
 from bridge.errors import BadInputFileError, BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
 
@@ -160,8 +169,11 @@ def convert_graph(
             raise BadInputFileError(f"{graph.source}: node '{node.name}' ({node.op}) reads output {k} of node "
                                     f"'{graph.nodes[src].name}' ({graph.nodes[src].op}), which has no such output")
         inputs = [entries[(src, k)] for src, k in node.inputs]
+        fn = TRANSLATORS[node.op]
+        ctx.origin = provenance.Provenance("mxnet", node.name, node.op, provenance.made_by(
+            provenance.TRANSLATOR, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__name__)}"))
         try:
-            produced = TRANSLATORS[node.op](ctx, node, inputs)
+            produced = fn(ctx, node, inputs)
         except BridgeError as e:
             lacking = [i for i in inputs if i in missing]
             if lacking:  # the translator needed the type of an input nobody gave a shape for
@@ -196,7 +208,10 @@ def convert_graph(
         assert head_name is not None
         name = head_name
         if name in ctx.initializers or any(v.name == name for v in ctx.inputs) or name in out_names:
-            alias = ctx.fresh(f"{graph.nodes[h[0]].name}_output")
+            head = graph.nodes[h[0]]
+            ctx.origin = provenance.Provenance("mxnet", head.name, head.op, provenance.made_by(
+                provenance.TRANSLATOR, f"{__name__}:graph output alias"))
+            alias = ctx.fresh(f"{head.name}_output")
             ctx.emit("Identity", [name], [alias], name=alias)
             name = alias
         out_names.append(name)

@@ -25,7 +25,7 @@ SAME_SHAPE_BINARY = frozenset(op for op in BINARY if not op.startswith("broadcas
 
 
 def _infers_range(node: MXNode) -> bool:
-    return node.op == "_arange" and node.attrs.bool("infer_range", False)
+    return node.op == "_arange" and node.attrs.optional_bool("infer_range", False)
 
 
 def resolve_infer_range(graph: SymbolGraph) -> SymbolGraph:

@@ -28,14 +28,14 @@ from bridge.errors import ExportError
 
 
 def _dtype(node: MXNode, default: str = "float32", allowed: tuple[str, ...] | None = None) -> int:
-    name = node.attrs.str("dtype", default) or default
+    name = node.attrs.optional_str("dtype", default) or default
     if name not in DTYPES or (allowed is not None and name not in allowed):
         raise ExportError(f"node '{node.name}': {node.op} dtype='{name}' is not supported")
     return DTYPES[name]
 
 
 def _shape(node: MXNode) -> list[int]:
-    shape = list(node.attrs.ints("shape"))
+    shape = list(node.attrs.optional_ints("shape"))
     if any(d <= 0 for d in shape):
         # MXNet 1.x reads 0 as "unknown" (filled in by shape inference from a consumer): not a constant
         raise ExportError(f"node '{node.name}': {node.op} shape {tuple(shape)} has unknown (0) dims")
@@ -61,19 +61,19 @@ def _ones(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
 @translator("_full")
 def _full(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # value is a double parameter cast to DType (init_op.h InitOpWithScalarParam)
-    return _fill(ctx, node, float(node.attrs.str("value", "0") or 0), _dtype(node))
+    return _fill(ctx, node, float(node.attrs.optional_str("value", "0") or 0), _dtype(node))
 
 
 @translator("_eye")
 def _eye(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in init_op.h (EyeParam): N x M (M=0: N) with ones on diagonal k
     a = node.attrs
-    n = a.require_int("N")
-    m = a.int("M", 0) or n
+    n = a.required_int("N")
+    m = a.optional_int("M", 0) or n
     zeros = numpy_helper.from_array(np.zeros(1, np.float32))
     base = ctx.emit("ConstantOfShape", [ctx.i64([n, m], f"{node.name}__shape")], 1, name=f"{node.name}__zeros",
                     value=zeros)[0]
-    eye = ctx.emit("EyeLike", [base], 1, name=f"{node.name}__eye", k=a.int("k", 0) or 0)[0]
+    eye = ctx.emit("EyeLike", [base], 1, name=f"{node.name}__eye", k=a.optional_int("k", 0) or 0)[0]
     return ctx.emit("Cast", [eye], [out(ctx, node)], name=node.name, to=_dtype(node))
 
 
@@ -82,9 +82,9 @@ def _linspace(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     # as in init_op.h (LinspaceParam, linspace_fwd): start + step * i in double, cast to DType, with
     # step = (stop - start) / (num - 1) with the endpoint (num > 1), else / num; a constant, folded here
     a = node.attrs
-    start, stop = float(a.str("start", "0") or 0), float(a.str("stop", "0") or 0)
-    num = a.require_int("num")
-    endpoint = a.bool("endpoint", True)
+    start, stop = float(a.optional_str("start", "0") or 0), float(a.optional_str("stop", "0") or 0)
+    num = a.required_int("num")
+    endpoint = a.optional_bool("endpoint", True)
     div = (num - 1 if endpoint else num) if num > 1 else 1
     vals = start + (stop - start) / div * np.arange(num, dtype=np.float64)
     c = ctx.const(vals.astype(onnx_to_np(_dtype(node))), f"{node.name}__values")
@@ -97,7 +97,7 @@ def _contrib_index_array(ctx: ConversionContext, node: MXNode, inputs: list[str]
     # along each of ``axes`` (default: all axes, in order)
     x = inputs[0]
     rank = ctx.rank(x, node.name)
-    axes = [d + rank if d < 0 else d for d in node.attrs.ints("axes")] or list(range(rank))
+    axes = [d + rank if d < 0 else d for d in node.attrs.optional_ints("axes")] or list(range(rank))
     full = dims_tensor(ctx, [(x, d) for d in range(rank)], name=f"{node.name}__shape")
     parts = []
     for d in axes:
@@ -119,8 +119,8 @@ def _contrib_arange_like(ctx: ConversionContext, node: MXNode, inputs: list[str]
     x = inputs[0]
     elem = ctx.elem(x)
     np_dtype = onnx_to_np(elem)
-    axis = a.int("axis", None)
-    repeat = a.int("repeat", 1) or 1
+    axis = a.optional_int("axis", None)
+    repeat = a.optional_int("repeat", 1) or 1
     if repeat < 1:
         raise ExportError(f"node '{node.name}': repeat={repeat} must be >= 1")
     rank = ctx.rank(x, node.name)
@@ -137,7 +137,7 @@ def _contrib_arange_like(ctx: ConversionContext, node: MXNode, inputs: list[str]
                  1, name=f"{node.name}__range")[0]
     if repeat > 1:
         i = ctx.emit("Div", [i, ctx.const(np.int64(repeat), f"{node.name}__repeat")], 1, name=f"{node.name}__rep")[0]
-    start_f, step_f = float(a.str("start", "0") or 0), float(a.str("step", "1") or 1)
+    start_f, step_f = float(a.optional_str("start", "0") or 0), float(a.optional_str("step", "1") or 1)
     if elem == TensorProto.FLOAT16:
         # MXNet 1.9.1 (CPU) truncates start and step to integers for float16 outputs, as for int types:
         # arange_like(float16 x, start=0.5, step=0.25) is all zeros there; reproduced, not "fixed"
@@ -187,12 +187,12 @@ def _sampler(ctx: ConversionContext, node: MXNode, op: str, elem: int, attrs: di
 
 def _normal_params(a: Any) -> dict[str, float]:
     """MXNet's loc/scale as ONNX RandomNormal's mean/scale."""
-    return {"mean": float(a.float("loc", 0.0) or 0.0), "scale": float(a.float("scale", 1.0) or 0.0)}
+    return {"mean": float(a.optional_float("loc", 0.0) or 0.0), "scale": float(a.optional_float("scale", 1.0) or 0.0)}
 
 
 def _uniform_params(a: Any) -> dict[str, float]:
     """MXNet's low/high as ONNX RandomUniform's (the same names)."""
-    return {"low": float(a.float("low", 0.0) or 0.0), "high": float(a.float("high", 1.0) or 0.0)}
+    return {"low": float(a.optional_float("low", 0.0) or 0.0), "high": float(a.optional_float("high", 1.0) or 0.0)}
 
 
 @translator("_random_normal", "random_normal", "normal")
@@ -232,8 +232,8 @@ def _sample_multinomial(ctx: ConversionContext, node: MXNode, inputs: list[str])
     # get_prob adds log(p[sample]) in the data dtype. ONNX Multinomial takes [batch, K] log-probabilities.
     a = node.attrs
     p = inputs[0]
-    shape = list(a.ints("shape"))
-    get_prob = a.bool("get_prob", False)
+    shape = list(a.optional_ints("shape"))
+    get_prob = a.optional_bool("get_prob", False)
     elem = _dtype(node, "int32", ("float16", "float32", "float64", "int32", "uint8"))
     dims = ctx.shape(p)
     if dims is None or not isinstance(dims[-1], int):

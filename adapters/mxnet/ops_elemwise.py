@@ -49,7 +49,7 @@ def broadcast_mod(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
 def _mod_scalar(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # the scalar is a double parameter cast to DType (elemwise_binary_scalar_op.h)
     x = inputs[0]
-    s = ctx.scalar(float(node.attrs.str("scalar", "0") or 0), x, f"{node.name}__scalar")
+    s = ctx.scalar(float(node.attrs.optional_str("scalar", "0") or 0), x, f"{node.name}__scalar")
     a, b = (s, x) if _MOD_SCALAR[node.op] else (x, s)
     return _mxnet_mod(ctx, node, a, b)
 
@@ -111,7 +111,7 @@ def hard_sigmoid(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
     # rounded to float32 (MXNet's params are floats) and cast to DType, as MXNet does
     a = node.attrs
     x = inputs[0]
-    alpha, beta = a.float("alpha", 0.2) or np.float32(0), a.float("beta", 0.5) or np.float32(0)
+    alpha, beta = a.optional_float("alpha", 0.2) or np.float32(0), a.optional_float("beta", 0.5) or np.float32(0)
     if ctx.elem(x) == TensorProto.FLOAT:
         return ctx.emit("HardSigmoid", [x], [out(ctx, node)], name=node.name, alpha=float(alpha), beta=float(beta))
     y = ctx.emit("Mul", [x, ctx.scalar(alpha, x, f"{node.name}__alpha")], 1, name=f"{node.name}__mul")[0]

@@ -85,7 +85,7 @@ def _flatten_axis(node: MXNode, default: int | None) -> int | None:
     raw = node.raw_attrs.get("axis")
     if raw is None:
         return default
-    return None if is_none(raw) else node.attrs.int("axis", default)
+    return None if is_none(raw) else node.attrs.optional_int("axis", default)
 
 
 def _flat(ctx: ConversionContext, node: MXNode, x: str) -> str:
@@ -93,7 +93,7 @@ def _flat(ctx: ConversionContext, node: MXNode, x: str) -> str:
 
 
 def _dtype(node: MXNode, key: str, default: str) -> int:
-    name = node.attrs.str(key, default) or default
+    name = node.attrs.optional_str(key, default) or default
     if name not in DTYPES:
         raise ExportError(f"node '{node.name}': {key}='{name}' is not supported")
     return DTYPES[name]
@@ -133,11 +133,11 @@ def topk(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # ret_typ indices | value | mask | both, is_ascend=False, dtype of the indices float32
     a = node.attrs
     x = inputs[0]
-    ret = a.str("ret_typ", "indices") or "indices"
+    ret = a.optional_str("ret_typ", "indices") or "indices"
     if ret not in ("indices", "value", "mask", "both"):
         raise ExportError(f"node '{node.name}': topk ret_typ='{ret}' is not supported")
-    values, indices, axis = _topk_core(ctx, node, x, _flatten_axis(node, -1), a.int("k", 1) or 0,
-                                       not a.bool("is_ascend", False))
+    values, indices, axis = _topk_core(ctx, node, x, _flatten_axis(node, -1), a.optional_int("k", 1) or 0,
+                                       not a.optional_bool("is_ascend", False))
     dtype = _dtype(node, "dtype", "float32")
     if ret == "value":
         return ctx.emit("Identity", [values], [out(ctx, node)], name=node.name)
@@ -166,14 +166,14 @@ def argsort(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     # as in MXNet src/operator/tensor/ordering_op-inl.h (ArgSortParam): axis=-1 (None: flattened),
     # is_ascend=True, dtype float32; a full TopK
     a = node.attrs
-    _, indices, _ = _topk_core(ctx, node, inputs[0], _flatten_axis(node, -1), 0, not a.bool("is_ascend", True))
+    _, indices, _ = _topk_core(ctx, node, inputs[0], _flatten_axis(node, -1), 0, not a.optional_bool("is_ascend", True))
     return [_cast(ctx, indices, _dtype(node, "dtype", "float32"), name=node.name, output=out(ctx, node))]
 
 
 @translator("sort")
 def sort(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in ordering_op-inl.h (SortParam): axis=-1 (None: flattened), is_ascend=True; a full TopK's values
-    values, _, _ = _topk_core(ctx, node, inputs[0], _flatten_axis(node, -1), 0, not node.attrs.bool("is_ascend", True))
+    values, _, _ = _topk_core(ctx, node, inputs[0], _flatten_axis(node, -1), 0, not node.attrs.optional_bool("is_ascend", True))
     return ctx.emit("Identity", [values], [out(ctx, node)], name=node.name)
 
 
@@ -185,7 +185,7 @@ def argmax(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
     x = inputs[0]
     op = "ArgMax" if node.op == "argmax" else "ArgMin"
     axis = _flatten_axis(node, None)
-    keepdims = node.attrs.bool("keepdims", False)
+    keepdims = node.attrs.optional_bool("keepdims", False)
     ones = None
     if axis is None:
         ones = [1] * ctx.rank(x, node.name) if keepdims else None
@@ -216,8 +216,8 @@ def take(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # [0, N-1] - negative ones included; a Gather on N instead of a negative index fails the same way
     a = node.attrs
     data, idx = inputs[:2]
-    axis = _axis(ctx, node, data, a.int("axis", 0) or 0)
-    mode = a.str("mode", "clip") or "clip"
+    axis = _axis(ctx, node, data, a.optional_int("axis", 0) or 0)
+    mode = a.optional_str("mode", "clip") or "clip"
     i = _as_index(ctx, idx, name=f"{node.name}__index")
     n = dims_tensor(ctx, [(data, axis)], name=f"{node.name}__n")
     zero = ctx.i64([0], f"{node.name}__zero")
@@ -256,12 +256,12 @@ def pick(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     raw = node.raw_attrs.get("axis")
     if raw is not None and is_none(raw):
         raise ExportError(f"node '{node.name}': pick with axis=None (MXNet 1.9 rejects it too)")
-    axis = _axis(ctx, node, data, a.int("axis", -1) or 0 if raw is not None else -1)
+    axis = _axis(ctx, node, data, a.optional_int("axis", -1) or 0 if raw is not None else -1)
     n = dims_tensor(ctx, [(data, axis)], name=f"{node.name}__n")
-    i = _bounded_index(ctx, node, idx, n, a.str("mode", "clip") or "clip")
+    i = _bounded_index(ctx, node, idx, n, a.optional_str("mode", "clip") or "clip")
     if ctx.rank(idx, node.name) < ctx.rank(data, node.name):
         i = ctx.unsqueeze(i, [axis], name=f"{node.name}__at_axis")
-    keep = a.bool("keepdims", False)
+    keep = a.optional_bool("keepdims", False)
     g = ctx.emit("GatherElements", [data, i], [out(ctx, node)] if keep else 1, name=node.name if keep else
                  f"{node.name}__gather", axis=axis)[0]
     return [g] if keep else [ctx.squeeze(g, [axis], name=node.name, output=out(ctx, node))]
@@ -284,7 +284,7 @@ def diag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # order). Built from constant index tables, so the sizes involved must be static.
     a = node.attrs
     x = inputs[0]
-    k = a.int("k", 0) or 0
+    k = a.optional_int("k", 0) or 0
     shape = ctx.static_shape(x, node.name)
     if len(shape) == 1:
         n = shape[0]
@@ -297,8 +297,8 @@ def diag(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
         return ctx.emit("Gather", [padded, ctx.const(table, f"{node.name}__table")], [out(ctx, node)],
                         name=node.name, axis=0)
     rank = len(shape)
-    a1 = _axis(ctx, node, x, a.int("axis1", 0) or 0)
-    a2 = _axis(ctx, node, x, a.int("axis2", 1) or 0)
+    a1 = _axis(ctx, node, x, a.optional_int("axis1", 0) or 0)
+    a2 = _axis(ctx, node, x, a.optional_int("axis2", 1) or 0)
     n1, n2 = shape[a1], shape[a2]
     rows = range(max(0, -k), min(n1, n2 - k))
     if not rows:
@@ -329,11 +329,11 @@ def one_hot(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     # indices outside [0, depth) - negative ones included - give all off_value (ONNX OneHot would wrap
     # negatives), so built as Equal against 0..depth-1
     a = node.attrs
-    depth = a.require_int("depth")
+    depth = a.required_int("depth")
     dtype = _dtype(node, "dtype", "float32")
     np_dtype = onnx_to_np(dtype)
-    on = ctx.const(np.asarray(float(a.str("on_value", "1") or 1)).astype(np_dtype), f"{node.name}__on")
-    off = ctx.const(np.asarray(float(a.str("off_value", "0") or 0)).astype(np_dtype), f"{node.name}__off")
+    on = ctx.const(np.asarray(float(a.optional_str("on_value", "1") or 1)).astype(np_dtype), f"{node.name}__on")
+    off = ctx.const(np.asarray(float(a.optional_str("off_value", "0") or 0)).astype(np_dtype), f"{node.name}__off")
     i = ctx.unsqueeze(_as_index(ctx, inputs[0], name=f"{node.name}__index"), [-1], name=f"{node.name}__col")
     hit = ctx.emit("Equal", [i, ctx.i64(range(depth), f"{node.name}__range")], 1, name=f"{node.name}__eq")[0]
     return ctx.emit("Where", [hit, on, off], [out(ctx, node)], name=node.name)
@@ -343,7 +343,7 @@ def one_hot(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
 @translator("reverse", "flip")
 def reverse(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     x = inputs[0]
-    axes = sorted({_axis(ctx, node, x, d) for d in node.attrs.ints("axis")})
+    axes = sorted({_axis(ctx, node, x, d) for d in node.attrs.optional_ints("axis")})
     if not axes:
         return ctx.emit("Identity", [x], [out(ctx, node)], name=node.name)
     n = len(axes)
@@ -357,8 +357,8 @@ def SwapAxis(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[st
     # as in MXNet src/operator/swapaxis-inl.h: dim1=0, dim2=0
     x = inputs[0]
     rank = ctx.rank(x, node.name)
-    d1 = _axis(ctx, node, x, node.attrs.int("dim1", 0) or 0)
-    d2 = _axis(ctx, node, x, node.attrs.int("dim2", 0) or 0)
+    d1 = _axis(ctx, node, x, node.attrs.optional_int("dim1", 0) or 0)
+    d2 = _axis(ctx, node, x, node.attrs.optional_int("dim2", 0) or 0)
     perm = list(range(rank))
     perm[d1], perm[d2] = perm[d2], perm[d1]
     return ctx.emit("Transpose", [x], [out(ctx, node)], name=node.name, perm=perm)
@@ -367,7 +367,7 @@ def SwapAxis(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[st
 @translator("stack")
 def stack(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # axis counts in the output (rank + 1), as in MXNet matrix_op-inl.h (StackOpShape)
-    axis = node.attrs.int("axis", 0) or 0
+    axis = node.attrs.optional_int("axis", 0) or 0
     rank = ctx.rank(inputs[0], node.name) + 1
     if not -rank <= axis < rank:
         raise ExportError(f"node '{node.name}': stack axis {axis} is out of range for output rank {rank}")
@@ -382,20 +382,20 @@ def _split_v2(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     # front end prepends 0), or ``sections`` equal parts; squeeze_axis drops a size-1 axis
     a = node.attrs
     x = inputs[0]
-    axis = _axis(ctx, node, x, a.int("axis", 1) or 0)
-    sections = a.int("sections", 0) or 0
+    axis = _axis(ctx, node, x, a.optional_int("axis", 1) or 0)
+    sections = a.optional_int("sections", 0) or 0
     if sections > 0:
         dim = ctx.static_dims(x, node.name, [axis])[0]
         if dim % sections:
             raise ExportError(f"node '{node.name}': axis length {dim} does not split into {sections} sections")
         starts = [i * (dim // sections) for i in range(sections)]
     else:
-        starts = list(a.ints("indices"))
+        starts = list(a.optional_ints("indices"))
         if not starts:
             raise ExportError(f"node '{node.name}': _split_v2 needs indices or sections")
     n = len(starts)
     ends = [*starts[1:], INT64_MAX]
-    squeeze = a.bool("squeeze_axis", False)
+    squeeze = a.optional_bool("squeeze_axis", False)
     outs = []
     for k, (b, e) in enumerate(zip(starts, ends, strict=True)):
         name = out(ctx, node, k, n)
@@ -412,17 +412,17 @@ def Pad(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # constant (constant_value cast to the data type) / edge / reflect, as ONNX Pad's modes
     a = node.attrs
     x = inputs[0]
-    mode = a.str("mode", "constant") or "constant"
+    mode = a.optional_str("mode", "constant") or "constant"
     if mode not in ("constant", "edge", "reflect"):
         raise ExportError(f"node '{node.name}': Pad mode='{mode}' is not supported")
-    width = list(a.ints("pad_width"))
+    width = list(a.optional_ints("pad_width"))
     rank = ctx.rank(x, node.name)
     if len(width) != 2 * rank:
         raise ExportError(f"node '{node.name}': pad_width has {len(width)} values for a rank-{rank} input")
     pads = ctx.i64(width[0::2] + width[1::2], f"{node.name}__pads")
     args = [x, pads]
     if mode == "constant":
-        value = float(a.str("constant_value", "0") or 0)
+        value = float(a.optional_str("constant_value", "0") or 0)
         args.append(ctx.scalar(value, x, f"{node.name}__value"))
     return ctx.emit("Pad", args, [out(ctx, node)], name=node.name, mode=mode)
 
@@ -432,7 +432,7 @@ _NATIVE_SPACE_DEPTH = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT1
 
 def _space_depth_by_transpose(ctx: ConversionContext, node: MXNode, x: str, to_space: bool) -> list[str]:
     """The same data movement as Reshape -> Transpose -> Reshape (any dtype; C, H, W must be static)."""
-    b = node.attrs.require_int("block_size")
+    b = node.attrs.required_int("block_size")
     shape = ctx.shape(x)
     if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[1:]):
         raise ExportError(f"node '{node.name}': {node.op} of {ctx.np_dtype(x).name} data needs static C, H, W "
@@ -453,7 +453,7 @@ def depth_to_space(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> l
     if ctx.elem(inputs[0]) not in _NATIVE_SPACE_DEPTH:
         return _space_depth_by_transpose(ctx, node, inputs[0], True)
     return ctx.emit("DepthToSpace", inputs[:1], [out(ctx, node)], name=node.name,
-                    blocksize=node.attrs.require_int("block_size"), mode="DCR")
+                    blocksize=node.attrs.required_int("block_size"), mode="DCR")
 
 
 @translator("space_to_depth")
@@ -461,7 +461,7 @@ def space_to_depth(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> l
     if ctx.elem(inputs[0]) not in _NATIVE_SPACE_DEPTH:
         return _space_depth_by_transpose(ctx, node, inputs[0], False)
     return ctx.emit("SpaceToDepth", inputs[:1], [out(ctx, node)], name=node.name,
-                    blocksize=node.attrs.require_int("block_size"))
+                    blocksize=node.attrs.required_int("block_size"))
 
 
 # ---- broadcasting and shapes -------------------------------------------------------------------
@@ -469,7 +469,7 @@ def space_to_depth(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> l
 def broadcast_to(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # a 0 in ``shape`` keeps the input dim (broadcast_reduce_op.h BroadcastToShape); Expand's
     # two-way broadcast keeps it for a 1 in the target
-    shape = [1 if d == 0 else d for d in node.attrs.ints("shape")]
+    shape = [1 if d == 0 else d for d in node.attrs.optional_ints("shape")]
     return ctx.emit("Expand", [inputs[0], ctx.i64(shape, f"{node.name}__shape")], [out(ctx, node)], name=node.name)
 
 
@@ -478,7 +478,7 @@ def broadcast_axis(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> l
     x = inputs[0]
     rank = ctx.rank(x, node.name)
     target = [1] * rank
-    for ax, size in zip(node.attrs.ints("axis"), node.attrs.ints("size"), strict=True):
+    for ax, size in zip(node.attrs.optional_ints("axis"), node.attrs.optional_ints("size"), strict=True):
         target[_axis(ctx, node, x, ax)] = size
     return ctx.emit("Expand", [x, ctx.i64(target, f"{node.name}__shape")], [out(ctx, node)], name=node.name)
 
@@ -493,7 +493,7 @@ def broadcast_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> l
     else:
         rank = ctx.rank(x, node.name)
         target: list[DimRef] = [1] * rank
-        for lax, rax in zip(a.ints("lhs_axes"), a.ints("rhs_axes"), strict=True):
+        for lax, rax in zip(a.optional_ints("lhs_axes"), a.optional_ints("rhs_axes"), strict=True):
             target[_axis(ctx, node, x, lax)] = (like, _axis(ctx, node, like, rax))
         shape = dims_tensor(ctx, target, name=node.name)
     return ctx.emit("Expand", [x, shape], [out(ctx, node)], name=node.name)
@@ -508,7 +508,7 @@ def reshape_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
     lr, rr = ctx.rank(x, node.name), ctx.rank(like, node.name)
 
     def bound(key: str, rank: int, default: int) -> int:
-        v = a.int(key, None)
+        v = a.optional_int(key, None)
         return default if v is None else (v + rank if v < 0 else v)
 
     lb, le = bound("lhs_begin", lr, 0), bound("lhs_end", lr, lr)
@@ -542,7 +542,7 @@ def dot(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # - transpose_a: (K, prod(a.shape[1:])) transposed - and b as (K, prod(b.shape[1:])) - transpose_b:
     # (prod(b.shape[:-1]), K) transposed; the result has shape a_rest + b_rest, or (1,) when both are 1-D
     a, b = inputs[:2]
-    ta, tb = node.attrs.bool("transpose_a", False), node.attrs.bool("transpose_b", False)
+    ta, tb = node.attrs.optional_bool("transpose_a", False), node.attrs.optional_bool("transpose_b", False)
     ra, rb = ctx.rank(a, node.name), ctx.rank(b, node.name)
     if ra == 2 and rb == 2:
         a2 = _swap_last(ctx, a, name=f"{node.name}__ta") if ta else a
@@ -568,9 +568,9 @@ def dot(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
 def batch_dot(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in dot-inl.h (BatchDotShape): matrices in the last two axes, equal batch axes before them
     a, b = inputs[:2]
-    if node.attrs.bool("transpose_a", False):
+    if node.attrs.optional_bool("transpose_a", False):
         a = _swap_last(ctx, a, name=f"{node.name}__ta")
-    if node.attrs.bool("transpose_b", False):
+    if node.attrs.optional_bool("transpose_b", False):
         b = _swap_last(ctx, b, name=f"{node.name}__tb")
     return ctx.emit("MatMul", [a, b], [out(ctx, node)], name=node.name)
 
@@ -582,17 +582,17 @@ def _linalg_gemm2(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
     at = node.attrs
     a, b = inputs[:2]
     rank = ctx.rank(a, node.name)
-    axis = _axis(ctx, node, a, at.int("axis", -2) or -2)
+    axis = _axis(ctx, node, a, at.optional_int("axis", -2) or -2)
     perm = None
     if axis != rank - 2:
         perm = [d for d in range(rank - 1) if d != axis] + [axis, rank - 1]
         a = ctx.emit("Transpose", [a], 1, name=f"{node.name}__pa", perm=perm)[0]
         b = ctx.emit("Transpose", [b], 1, name=f"{node.name}__pb", perm=perm)[0]
-    if at.bool("transpose_a", False):
+    if at.optional_bool("transpose_a", False):
         a = _swap_last(ctx, a, name=f"{node.name}__ta")
-    if at.bool("transpose_b", False):
+    if at.optional_bool("transpose_b", False):
         b = _swap_last(ctx, b, name=f"{node.name}__tb")
-    alpha = at.float("alpha", 1.0)
+    alpha = at.optional_float("alpha", 1.0)
     last = perm is None and alpha == 1.0
     m = ctx.emit("MatMul", [a, b], [out(ctx, node)] if last else 1, name=node.name if last else f"{node.name}__mm")[0]
     if last:
@@ -615,12 +615,12 @@ def norm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # truncated back to the integer type
     a = node.attrs
     x = inputs[0]
-    ord_ = a.int("ord", 2) or 2
+    ord_ = a.optional_int("ord", 2) or 2
     if ord_ not in (1, 2):
         raise ExportError(f"node '{node.name}': norm ord={ord_} is not supported (MXNet accepts 1 and 2)")
     rank = ctx.rank(x, node.name)
-    axes = [_axis(ctx, node, x, d) for d in a.ints("axis")] or None
-    keepdims = a.bool("keepdims", False)
+    axes = [_axis(ctx, node, x, d) for d in a.optional_ints("axis")] or None
+    keepdims = a.optional_bool("keepdims", False)
     src_elem = ctx.elem(x)
     out_elem = _dtype(node, "out_dtype", "float32") if "out_dtype" in a else src_elem
     is_float = ctx.np_dtype(x).kind == "f"

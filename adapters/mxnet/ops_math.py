@@ -84,7 +84,7 @@ def _plus_scalar(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
     x = inputs[0]
     # float tensors: float32 of the decimal string; integer tensors: the double truncated to DType
     is_float = ctx.np_dtype(x).kind == "f"
-    value = node.attrs.float("scalar", 0.0) if is_float else float(node.attrs.str("scalar", "0") or 0)
+    value = node.attrs.optional_float("scalar", 0.0) if is_float else float(node.attrs.optional_str("scalar", "0") or 0)
     s = ctx.scalar(value, x, f"{node.name}__scalar")
     a, b = (s, x) if left else (x, s)
     if op == "NotEqual":

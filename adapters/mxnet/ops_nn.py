@@ -20,13 +20,13 @@ _SPATIAL_LAYOUTS = {None, "NCW", "NCHW", "NCDHW"}
 
 
 def _check_layout(node: MXNode) -> None:
-    layout = node.attrs.str("layout")
+    layout = node.attrs.optional_str("layout")
     if layout not in _SPATIAL_LAYOUTS:
         raise ExportError(f"node '{node.name}' ({node.op}): layout {layout} is not supported, only channels-first")
 
 
 def _spatial(node: MXNode, key: str, n: int, default: int) -> list[int]:
-    v = list(node.attrs.ints(key))
+    v = list(node.attrs.optional_ints(key))
     return v if v else [default] * n
 
 
@@ -35,14 +35,14 @@ def Convolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
     # as in MXNet src/operator/nn/convolution-inl.h: weight (F, C/group, *kernel), optional bias
     _check_layout(node)
     a = node.attrs
-    kernel = list(a.ints("kernel"))
+    kernel = list(a.optional_ints("kernel"))
     n = len(kernel)
     pad = _spatial(node, "pad", n, 0)
-    args = inputs[:2] if a.bool("no_bias", False) else inputs[:3]
+    args = inputs[:2] if a.optional_bool("no_bias", False) else inputs[:3]
     return ctx.emit(
         "Conv", args, [out(ctx, node)], name=node.name,
         kernel_shape=kernel, strides=_spatial(node, "stride", n, 1), dilations=_spatial(node, "dilate", n, 1),
-        pads=pad + pad, group=a.int("num_group", 1),
+        pads=pad + pad, group=a.optional_int("num_group", 1),
     )
 
 
@@ -52,13 +52,13 @@ def Deconvolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
     # target_shape, total = stride*(in-1) + dilated_kernel - target, pad = ceil(total/2), adj = total % 2
     _check_layout(node)
     a = node.attrs
-    kernel = list(a.ints("kernel"))
+    kernel = list(a.optional_ints("kernel"))
     n = len(kernel)
     stride = _spatial(node, "stride", n, 1)
     dilate = _spatial(node, "dilate", n, 1)
     pad = _spatial(node, "pad", n, 0)
     adj = _spatial(node, "adj", n, 0)
-    target = [t for t in a.ints("target_shape") if t > 0]
+    target = [t for t in a.optional_ints("target_shape") if t > 0]
     if target:
         in_shape = ctx.static_dims(inputs[0], node.name, slice(2, None))
         pad, adj = [], []
@@ -66,11 +66,11 @@ def Deconvolution(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
             total = stride[i] * (in_shape[i] - 1) + dilate[i] * (kernel[i] - 1) + 1 - target[i]
             adj.append(total % 2)
             pad.append((total + 1) // 2)
-    args = inputs[:2] if a.bool("no_bias", True) else inputs[:3]
+    args = inputs[:2] if a.optional_bool("no_bias", True) else inputs[:3]
     return ctx.emit(
         "ConvTranspose", args, [out(ctx, node)], name=node.name,
         kernel_shape=kernel, strides=stride, dilations=dilate, pads=pad + pad, output_padding=adj,
-        group=a.int("num_group", 1),
+        group=a.optional_int("num_group", 1),
     )
 
 
@@ -82,7 +82,7 @@ def BatchNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     # 1/sqrt(moving_var + eps) (VARIANCE_TO_INVSTD in batch_norm.cc) into them, named <node>_mean, <node>_var.
     a = node.attrs
     x, gamma, beta, mean, var = inputs[:5]
-    eps = float(a.float("eps", 1e-3) or 0.0)
+    eps = float(a.optional_float("eps", 1e-3) or 0.0)
     if ctx.elem(x) == TensorProto.FLOAT16 and ctx.elem(mean) == TensorProto.FLOAT:
         # float16 data with float32 parameters (the only float16 form MXNet accepts): MXNet computes in
         # float32 (AccReal) and writes float16, so does this
@@ -91,7 +91,7 @@ def BatchNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
         y = ctx.emit("Cast", [y32], [out(ctx, node)], name=node.name, to=TensorProto.FLOAT16)[0]
     else:
         y = _batch_norm(ctx, node, x, gamma, beta, mean, var, eps, out(ctx, node))
-    if not a.bool("output_mean_var", False):
+    if not a.optional_bool("output_mean_var", False):
         return [y]
     m = ctx.emit("Identity", [mean], [ctx.reserve(f"{node.name}_mean")], name=f"{node.name}__mean")[0]
     ve = ctx.emit("Add", [var, ctx.scalar(eps, var, f"{node.name}__eps")], 1, name=f"{node.name}__var_eps")[0]
@@ -103,11 +103,11 @@ def BatchNorm(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
 def _batch_norm(ctx: ConversionContext, node: MXNode, x: str, gamma: str, beta: str, mean: str, var: str,
                 eps: float, output: str) -> str:
     a = node.attrs
-    if a.bool("fix_gamma", True):
+    if a.optional_bool("fix_gamma", True):
         g = ctx.value(gamma)
         c = g.shape if g is not None else ctx.static_shape(gamma, node.name)
         gamma = ctx.const(np.ones(c, dtype=ctx.np_dtype(x)), f"{node.name}__fixed_gamma")
-    axis = a.int("axis", 1)
+    axis = a.optional_int("axis", 1)
     axis = 1 if axis is None else axis
     rank = ctx.rank(x, node.name)
     if axis < 0:
@@ -132,7 +132,7 @@ _ACTIVATIONS = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "softrelu"
 
 @translator("Activation")
 def Activation(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    act = node.attrs.str("act_type", "relu") or "relu"
+    act = node.attrs.optional_str("act_type", "relu") or "relu"
     if act not in _ACTIVATIONS:
         raise ExportError(f"node '{node.name}': Activation act_type={act} is not supported")
     return ctx.emit(_ACTIVATIONS[act], inputs[:1], [out(ctx, node)], name=node.name)
@@ -143,14 +143,14 @@ def LeakyReLU(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     # as in MXNet src/operator/leaky_relu-inl.h: slope default 0.25; rrelu at inference uses the
     # mean of lower_bound/upper_bound; selu uses the fixed SELU constants (same as ONNX Selu's defaults)
     a = node.attrs
-    act = a.str("act_type", "leaky") or "leaky"
+    act = a.optional_str("act_type", "leaky") or "leaky"
     x = inputs[0]
-    slope = float(a.float("slope", 0.25) or 0.0)
+    slope = float(a.optional_float("slope", 0.25) or 0.0)
     if act == "leaky":
         return ctx.emit("LeakyRelu", [x], [out(ctx, node)], name=node.name, alpha=slope)
     if act == "rrelu":
-        lo = float(a.float("lower_bound", 0.125) or 0.0)
-        hi = float(a.float("upper_bound", 0.334) or 0.0)
+        lo = float(a.optional_float("lower_bound", 0.125) or 0.0)
+        hi = float(a.optional_float("upper_bound", 0.334) or 0.0)
         return ctx.emit("LeakyRelu", [x], [out(ctx, node)], name=node.name, alpha=(lo + hi) / 2)
     if act == "elu":
         return ctx.emit("Elu", [x], [out(ctx, node)], name=node.name, alpha=slope)
@@ -187,7 +187,7 @@ def _lp_pool(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[st
     # MXNet src/operator/nn/pool.h (a_pow_p / a_root_p): lp pooling is (sum x^p)^(1/p) *without* absolute
     # values, p_value in {1, 2, 3}: p=1 is sum pooling, p=3 takes the (signed) cube root. ONNX LpPool uses
     # |x|^p, so it matches only for p=2; every p is written as sum pooling of x^p followed by the root.
-    p = node.attrs.int("p_value", None)
+    p = node.attrs.optional_int("p_value", None)
     if p not in (1, 2, 3):
         raise ExportError(f"node '{node.name}': Pooling(pool_type='lp') needs p_value 1, 2 or 3 (got {p}), as MXNet")
     x = inputs[0]
@@ -211,7 +211,7 @@ def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     # with no "window must start inside" rule, so it is expressed with explicit extra end padding.
     # MXNet's averaging divisor with count_include_pad counts the window clipped to [-p, in+p).
     _check_layout(node)
-    pool_type = node.attrs.str("pool_type", "max") or "max"
+    pool_type = node.attrs.optional_str("pool_type", "max") or "max"
     if pool_type == "lp":
         return _lp_pool(ctx, node, inputs)
     if pool_type not in ("max", "avg", "sum"):
@@ -222,7 +222,7 @@ def Pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
 def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: str, output: str) -> list[str]:
     a = node.attrs
     x = inputs[0]
-    if a.bool("global_pool", False):
+    if a.optional_bool("global_pool", False):
         op = "GlobalMaxPool" if pool_type == "max" else "GlobalAveragePool"
         if pool_type == "sum":
             avg = ctx.emit(op, [x], 1, name=f"{node.name}__avg")[0]
@@ -230,14 +230,14 @@ def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: st
             return ctx.emit("Mul", [avg, ctx.scalar(int(np.prod(hw)), x, f"{node.name}__n")], [output],
                             name=node.name)
         return ctx.emit(op, [x], [output], name=node.name)
-    kernel = list(a.ints("kernel"))
+    kernel = list(a.optional_ints("kernel"))
     n = len(kernel)
     stride = _spatial(node, "stride", n, 1)[:n]
     pad = _spatial(node, "pad", n, 0)[:n]  # MXNet 1.9's 1-D 'same' pooling only runs with pad=(0,0,0)
-    convention = a.str("pooling_convention", "valid") or "valid"
+    convention = a.optional_str("pooling_convention", "valid") or "valid"
     if convention not in ("valid", "full", "same"):
         raise ExportError(f"node '{node.name}': Pooling pooling_convention={convention} is not supported")
-    include_pad = a.bool("count_include_pad", True)
+    include_pad = a.optional_bool("count_include_pad", True)
     extra = [0] * n
     in_sp: tuple[int, ...] = ()
     if convention in ("full", "same"):  # 'same': windows start at i*s and are clipped at the end (pad is 0)
@@ -300,8 +300,8 @@ def FullyConnected(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> l
     # collapses all but the first axis, flatten=False applies W to the last axis only
     a = node.attrs
     x, w = inputs[0], inputs[1]
-    bias = None if a.bool("no_bias", False) else inputs[2]
-    if a.bool("flatten", True):
+    bias = None if a.optional_bool("no_bias", False) else inputs[2]
+    if a.optional_bool("flatten", True):
         if ctx.rank(x, node.name) != 2:
             x = ctx.emit("Flatten", [x], 1, name=f"{node.name}__flatten", axis=1)[0]
         return ctx.emit("Gemm", [x, w] + ([bias] if bias else []), [out(ctx, node)], name=node.name, transB=1)
@@ -319,7 +319,7 @@ def Flatten(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
 
 @translator("Dropout")
 def Dropout(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    if node.attrs.str("mode", "training") == "always":
+    if node.attrs.optional_str("mode", "training") == "always":
         ctx.warn(f"node '{node.name}': Dropout(mode='always') drops at inference in MXNet; exported as identity")
     return ctx.emit("Identity", inputs[:1], [out(ctx, node)], name=node.name)
 
@@ -330,12 +330,12 @@ def L2Normalization(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
     # instance: over all axes but 0; channel: over axis 1; spatial: over axes 2..
     a = node.attrs
     x = inputs[0]
-    mode = a.str("mode", "instance") or "instance"
+    mode = a.optional_str("mode", "instance") or "instance"
     rank = ctx.rank(x, node.name)
     axes = {"instance": list(range(1, rank)), "channel": [1], "spatial": list(range(2, rank))}.get(mode)
     if axes is None:
         raise ExportError(f"node '{node.name}': L2Normalization mode={mode} is not supported")
-    eps = a.float("eps", 1e-10)
+    eps = a.optional_float("eps", 1e-10)
     ss = ctx.reduce("ReduceSumSquare", x, axes, True, name=f"{node.name}__sumsq")
     ss = ctx.emit("Add", [ss, ctx.scalar(eps, x, f"{node.name}__eps")], 1, name=f"{node.name}__add")[0]
     norm = ctx.emit("Sqrt", [ss], 1, name=f"{node.name}__sqrt")[0]
@@ -343,7 +343,7 @@ def L2Normalization(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
 
 
 def _softmax_input(ctx: ConversionContext, node: MXNode, x: str) -> str:
-    t = node.attrs.float("temperature", None)
+    t = node.attrs.optional_float("temperature", None)
     if t is not None and float(t) != 1.0:
         return ctx.emit("Div", [x, ctx.scalar(t, x, f"{node.name}__t")], 1, name=f"{node.name}__temperature")[0]
     return x
@@ -353,8 +353,8 @@ def _softmax_input(ctx: ConversionContext, node: MXNode, x: str) -> str:
 def softmax(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in MXNet src/operator/nn/softmax-inl.h: softmax(x / temperature) along axis (default -1)
     x = _softmax_input(ctx, node, inputs[0])
-    axis = node.attrs.int("axis", -1)
-    if node.attrs.bool("use_length", False):
+    axis = node.attrs.optional_int("axis", -1)
+    if node.attrs.optional_bool("use_length", False):
         return _softmax_with_length(ctx, node, x, inputs[1], -1 if axis is None else axis)
     return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=axis)
 
@@ -383,7 +383,7 @@ def _softmax_with_length(ctx: ConversionContext, node: MXNode, x: str, length: s
 @translator("log_softmax")
 def log_softmax(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     x = _softmax_input(ctx, node, inputs[0])
-    return ctx.emit("LogSoftmax", [x], [out(ctx, node)], name=node.name, axis=node.attrs.int("axis", -1))
+    return ctx.emit("LogSoftmax", [x], [out(ctx, node)], name=node.name, axis=node.attrs.optional_int("axis", -1))
 
 
 @translator("SoftmaxActivation")
@@ -391,7 +391,7 @@ def SoftmaxActivation(ctx: ConversionContext, node: MXNode, inputs: list[str]) -
     # as in MXNet src/operator/nn/softmax_activation-inl.h: 'instance' applies softmax to the input
     # viewed FlatTo2D, i.e. along the last axis; 'channel' = along axis 1 at every spatial position
     x = inputs[0]
-    mode = node.attrs.str("mode", "instance") or "instance"
+    mode = node.attrs.optional_str("mode", "instance") or "instance"
     return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=1 if mode == "channel" else -1)
 
 
@@ -401,9 +401,9 @@ def SoftmaxOutput(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> li
     # multi_output -> softmax along axis 1; preserve_shape -> along the last axis; else over (N, -1)
     a = node.attrs
     x = inputs[0]
-    if a.bool("multi_output", False):
+    if a.optional_bool("multi_output", False):
         return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=1)
-    if a.bool("preserve_shape", False) or ctx.rank(x, node.name) == 2:
+    if a.optional_bool("preserve_shape", False) or ctx.rank(x, node.name) == 2:
         return ctx.emit("Softmax", [x], [out(ctx, node)], name=node.name, axis=-1)
     flat = ctx.emit("Flatten", [x], 1, name=f"{node.name}__flatten", axis=1)[0]
     sm = ctx.emit("Softmax", [flat], 1, name=f"{node.name}__softmax", axis=1)[0]
@@ -417,17 +417,17 @@ def UpSampling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
     # bit-exact; with several inputs each is scaled to (H0*scale, W0*scale) then concatenated or summed.
     # bilinear is a grouped Deconvolution with the given weight: kernel 2s - s%2, stride s, pad ceil((s-1)/2).
     a = node.attrs
-    scale = a.require_int("scale")
-    kind = a.str("sample_type", "nearest")
+    scale = a.required_int("scale")
+    kind = a.optional_str("sample_type", "nearest")
     if kind == "bilinear":
-        c = a.int("num_filter", 0) or ctx.static_dims(inputs[0], node.name, [1])[0]
+        c = a.optional_int("num_filter", 0) or ctx.static_dims(inputs[0], node.name, [1])[0]
         k = 2 * scale - scale % 2
         p = math.ceil((scale - 1) / 2)
         return ctx.emit("ConvTranspose", inputs[:2], [out(ctx, node)], name=node.name, kernel_shape=[k, k],
                         strides=[scale, scale], pads=[p, p, p, p], group=c)
     if kind != "nearest":
         raise ExportError(f"node '{node.name}': UpSampling sample_type={kind} is not supported")
-    num = a.int("num_args", 1) or 1
+    num = a.optional_int("num_args", 1) or 1
     data = inputs[:num]
     if num == 1:
         scales = ctx.const(np.asarray([1, 1, scale, scale], np.float32), f"{node.name}__scales")
@@ -440,7 +440,7 @@ def UpSampling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
         sc = ctx.const(np.asarray([1, 1, s, s], np.float32), f"{node.name}__scales{i}")
         parts.append(ctx.emit("Resize", [d, "", sc], 1, name=f"{node.name}__resize{i}", mode="nearest",
                               coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0])
-    if (a.str("multi_input_mode", "concat") or "concat") == "sum":
+    if (a.optional_str("multi_input_mode", "concat") or "concat") == "sum":
         return ctx.emit("Sum", parts, [out(ctx, node)], name=node.name)
     return ctx.emit("Concat", parts, [out(ctx, node)], name=node.name, axis=1)
 

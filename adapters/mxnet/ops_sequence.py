@@ -30,8 +30,8 @@ _MODES: dict[str, tuple[str, int, list[int], list[str] | None]] = {
 @translator("_rnn_param_concat")
 def _rnn_param_concat(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # Gluon's rnn_layer.py flattens each weight and joins them along ``dim`` (src/operator/nn/concat.cc)
-    num = node.attrs.int("num_args", len(inputs)) or len(inputs)
-    return ctx.emit("Concat", inputs[:num], [out(ctx, node)], name=node.name, axis=node.attrs.int("dim", 1))
+    num = node.attrs.optional_int("num_args", len(inputs)) or len(inputs)
+    return ctx.emit("Concat", inputs[:num], [out(ctx, node)], name=node.name, axis=node.attrs.optional_int("dim", 1))
 
 
 class _FlatParams:
@@ -62,21 +62,21 @@ def RNN(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # b_x [G*H], b_h [G*H] in the same order; I_l = I for layer 0 and D*H above. States [L*D, N, H].
     # GRU is cuDNN's: n = tanh(W_n x + b_xn + r * (R_n h + b_hn)), ONNX GRU linear_before_reset=1.
     a = node.attrs
-    mode = a.str("mode", "lstm") or "lstm"
+    mode = a.optional_str("mode", "lstm") or "lstm"
     if mode not in _MODES:
         raise ExportError(f"node '{node.name}': RNN mode={mode} is not supported")
-    if a.int("projection_size", None):
+    if a.optional_int("projection_size", None):
         raise ExportError(f"node '{node.name}': RNN projection_size (LSTMP) has no ONNX LSTM equivalent")
-    if a.float("lstm_state_clip_min", None) is not None or a.float("lstm_state_clip_max", None) is not None:
+    if a.optional_float("lstm_state_clip_min", None) is not None or a.optional_float("lstm_state_clip_max", None) is not None:
         raise ExportError(f"node '{node.name}': RNN lstm_state_clip_min/max clips the cell state; ONNX LSTM's "
                           "clip bounds the gate inputs instead, so it cannot be expressed exactly")
-    if a.bool("use_sequence_length", False):
+    if a.optional_bool("use_sequence_length", False):
         raise ExportError(f"node '{node.name}': RNN use_sequence_length=True is not supported (MXNet 1.9 runs it on "
                           "GPU only, so there is no CPU reference to prove an ONNX translation against)")
     op, gates, order, acts = _MODES[mode]
-    hidden = a.require_int("state_size")
-    layers = a.int("num_layers", 1) or 1
-    dirs = 2 if a.bool("bidirectional", False) else 1
+    hidden = a.required_int("state_size")
+    layers = a.optional_int("num_layers", 1) or 1
+    dirs = 2 if a.optional_bool("bidirectional", False) else 1
     lstm = mode == "lstm"
     x, flat, h0 = inputs[0], inputs[1], inputs[2]
     c0 = inputs[3] if lstm else None
@@ -126,7 +126,7 @@ def RNN(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
         if lstm:
             cs.append(res[2])
     result = [ctx.emit("Identity", [seq], [out(ctx, node)], name=name)[0]]
-    if a.bool("state_outputs", False):
+    if a.optional_bool("state_outputs", False):
         # MXNet names them <node>_state_output and <node>_statecell_output (rnn.cc FListOutputNames)
         result.append(ctx.emit("Concat", hs, [ctx.reserve(f"{name}_state_output")], name=f"{name}__hy", axis=0)[0])
         if lstm:
@@ -149,9 +149,9 @@ def SequenceReverse(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
     # (ONNX ReverseSequence, which needs rank >= 2 and keeps the rest in place, as MXNet does)
     a = node.attrs
     x = inputs[0]
-    if (a.int("axis", 0) or 0) != 0:
+    if (a.optional_int("axis", 0) or 0) != 0:
         raise ExportError(f"node '{node.name}': SequenceReverse supports axis=0 only (as MXNet)")
-    if a.bool("use_sequence_length", False):
+    if a.optional_bool("use_sequence_length", False):
         return ctx.emit("ReverseSequence", [x, _lengths(ctx, node, inputs[1])], [out(ctx, node)], name=node.name,
                         batch_axis=1, time_axis=0)
     big = np.iinfo(np.int64).max
@@ -166,9 +166,9 @@ def SequenceMask(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
     # 1: [N, T, ...]) are set to ``value`` (default 0); without use_sequence_length the op is the identity
     a = node.attrs
     x = inputs[0]
-    if not a.bool("use_sequence_length", False):
+    if not a.optional_bool("use_sequence_length", False):
         return ctx.emit("Identity", [x], [out(ctx, node)], name=node.name)
-    axis = a.int("axis", 0) or 0
+    axis = a.optional_int("axis", 0) or 0
     if axis not in (0, 1):
         raise ExportError(f"node '{node.name}': SequenceMask axis={axis} (MXNet accepts 0 or 1)")
     rank = ctx.rank(x, node.name)
@@ -185,7 +185,7 @@ def SequenceMask(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
         keep = ctx.emit("Less", [t, ctx.unsqueeze(lens, [1], name=f"{name}__len_col")], 1, name=f"{name}__keep")[0]
     if rank > 2:
         keep = ctx.unsqueeze(keep, list(range(2, rank)), name=f"{name}__keep_b")
-    value = ctx.scalar(float(a.float("value", 0.0) or 0.0), x, f"{name}__value")
+    value = ctx.scalar(float(a.optional_float("value", 0.0) or 0.0), x, f"{name}__value")
     return ctx.emit("Where", [keep, x, value], [out(ctx, node)], name=name)
 
 
@@ -194,7 +194,7 @@ def Embedding(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
     # MXNet src/operator/tensor/indexing_op.h (EmbeddingOpForward -> take with mode 'clip'): indices
     # (any dtype, truncated to int) are clipped to [0, input_dim - 1], then rows of weight are gathered
     data, weight = inputs[:2]
-    rows = node.attrs.int("input_dim", None)
+    rows = node.attrs.optional_int("input_dim", None)
     if rows is None:
         rows = ctx.static_dims(weight, node.name, [0])[0]
     idx = data if ctx.elem(data) == TensorProto.INT64 else ctx.emit(
@@ -203,3 +203,26 @@ def Embedding(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[s
                             ctx.const(np.asarray(rows - 1, np.int64), f"{node.name}__hi")], 1,
                    name=f"{node.name}__clip")[0]
     return ctx.emit("Gather", [weight, idx], [out(ctx, node)], name=node.name, axis=0)
+
+
+@translator("SequenceLast")
+def SequenceLast(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # sequence_last-inl.h: the step length[n] - 1 (or the last one) of each sample along ``axis`` (0 or 1)
+    a = node.attrs
+    x = inputs[0]
+    n = node.name
+    axis = a.optional_int("axis", 0) or 0
+    if not a.optional_bool("use_sequence_length", False):
+        return ctx.emit("Gather", [x, ctx.const(np.asarray(-1, np.int64), f"{n}__last")], [out(ctx, node)], name=n,
+                        axis=axis)
+    rank = ctx.rank(x, n)
+    lens = ctx.emit("Cast", [inputs[1]], 1, name=f"{n}__len", to=TensorProto.INT64)[0]
+    idx = ctx.emit("Sub", [lens, ctx.const(np.asarray(1, np.int64), f"{n}__one")], 1, name=f"{n}__idx")[0]
+    batch_axis = 1 - axis
+    idx = ctx.unsqueeze(idx, [d for d in range(rank) if d != batch_axis], name=f"{n}__idx_b")
+    one_step = ctx.emit("Slice", [x, ctx.i64([0], f"{n}__s0"), ctx.i64([1], f"{n}__s1"), ctx.i64([axis], f"{n}__sax")],
+                        1, name=f"{n}__step")[0]
+    idx = ctx.emit("Expand", [idx, ctx.emit("Shape", [one_step], 1, name=f"{n}__step_shape")[0]], 1,
+                   name=f"{n}__idx_e")[0]
+    picked = ctx.emit("GatherElements", [x, idx], 1, name=f"{n}__pick", axis=axis)[0]
+    return [ctx.squeeze(picked, [axis], name=n, output=out(ctx, node))]

@@ -85,13 +85,13 @@ def Reshape(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     a = node.attrs
     x = inputs[0]
     src = list(ctx.shape(x) or [])
-    if "shape" in a and a.ints("shape"):
-        exprs = resolve_reshape(src, list(a.ints("shape")), a.bool("reverse", False), node.name)
+    if "shape" in a and a.optional_ints("shape"):
+        exprs = resolve_reshape(src, list(a.optional_ints("shape")), a.optional_bool("reverse", False), node.name)
     elif "target_shape" in a:
         # deprecated form: 0 in target_shape means "infer"; keep_highest keeps the first input dim
-        tgt = [-1 if d == 0 else d for d in a.ints("target_shape")]
+        tgt = [-1 if d == 0 else d for d in a.optional_ints("target_shape")]
         exprs = [ShapeExpr(const=d) for d in tgt]
-        if a.bool("keep_highest", False):
+        if a.optional_bool("keep_highest", False):
             exprs = [ShapeExpr(dims=[0]), *exprs]
     else:
         raise ExportError(f"node '{node.name}': Reshape without a shape")
@@ -101,13 +101,13 @@ def Reshape(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
 
 @translator("transpose")
 def transpose(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    axes = list(node.attrs.ints("axes"))
+    axes = list(node.attrs.optional_ints("axes"))
     return ctx.emit("Transpose", inputs[:1], [out(ctx, node)], name=node.name, perm=axes or None)
 
 
 @translator("Concat", "concat")
 def Concat(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    return ctx.emit("Concat", inputs, [out(ctx, node)], name=node.name, axis=node.attrs.int("dim", 1))
+    return ctx.emit("Concat", inputs, [out(ctx, node)], name=node.name, axis=node.attrs.optional_int("dim", 1))
 
 
 @translator("SliceChannel", "split")
@@ -116,12 +116,12 @@ def SliceChannel(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
     # named output0..output{n-1}; squeeze_axis drops the (size-1) axis
     a = node.attrs
     x = inputs[0]
-    n = a.require_int("num_outputs")
-    axis = a.int("axis", 1) or 0
+    n = a.required_int("num_outputs")
+    axis = a.optional_int("axis", 1) or 0
     rank = ctx.rank(x, node.name)
     axis = axis + rank if axis < 0 else axis
     names = [ctx.reserve(f"{node.name}_output{i}") for i in range(n)]
-    squeeze = a.bool("squeeze_axis", False)
+    squeeze = a.optional_bool("squeeze_axis", False)
     parts = names if not squeeze else n
     dim = (ctx.shape(x) or [None] * rank)[axis]
     if isinstance(dim, int):
@@ -140,9 +140,9 @@ def SliceChannel(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
 @translator("slice_axis")
 def slice_axis(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = node.attrs
-    axis = a.require_int("axis")
-    begin = a.int("begin", 0) or 0
-    end = a.int("end", None)
+    axis = a.required_int("axis")
+    begin = a.optional_int("begin", 0) or 0
+    end = a.optional_int("end", None)
     args = [inputs[0], ctx.i64([begin], f"{node.name}__starts"),
             ctx.i64([INT64_MAX if end is None else end], f"{node.name}__ends"), ctx.i64([axis], f"{node.name}__axes")]
     return ctx.emit("Slice", args, [out(ctx, node)], name=node.name)
@@ -156,7 +156,7 @@ def slice_(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
     a = node.attrs
 
     def items(key: str) -> list[int | None]:
-        text = a.str(key)
+        text = a.optional_str(key)
         return [None if p == "None" else parse_int(p, node=node.name, key=key) for p in split_tuple(text or "()")]
 
     begin, end, step = items("begin"), items("end"), items("step")
@@ -177,7 +177,7 @@ def slice_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
     # as in MXNet src/operator/tensor/matrix_op-inl.h (SliceLike): crop data to shape_like's size on
     # ``axes`` (all axes when empty), starting at 0
     x, like = inputs[0], inputs[1]
-    axes = list(node.attrs.ints("axes"))
+    axes = list(node.attrs.optional_ints("axes"))
     rank = ctx.rank(x, node.name)
     axes = [d + rank if d < 0 else d for d in axes] or list(range(rank))
     like_shape = ctx.shape(like)
@@ -193,12 +193,12 @@ def slice_like(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
 
 @translator("expand_dims")
 def expand_dims(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    return [ctx.unsqueeze(inputs[0], [node.attrs.require_int("axis")], name=node.name, output=out(ctx, node))]
+    return [ctx.unsqueeze(inputs[0], [node.attrs.required_int("axis")], name=node.name, output=out(ctx, node))]
 
 
 @translator("squeeze")
 def squeeze(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    axes = list(node.attrs.ints("axis"))
+    axes = list(node.attrs.optional_ints("axis"))
     if not axes:
         return ctx.emit("Squeeze", inputs[:1], [out(ctx, node)], name=node.name)
     return [ctx.squeeze(inputs[0], axes, name=node.name, output=out(ctx, node))]
@@ -209,7 +209,7 @@ def tile(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # as in MXNet src/operator/tensor/matrix_op-inl.h (TileOpShape): short reps are left-padded with 1,
     # a short input is promoted by prepending size-1 axes
     x = inputs[0]
-    reps = list(node.attrs.ints("reps"))
+    reps = list(node.attrs.optional_ints("reps"))
     rank = ctx.rank(x, node.name)
     if len(reps) > rank:
         x = ctx.unsqueeze(x, list(range(len(reps) - rank)), name=f"{node.name}__promote")
@@ -223,8 +223,8 @@ def repeat(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]
     # no axis = repeat the flattened input. Built as Unsqueeze -> Tile -> Reshape.
     a = node.attrs
     x = inputs[0]
-    r = a.require_int("repeats")
-    axis = a.int("axis", None)
+    r = a.required_int("repeats")
+    axis = a.optional_int("axis", None)
     if axis is None:
         x = ctx.emit("Reshape", [x, ctx.i64([-1], f"{node.name}__flat")], 1, name=f"{node.name}__flatten")[0]
         axis = 0
@@ -275,20 +275,20 @@ def _arange(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str
     # value start + (i // repeat) * step with start and step cast to DType first (so truncated for integer
     # types and, in MXNet 1.9.1 on CPU, for float16 too); a constant, folded here
     a = node.attrs
-    if a.bool("infer_range", False):
+    if a.optional_bool("infer_range", False):
         # resolvable ones (consumed by a same-shape elementwise op) were rewritten before translation
         raise ExportError(f"node '{node.name}': _arange(infer_range=True) is not supported here: MXNet infers its "
                           "length backwards from its consumer, and bridge resolves that only for a same-shape "
                           "elementwise consumer (elemwise_add, ...); contrib.arange_like(x) gives the same values")
-    start = float(a.str("start", "0") or 0)
-    stop_s = a.str("stop")
-    step = float(a.str("step", "1") or 1)
-    rep = a.int("repeat", 1) or 1
+    start = float(a.optional_str("start", "0") or 0)
+    stop_s = a.optional_str("stop")
+    step = float(a.optional_str("step", "1") or 1)
+    rep = a.optional_int("repeat", 1) or 1
     stop = float(stop_s) if stop_s is not None else start
     if stop_s is None:
         start = 0.0
     n = int(np.ceil((stop - start) / step))
-    dtype = np.dtype(a.str("dtype", "float32") or "float32")
+    dtype = np.dtype(a.optional_str("dtype", "float32") or "float32")
     work = dtype if dtype in (np.float32, np.float64) else np.dtype(np.int64)  # int64 wraps like MXNet's casts
     i = (np.arange(max(n, 0) * rep) // rep).astype(work)
     vals = np.asarray(np.trunc(start)).astype(work) + i * np.asarray(np.trunc(step)).astype(work) \
@@ -304,12 +304,12 @@ def Crop(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = node.attrs
     x = inputs[0]
     h_in, w_in = ctx.static_dims(x, node.name, slice(2, 4))
-    if (a.int("num_args", 1) or 1) > 1:
+    if (a.optional_int("num_args", 1) or 1) > 1:
         h, w = ctx.static_dims(inputs[1], node.name, slice(2, 4))
     else:
-        h, w = a.ints("h_w", (0, 0))
-    oy, ox = a.ints("offset", (0, 0))
-    if a.bool("center_crop", False):
+        h, w = a.optional_ints("h_w", (0, 0))
+    oy, ox = a.optional_ints("offset", (0, 0))
+    if a.optional_bool("center_crop", False):
         oy, ox = (h_in - h) // 2, (w_in - w) // 2
     args = [x, ctx.i64([oy, ox], f"{node.name}__starts"), ctx.i64([oy + h, ox + w], f"{node.name}__ends"),
             ctx.i64([2, 3], f"{node.name}__axes")]
@@ -318,7 +318,7 @@ def Crop(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
 
 @translator("Cast", "amp_cast")
 def Cast(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    dtype = node.attrs.str("dtype", "float32") or "float32"
+    dtype = node.attrs.optional_str("dtype", "float32") or "float32"
     if dtype not in DTYPES:
         raise ExportError(f"node '{node.name}': Cast to {dtype} is not supported")
     return ctx.emit("Cast", inputs[:1], [out(ctx, node)], name=node.name, to=DTYPES[dtype])
@@ -339,12 +339,12 @@ def sum(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # exclude=True reduces over the axes *not* listed
     a = node.attrs
     x = inputs[0]
-    axes: list[int] | None = list(a.ints("axis")) or None
-    if a.bool("exclude", False) and axes is not None:
+    axes: list[int] | None = list(a.optional_ints("axis")) or None
+    if a.optional_bool("exclude", False) and axes is not None:
         rank = ctx.rank(x, node.name)
         keep = {d + rank if d < 0 else d for d in axes}
         axes = [d for d in range(rank) if d not in keep]
-    keepdims = a.bool("keepdims", False)
+    keepdims = a.optional_bool("keepdims", False)
     rank = ctx.rank(x, node.name)
     if not keepdims and (axes is None or len({d % rank for d in axes}) == rank):
         # legacy MXNet ops never return 0-d arrays: a full reduction has shape (1,)
@@ -356,6 +356,6 @@ def sum(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
 @translator("clip")
 def clip(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     x = inputs[0]
-    lo = ctx.scalar(node.attrs.float("a_min", None), x, f"{node.name}__min")
-    hi = ctx.scalar(node.attrs.float("a_max", None), x, f"{node.name}__max")
+    lo = ctx.scalar(node.attrs.optional_float("a_min", None), x, f"{node.name}__min")
+    hi = ctx.scalar(node.attrs.optional_float("a_max", None), x, f"{node.name}__max")
     return ctx.emit("Clip", [x, lo, hi], [out(ctx, node)], name=node.name)

@@ -20,6 +20,7 @@ symbols are handled in one place.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import io
 import logging
@@ -39,6 +40,7 @@ from adapters.pytorch.loading import (
     looks_like_factory,
 )
 from adapters.pytorch.runner import TorchReferenceRunner, flatten_outputs
+from bridge import provenance
 from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
 from bridge.config import DynamicAxis, ExportSpec, InputSpec, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
@@ -86,6 +88,7 @@ class PyTorchAdapter:
             model, exporter, notes = _export(loaded, example, inputs, output_names, spec)
         if exporter == TORCHSCRIPT:
             check_traced_dynamic_axes(model, inputs, spec.dynamic)
+        stamp_provenance(model, exporter)
         return ExportResult(
             model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
             warnings=group_warnings(caught), notes=notes, seconds=time.perf_counter() - start,
@@ -324,3 +327,21 @@ def _export_torchscript(loaded: LoadedTorch, example: tuple[Any, ...], inputs: S
             dynamic_axes=dynamic_axes or None, do_constant_folding=True,
         )
     return onnx.load_from_string(buffer.getvalue())
+
+
+def stamp_provenance(model: onnx.ModelProto, exporter: str) -> None:
+    """Each node's PyTorch origin from what torch.onnx (dynamo) records on it: the module scopes and the
+    fx node (``c/conv2d``) and the aten op (``aten.conv2d.default``). Nodes without those records (the
+    TorchScript exporter) are stamped by the pass runner with their own name and op."""
+    for node in model.graph.node:
+        meta = {p.key: p.value for p in node.metadata_props}
+        try:
+            scopes = ast.literal_eval(meta.get("pkg.torch.onnx.name_scopes", "None"))
+            classes = ast.literal_eval(meta.get("pkg.torch.onnx.class_hierarchy", "None"))
+        except (ValueError, SyntaxError):
+            continue
+        if not isinstance(scopes, list) or not scopes:
+            continue
+        op = str(classes[-1]) if isinstance(classes, list) and classes else node.op_type
+        provenance.write(node, provenance.Provenance("torch", "/".join(str(s) for s in scopes if s), op,
+                                                     provenance.made_by(provenance.EXPORTER, exporter)))

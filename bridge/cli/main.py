@@ -99,6 +99,8 @@ def convert(
     strict: StrictOpt = False,
     max_memory: MaxMemoryOpt = None,
     external_data: ExternalDataOpt = None,
+    strip_provenance: Annotated[bool, typer.Option(help="write nodes without the metadata naming their source "
+                                                        "node and the translator or pass that made them")] = False,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
     localize: LocalizeOpt = False,
@@ -106,6 +108,8 @@ def convert(
     exporter: ExporterOpt = "auto",
     input_kind: InputKindOpt = None,
     input_range: InputRangeOpt = None,
+    bench: Annotated[bool, typer.Option("--bench", help="then time the written model in the validated runtimes "
+                                        "against the source (bridge bench; recorded in the report)")] = False,
 ) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
@@ -121,7 +125,8 @@ def convert(
                                  detection_format=detection_format, max_detections=max_detections, feeds=feeds,
                                  to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
                                  strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
-                                 input_kind=input_kind, input_range=input_range, external_data=external_data)
+                                 input_kind=input_kind, input_range=input_range, external_data=external_data,
+                                 strip_provenance=strip_provenance, bench=bench)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
@@ -160,6 +165,8 @@ def _render_convert(result: Any, as_json: bool) -> None:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
                   + (f"; traced on: {escape(result.export_inputs)}" if result.export_inputs else ""), soft_wrap=True)
     render.print_comparisons(result.validation)
+    if result.bench:
+        out.print(f"bench (median latency, vs source): {escape(result.bench['summary'])}", soft_wrap=True)
 
 
 @app.command()
@@ -264,12 +271,13 @@ def validate(
 
 def _register_command_modules() -> None:
     """Commands that live in their own modules (each parses only, and calls bridge.api)."""
-    from bridge.cli import debug, graft, migrate, shapes
+    from bridge.cli import bench, debug, graft, migrate, shapes
 
     debug.register(app)
     graft.register(app)
     shapes.register(app)
     migrate.register(app)
+    bench.register(app)
 
 
 _register_command_modules()

@@ -104,15 +104,25 @@ def print_summaries(comparisons: list[Any]) -> None:
 
 
 def print_node_types(nodes: list[Any]) -> None:
-    """``inspect --nodes``: one row per node with its inferred input/output types; rows where inference
-    loses a dim or the rank although every input was known are marked (the first one is where
+    """``inspect --nodes``: one row per node with its inferred input/output types and, for models bridge
+    wrote, where the node comes from (source node and op, the translator or pass that made it); rows where
+    inference loses a dim or the rank although every input was known are marked (the first one is where
     dynamic-axis and "Expected shape" problems begin)."""
-    table = Table("#", "node", "op", "inputs", "outputs", "inference", title="inferred types and shapes",
-                  title_justify="left")
+    with_provenance = any(getattr(n, "provenance", None) for n in nodes)
+    columns = ["#", "node", "op", *(["source", "made by"] if with_provenance else []), "inputs", "outputs", "inference"]
+    table = Table(*columns, title="inferred types and shapes", title_justify="left")
     for n in nodes:
         ins = ", ".join(f"{i.name}: {i.describe()}" for i in n.inputs)
         outs = ", ".join(f"{o.name}: {o.describe()}" for o in n.outputs)
-        table.add_row(str(n.index), escape(n.name), escape(n.op), escape(ins), escape(outs),
+        origin: list[str] = []
+        if with_provenance:
+            p = n.provenance or {}
+            source = f"{p.get('node', '')} ({p.get('op', '')})" if p.get("node") else "-"
+            made = p.get("made_by", "") or "-"
+            if p.get("rewritten_by"):
+                made += f"; rewritten by {', '.join(p['rewritten_by'])}"
+            origin = [escape(source), escape(made)]
+        table.add_row(str(n.index), escape(n.name), escape(n.op), *origin, escape(ins), escape(outs),
                       f"[red]{escape(n.loses)}[/red]" if n.loses else "")
     out.print(table)
     lost = [n for n in nodes if n.loses]

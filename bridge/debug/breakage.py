@@ -17,6 +17,7 @@ Tests use ``broken(spec)`` (a context manager restoring everything on exit) inst
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ def _break_translator(b: Breakage) -> Iterator[None]:
         raise UsageError(f"{ENV}: no MXNet translator for op '{b.name}'")
     original = TRANSLATORS[b.name]
 
+    @functools.wraps(original)  # the nodes' provenance names the translator being broken, as a real bug would
     def off(ctx: Any, node: Any, inputs: list[str]) -> list[str]:
         produced = original(ctx, node, inputs)
         target = produced[0]

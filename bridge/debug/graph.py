@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from bridge import provenance
 from bridge.config import CONTRIB_DOMAIN
 
 DEFAULT_BUDGET_BYTES = 256 * 2**20  # tensors fetched per run (both sides): keeps big models' runs bounded
@@ -26,17 +27,19 @@ MAX_TENSORS_PER_RUN = 512
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """One ONNX node as a report names it: name, op (with domain), attributes, inputs and outputs."""
+    """One ONNX node as a report names it: name, op (with domain), attributes, inputs and outputs, and
+    its provenance (the source node it stands for, what made it) when the model carries it."""
 
     name: str
     op: str
     attributes: dict[str, Any]
     inputs: list[str]
     outputs: list[str]
+    provenance: provenance.Provenance | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "op": self.op, "attributes": self.attributes, "inputs": self.inputs,
-                "outputs": self.outputs}
+                "outputs": self.outputs, "provenance": self.provenance.to_dict() if self.provenance else None}
 
 
 def _attr_value(attr: onnx.AttributeProto) -> Any:
@@ -56,7 +59,8 @@ def _attr_value(attr: onnx.AttributeProto) -> Any:
 def node_facts(node: onnx.NodeProto, index: int = 0) -> NodeFacts:
     op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
     return NodeFacts(node.name or f"<unnamed {node.op_type} #{index}>", op,
-                     {a.name: _attr_value(a) for a in node.attribute}, list(node.input), list(node.output))
+                     {a.name: _attr_value(a) for a in node.attribute}, list(node.input), list(node.output),
+                     provenance.read(node))
 
 
 class GraphIndex:

@@ -7,7 +7,9 @@ tensors upstream, or graph inputs) agrees - the node(s) between that frontier an
 something different from the same inputs. Later divergences are listed too (they usually inherit it).
 
 Used twice: source framework vs converted model (``localize``) and ONNX snapshot vs the next one
-across a pass (``bridge.debug.passes``).
+across a pass (``bridge.debug.passes``). A tensor the source taps cannot describe is named after the
+source node its producer's provenance records (``bridge.provenance``), so a culprit is named in the
+source framework's terms whenever the converted model says where its nodes come from.
 """
 
 from __future__ import annotations
@@ -112,6 +114,14 @@ class Divergence:
                 "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
 
 
+def recorded_source(node: NodeFacts | None) -> SourceNode | None:
+    """The source framework node a converted node's provenance names (None when it names none)."""
+    prov = node.provenance if node is not None else None
+    if prov is None or not prov.node:
+        return None
+    return SourceNode(prov.node, prov.op)
+
+
 def compare_tensors(
     index: GraphIndex,
     names: Sequence[str],
@@ -146,8 +156,9 @@ def compare_tensors(
             r, c = ref_values.pop(name), cand_values.pop(name)
             inputs, region = index.frontier(name, compared)
             error = (judge(name, r, c) if judge else None) or tensor_error(r, c, tolerance, name)
+            node = index.node_of(name)
             rows.append(TensorRow(name, index.position.get(name, -1), error,
-                                  stats_of(r), stats_of(c), index.node_of(name), describe(name), inputs,
+                                  stats_of(r), stats_of(c), node, describe(name) or recorded_source(node), inputs,
                                   [node_facts(index.model.graph.node[k], k) for k in region]))
             del r, c
         done += len(chunk)

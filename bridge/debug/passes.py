@@ -6,8 +6,9 @@ it to a work folder (only node names stay in memory). ``localize_passes`` then r
 pair of runnable snapshots on the same inputs and compares every tensor both contain; a pass that
 moved a tensor is named with the node whose output it changed ("FoldConstantsPass changed node X's
 output by 1.2"). Snapshots holding ``bridge.contrib`` ops cannot run in onnxruntime: comparison starts
-at the first snapshot that runs, and the result says so. ``provenance`` tells, for nodes of the final
-model, which pass created them (or the adapter, when they come from the export).
+at the first snapshot that runs, and the result says so. ``node_makers`` tells, for nodes of a converted
+model, which pass created or last rewrote them (or EXPORT: the adapter), read from the provenance every
+node carries (``bridge.provenance``), not re-derived from the snapshots.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from bridge import provenance
 from bridge.config import Tolerance
 from bridge.debug.graph import DEFAULT_BUDGET_BYTES, GraphIndex, OnnxTaps
 from bridge.debug.localize import Divergence, compare_tensors
@@ -95,6 +97,7 @@ class StageTrace:
     snapshots: list[Snapshot]
     verdicts: list[PassVerdict]
     notes: list[str] = field(default_factory=list)
+    final: dict[str, provenance.Provenance] = field(default_factory=dict)  # node name -> provenance, last snapshot
 
     @property
     def culprit(self) -> PassVerdict | None:
@@ -111,19 +114,32 @@ class StageTrace:
         return out
 
     def provenance(self, node_names: Sequence[str]) -> dict[str, str]:
-        """For each node name of the final model: the pass that created it, or EXPORT (the adapter)."""
-        out: dict[str, str] = {}
-        for name in node_names:
-            for snap in self.snapshots:
-                if name in snap.node_names:
-                    out[name] = snap.after
-                    break
-        return out
+        """For each node name of the final model: the pass that created (or last rewrote) it, or EXPORT."""
+        return _makers(self.final, node_names)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.culprit
         return {"passes": [v.to_dict() for v in self.verdicts], "culprit": c.summary() if c else None,
                 "notes": self.notes}
+
+
+def maker(prov: provenance.Provenance) -> str:
+    """The pass to answer for a node: the last that rewrote it in place, else the pass that made it;
+    EXPORT for a node the adapter made and no pass touched."""
+    if prov.rewritten_by:
+        return prov.rewritten_by[-1]
+    if prov.kind == provenance.PASS:
+        return prov.maker
+    return EXPORT
+
+
+def _makers(known: Mapping[str, provenance.Provenance], node_names: Sequence[str]) -> dict[str, str]:
+    return {name: maker(known[name]) for name in node_names if name in known}
+
+
+def node_makers(model: onnx.ModelProto, node_names: Sequence[str]) -> dict[str, str]:
+    """``StageTrace.provenance`` for any converted model (e.g. one ``bridge validate --localize`` is given)."""
+    return _makers(provenance.by_node_name(model), node_names)
 
 
 def _snapshot(model: ir.Model | onnx.ModelProto, position: int, after: str, folder: Path) -> Snapshot:
@@ -139,6 +155,11 @@ def _fingerprint(model: onnx.ModelProto) -> str:
     name, the signature's names and the opsets of the domains nodes use (value_info and metadata left out)."""
     digest = hashlib.sha256()
     for node in model.graph.node:
+        if len(node.metadata_props):  # provenance and exporter notes: not part of the computation
+            bare = onnx.NodeProto()
+            bare.CopyFrom(node)
+            del bare.metadata_props[:]
+            node = bare
         digest.update(node.SerializeToString(deterministic=True))
     for init in sorted(model.graph.initializer, key=lambda t: t.name):
         digest.update(init.SerializeToString(deterministic=True))
@@ -165,7 +186,9 @@ def trace_pipeline(container: ModelContainer, steps: Sequence[Step], folder: Pat
             verdict.nodes_removed = len(before.node_names - snap.node_names)
             snapshots.append(snap)
         verdicts.append(verdict)
-    return StageTrace(snapshots, verdicts)
+    final = {node.name: prov for node in container.model.graph
+             if node.name and (prov := provenance.read(node)) is not None}
+    return StageTrace(snapshots, verdicts, final=final)
 
 
 def localize_passes(trace: StageTrace, feeds: Mapping[str, np.ndarray], tolerance: Tolerance,

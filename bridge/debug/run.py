@@ -27,7 +27,7 @@ import onnx
 from bridge.config import ConvertConfig, Tolerance
 from bridge.debug.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
 from bridge.debug.localize import Divergence, compare_tensors
-from bridge.debug.passes import EXPORT, StageTrace, localize_passes, trace_pipeline
+from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers, trace_pipeline
 from bridge.debug.sources import SourceTaps, source_taps
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
@@ -36,7 +36,7 @@ from bridge.model import ModelContainer
 from bridge.report.images import Box, Overlay, as_display_image
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs
 
 Progress = Callable[[str], None]
@@ -186,9 +186,9 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             say(f"comparing every tensor {taps.framework} and the converted model share")
             result.divergence = _localize_source(taps, final, feeds, cfg.tolerance, detections, budget)
             culprit = result.divergence.culprit
-            if culprit is not None and trace.snapshots:
-                result.provenance = trace.provenance([n.name for n in culprit.region] or
-                                                     ([culprit.node.name] if culprit.node else []))
+            if culprit is not None:  # read from the nodes' provenance (a given model carries it too)
+                result.provenance = node_makers(final, [n.name for n in culprit.region] or
+                                                ([culprit.node.name] if culprit.node else []))
         timings["localize_s"] = time.perf_counter() - t
         if trace.snapshots:
             t = time.perf_counter()
@@ -299,8 +299,8 @@ def _visuals(result: DebugResult, final: onnx.ModelProto, feeds: Mapping[str, np
     if image_input is None or not detections:
         return
     try:
-        from bridge.validation.detection import match_pairs
-        from bridge.validation.detection_layouts import read_detection_pair
+        from bridge.validation.detection.layouts import read_detection_pair
+        from bridge.validation.detection.matching import match_pairs
 
         for spec in detections:
             ref_dets, cand_dets = read_detection_pair(spec, ref_outputs, cand)

@@ -119,6 +119,8 @@ class EntryFields(_Strict):
     seed: int | None = None
     disabled: bool | None = Field(default=None, description="listed but not run (reported as disabled)")
     timeout: Annotated[float, Field(gt=0)] | None = Field(default=None, description="seconds before the worker is killed")
+    bench: bool | None = Field(default=None, description="time the converted model in its runtimes against the "
+                               "source (bridge bench) and record it in the report")
     max_memory: int | str | None = Field(default=None, description="memory limit of the worker (its address space, and "
                                                   "the sizes bridge's readers accept): bytes, 4GiB, 512MB, 0.25ram")
 
@@ -227,6 +229,7 @@ class ResolvedEntry(BaseModel):
     disabled: bool = False
     timeout: float | None = 3600.0
     max_memory: int | None = None
+    bench: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(self.model_dump_json())
@@ -329,6 +332,7 @@ def _resolve(entry: Entry, base: Path) -> ResolvedEntry:
         feeds=_resolve_path(base, entry.feeds), seed=entry.seed or 0, disabled=bool(entry.disabled),
         timeout=entry.timeout if entry.timeout is not None else 3600.0,
         max_memory=parse_size(entry.max_memory) if entry.max_memory is not None else None,
+        bench=bool(entry.bench),
     )
 
 

@@ -110,10 +110,11 @@ def to_html(batch: BatchResult) -> str:
             _td(_num(m.validate_s, ".2f"), m.validate_s if m.validate_s is not None else -1),
             _td(_num(m.elapsed_s, ".2f"), m.elapsed_s if m.elapsed_s is not None else -1),
             _td(_num(m.peak_memory_mb, ".0f"), m.peak_memory_mb if m.peak_memory_mb is not None else -1),
+            _td(_e(m.speed or "")),
             _td("<br>".join(f"<code>{_e(v)}</code>" for v in m.outputs.values())),
         ]) + "</tr>")
     heads = ("model", "status", "kind", "reason", "exporter", "passes applied", "opset", "parity", "convert s",
-             "validate s", "total s", "peak MiB", "outputs")
+             "validate s", "total s", "peak MiB", "speed (median, vs source)", "outputs")
     index = (f'<div id="index"><h1>bridge migrate: {_e(batch.run.get("manifest", ""))}</h1><p><b>{_e(_headline(batch))}</b></p>'
              + (f"<p>Reused from an earlier run (--resume): {_e(', '.join(batch.run['reused']))}</p>"
                 if batch.run.get("reused") else "")

@@ -15,7 +15,8 @@ from bridge.errors import EXIT_MISMATCH, EXIT_OK
 
 STATUSES = ("passed", "failed", "disabled")
 # Fields that change from run to run of the same models (left out when comparing reports).
-RUN_DEPENDENT = ("convert_s", "validate_s", "elapsed_s", "peak_memory_mb", "timings", "seconds", "host")
+RUN_DEPENDENT = ("convert_s", "validate_s", "elapsed_s", "peak_memory_mb", "timings", "seconds", "host",
+                 "speed", "bench")
 
 
 @dataclass
@@ -50,6 +51,7 @@ class ModelResult:
     validate_s: float | None = None
     elapsed_s: float | None = None
     peak_memory_mb: float | None = None
+    speed: str | None = None  # manifest ``bench: true``: median latency per runtime and ratio to the source
     outputs: dict[str, str] = field(default_factory=dict)  # paths relative to --out
     conversion: dict[str, Any] | None = None  # the model's full conversion report
 
@@ -109,6 +111,7 @@ class ModelResult:
             convert_s=sum(v for k, v in timings.items() if k != "validate_s") if timings else None,
             validate_s=timings.get("validate_s"), elapsed_s=outcome.get("elapsed_s"),
             peak_memory_mb=outcome.get("peak_memory_mb"), outputs=outputs, conversion=conv or None,
+            speed=(conv.get("bench") or {}).get("summary"),
         )
 
 

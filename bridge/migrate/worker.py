@@ -207,6 +207,7 @@ def convert_kwargs(entry: dict[str, Any], folder: Path) -> tuple[Any, Path, dict
         "report": folder / "conversion.json", "weights": entry["weights"], "options": dict(entry["options"]),
         "output_names": list(entry["output_names"]), "detection_format": entry["detection_format"],
         "max_detections": entry["max_detections"], "feeds": entry["feeds"], "to": entry["to"], "seed": entry["seed"],
+        **({"bench": True} if entry.get("bench") else {}),  # only when asked: convert hooks need not know it
     }
     return entry["source"], output, kwargs
 

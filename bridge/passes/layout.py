@@ -1,5 +1,6 @@
 """SoftmaxLastAxisPass: ``Softmax(Transpose(y, perm), axis=a)`` -> ``Transpose(Softmax(y, axis=-1), perm)``
-when ``perm[a]`` is y's last axis.
+when ``perm[a]`` is y's last axis (a rewrite on the rewriting driver: new nodes built with its Builder,
+spliced in with the old output names, and carrying the replaced Softmax's provenance).
 
 Why: MXNet SSDs (and GluonCV exports) compute class probabilities as
 ``SoftmaxActivation(mode=channel)`` over ``transpose(cls_preds, (0, 2, 1))``, which bridge emits as a
@@ -25,10 +26,7 @@ from abc import abstractmethod
 import onnx_ir as ir
 
 from bridge.passes.base import BridgePass
-
-
-def _opset(model: ir.Model) -> int:
-    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
+from bridge.rewriting import Builder, MatchResult, Rewrite, apply_rewrites, default_opset
 
 
 class _NodeByNodePass(BridgePass):
@@ -46,45 +44,62 @@ class _NodeByNodePass(BridgePass):
         """Rewrite ``node`` in ``graph`` if it matches; True when the graph changed."""
 
 
-class SoftmaxLastAxisPass(_NodeByNodePass):
+def _transposed_softmax(node: ir.Node) -> tuple[ir.Node, list[int]] | None:
+    """The Transpose feeding ``node`` and its perm, when moving it after the Softmax makes a last-axis one."""
+    x = node.inputs[0] if node.inputs else None
+    transpose = x.producer() if x is not None else None
+    if transpose is None or transpose.op_type != "Transpose" or transpose.domain not in ("", "ai.onnx") \
+            or transpose.inputs[0] is None:
+        return None
+    perm_attr = transpose.attributes.get("perm")
+    if perm_attr is None:
+        return None
+    perm = list(perm_attr.as_ints())
+    rank = len(perm)
+    axis_attr = node.attributes.get("axis")
+    axis = int(axis_attr.as_int()) if axis_attr is not None else -1
+    if not -rank <= axis < rank:
+        return None
+    axis %= rank
+    if axis == rank - 1 or perm[axis] != rank - 1:
+        return None
+    return transpose, perm
+
+
+class SoftmaxLastAxisPass(BridgePass, Rewrite):
     """Move Softmax before the Transpose that feeds it when that makes it a last-axis Softmax."""
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        if _opset(model) < 13:
-            return ir.passes.PassResult(model, False)
-        return super().call(model)
+    op_type = "Softmax"
+    min_opset = 13  # Softmax < 13 coerces its input to 2-D: another computation
 
-    def _rewrite(self, graph: ir.Graph, node: ir.Node) -> bool:
-        if node.op_type != "Softmax" or node.domain not in ("", "ai.onnx") or node.inputs[0] is None:
-            return False
-        transpose = node.inputs[0].producer()
-        if transpose is None or transpose.op_type != "Transpose" or transpose.domain not in ("", "ai.onnx"):
-            return False
-        perm_attr = transpose.attributes.get("perm")
-        if perm_attr is None:
-            return False
-        perm = list(perm_attr.as_ints())
-        rank = len(perm)
-        axis_attr = node.attributes.get("axis")
-        axis = int(axis_attr.as_int()) if axis_attr is not None else -1
-        if not -rank <= axis < rank:
-            return False
-        axis %= rank
-        if axis == rank - 1 or perm[axis] != rank - 1:
-            return False
-        y = transpose.inputs[0]
-        assert y is not None
-        softmax = ir.node("Softmax", [y], attributes={"axis": rank - 1}, name=f"{node.name}_last_axis")
-        moved = ir.node("Transpose", [softmax.outputs[0]], attributes={"perm": perm}, name=f"{node.name}_transpose")
-        old_out = node.outputs[0]
-        new_out = moved.outputs[0]
-        new_out.name, new_out.type, new_out.shape = old_out.name, old_out.type, old_out.shape
-        softmax.outputs[0].name = f"{old_out.name}_last_axis"
-        softmax.outputs[0].type = old_out.type
-        ir.convenience.replace_nodes_and_values(graph, node, [node], [softmax, moved], [old_out], [new_out])
-        if not transpose.outputs[0].uses() and transpose.outputs[0] not in graph.outputs:
-            graph.remove(transpose, safe=True)
-        return True
+    def check(self, node: ir.Node, opset: int) -> MatchResult:
+        verdict = super().check(node, opset)
+        if not verdict.ok:
+            return verdict
+        if _transposed_softmax(node) is None:
+            return MatchResult.fail("not a Softmax over an axis a Transpose moved off the last one")
+        return MatchResult.success()
+
+    def rewrite(self, b: Builder, node: ir.Node) -> list[ir.Value]:
+        found = _transposed_softmax(node)
+        assert found is not None  # check() passed
+        transpose, perm = found
+        softmax = b.op("Softmax", transpose.inputs[0], axis=len(perm) - 1)
+        softmax.type = node.outputs[0].type
+        return [b.op("Transpose", softmax, perm=perm)]
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if default_opset(model) < 13:
+            return ir.passes.PassResult(model, False)
+        feeding = [t for graph in model.graphs() for node in graph if node.op_type == "Softmax"
+                   and (found := _transposed_softmax(node)) is not None for t in [found[0]]]
+        outcome = apply_rewrites(model, lambda n: self if self.matches(n) and _transposed_softmax(n) else None,
+                                 by=type(self).__name__)
+        for transpose in feeding:  # the original Transpose goes when nothing else reads it
+            graph = transpose.graph
+            if graph is not None and not transpose.outputs[0].uses() and transpose.outputs[0] not in graph.outputs:
+                graph.remove(transpose, safe=True)
+        return ir.passes.PassResult(model, outcome.modified)
 
 
 class TransposePairPass(_NodeByNodePass):

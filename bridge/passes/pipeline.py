@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import CheckerPass, RemoveUnusedOpsetsPass, TopologicalSortPass
 
+from bridge import provenance
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
 from bridge.model import ModelContainer, PassRecord
@@ -127,13 +128,17 @@ _NODE_IN_MESSAGE = re.compile(r"Name:\s*(?P<node>\S*)\s+OpType:\s*(?P<op>\w+)")
 
 
 def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Progress | None = None) -> None:
-    """Run ``steps`` in order on ``container.model``, appending a PassRecord per pass to its history."""
+    """Run ``steps`` in order on ``container.model``, appending a PassRecord per pass to its history.
+    Every node carries its provenance (``bridge.provenance``): exported nodes are stamped first, nodes a
+    pass creates are attributed to it."""
+    provenance.stamp_export(container.model, container.source_framework, container.exporter)
     for step in steps:
         if progress:
             progress(f"pass {step.name}")
         if isinstance(step.pass_, CheckerPass) and has_custom_domain(container.model):
             # custom-domain ops (bridge.contrib) have no schema: check structure only, skip strict inference
             step = Step(CheckerPass(full_check=False), step.reason + " (structure only: custom-domain ops present)")
+        earlier = provenance.before(container.model)
         start = time.perf_counter()
         try:
             result = step.pass_(container.model)
@@ -141,6 +146,7 @@ def run_pipeline(container: ModelContainer, steps: Sequence[Step], progress: Pro
             raise _as_pass_error(step.name, exc) from _root_cause(exc)
         container.model = result.model
         container.history.append(PassRecord(step.name, step.reason, bool(result.modified), time.perf_counter() - start))
+        provenance.attribute_new_nodes(container.model, earlier, step.name)
         if isinstance(step.pass_, BridgePass):  # the declared warnings channel (reset by the pass on every run)
             container.warnings.extend(step.pass_.warnings)
 

@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from bridge.passes.base import BridgePass
 from bridge.rewriting import Builder, MatchResult, Rewrite, apply_rewrites, node_label
+from bridge.rewriting.attrs import optional_str
 from opsets.resize_forms import asymmetric_floor_equivalent
 from opsets.support import runtime_support
 
@@ -63,7 +64,7 @@ class CanonicalizeResizePass(BridgePass, Rewrite):
         return None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        outcome = apply_rewrites(model, [self])
+        outcome = apply_rewrites(model, [self], by=type(self).__name__)
         for node_reason in outcome.left_alone:  # each names the node; say it the way users read it
             logger.warning(node_reason)
             self.warnings.append(node_reason)
@@ -71,8 +72,8 @@ class CanonicalizeResizePass(BridgePass, Rewrite):
 
 
 def _form(node: ir.Node) -> tuple[str, str, str]:
-    return (_attr(node, "mode", "nearest"), _attr(node, "coordinate_transformation_mode", "half_pixel"),
-            _attr(node, "nearest_mode", "round_prefer_floor"))
+    return (optional_str(node, "mode", "nearest"), optional_str(node, "coordinate_transformation_mode", "half_pixel"),
+            optional_str(node, "nearest_mode", "round_prefer_floor"))
 
 
 def _describe(node: ir.Node) -> str:
@@ -83,11 +84,6 @@ def _describe(node: ir.Node) -> str:
 def _input_shape(node: ir.Node) -> list[object] | None:
     x = node.inputs[0]
     return list(x.shape) if x is not None and x.shape is not None else None
-
-
-def _attr(node: ir.Node, name: str, default: str) -> str:
-    attr = node.attributes.get(name)
-    return default if attr is None else str(attr.as_string())
 
 
 def _const(value: ir.Value | None) -> np.ndarray | None:

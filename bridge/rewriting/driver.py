@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+from bridge import provenance
 from bridge.errors import NodeError
 from bridge.rewriting.builder import Builder, existing_names
 
@@ -137,8 +138,13 @@ def all_graphs(model: ir.Model) -> Iterable[ir.Graph | ir.Function]:
                     yield from attr.as_graphs()
 
 
-def apply_rewrites(model: ir.Model, rewrites: Sequence[Rewrite] | Selector, *, opset: int | None = None) -> RewriteOutcome:
-    """Run ``rewrites`` (a list, first match wins, or a selector ``node -> Rewrite | None``) over ``model``."""
+def apply_rewrites(model: ir.Model, rewrites: Sequence[Rewrite] | Selector, *, opset: int | None = None,
+                   by: str | None = None) -> RewriteOutcome:
+    """Run ``rewrites`` (a list, first match wins, or a selector ``node -> Rewrite | None``) over ``model``.
+
+    Provenance: the new nodes of a rewrite take the source of the node they replace and name the rewrite
+    (the pass runner adds the pass); a node a rewrite keeps but edits records ``by`` (the pass, else the
+    rewrite) among the passes that rewrote it."""
     select: Selector = rewrites if callable(rewrites) else _first_match(rewrites)
     opset = default_opset(model) if opset is None else opset
     outcome = RewriteOutcome()
@@ -160,7 +166,9 @@ def apply_rewrites(model: ir.Model, rewrites: Sequence[Rewrite] | Selector, *, o
         values = rewrite.rewrite(builder, node)
         outcome.applied.append((rewrite.rewrite_name, label))
         outcome.warnings.extend(builder.warnings)
+        provenance.inherit(builder.nodes, node, rewrite.rewrite_name)
         if values is None:  # the node keeps its place and form; helper nodes it now reads go in front
+            provenance.add_rewritten_by(node, by or rewrite.rewrite_name)
             if builder.nodes:
                 graph.insert_before(node, list(builder.nodes))
             for init in builder.initializers:

@@ -42,7 +42,10 @@ class TensorMeta:
 
 @runtime_checkable
 class Runtime(Protocol):
-    """activate() loads, infer() runs, deactivate() frees. infer returns outputs by name."""
+    """activate() loads, infer() runs, deactivate() frees. infer returns outputs by name.
+
+    A runtime that sizes its own thread pool (rather than from OMP_NUM_THREADS and the like) may also offer
+    ``set_threads(n)``, called before ``activate`` (``bridge bench --threads``); it is optional."""
 
     name: str
 

@@ -80,6 +80,11 @@ class IsolatedRuntime:
         result: dict[str, np.ndarray] = self._call("infer", dict(feeds))
         return result
 
+    def call(self, fn: Callable[[Runtime, Any], Any], argument: Any = None) -> Any:
+        """``fn(runtime, argument)`` run in the child, next to the runtime (``fn`` must be picklable, e.g. a
+        module-level function): work that must not pay for the pipe per inference, such as timing loops."""
+        return self._call("call", (fn, argument))
+
     def deactivate(self) -> None:
         if self._process is None:
             return
@@ -210,6 +215,10 @@ def _serve(conn: multiprocessing.connection.Connection, factory: Callable[[], Ru
             elif command == "infer":
                 assert runtime is not None
                 reply = runtime.infer(argument)
+            elif command == "call":
+                assert runtime is not None
+                fn, value = argument
+                reply = fn(runtime, value)
             else:  # deactivate
                 if runtime is not None:
                     runtime.deactivate()

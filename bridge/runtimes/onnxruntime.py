@@ -84,6 +84,7 @@ class OnnxRuntime:
         self._model = _as_model_bytes(model)
         self._log_severity = log_severity
         self._threads = intra_op_threads
+        self._spinning = True
         self._session: Any = None
         self._describe = describe  # how run failures name the model ("the source ONNX file", ...)
         self._hint = failure_hint
@@ -95,12 +96,19 @@ class OnnxRuntime:
         opts.log_severity_level = self._log_severity
         if self._threads:
             opts.intra_op_num_threads = self._threads
+        if not self._spinning:
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = ort.InferenceSession(self._model, opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
             text = str(exc)
             hint = explain_load_error(text)
             raise RuntimeLoadError(f"onnxruntime could not load the model: {hint or text}") from exc
+
+    def set_threads(self, threads: int) -> None:
+        """Before ``activate``: ``threads`` intra-op threads that sleep when idle instead of spinning (so they
+        do not take the cores from whatever runs next, e.g. another runtime in ``bridge bench --threads``)."""
+        self._threads, self._spinning = threads, False
 
     @property
     def session(self) -> Any:

@@ -3,7 +3,7 @@
 For every output name: shape and dtype match, max absolute and relative error, the fraction of
 elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics), and a pass/fail verdict.
 Outputs present on one side only fail with a note. Detector outputs named by ``DetectionSpec``s
-are compared detection-aware instead (``bridge.validation.detection``; scores judged against the
+are compared detection-aware instead (``bridge.validation.detection.matching``; scores judged against the
 same tolerance as tensors: ``atol + rtol * |ref score|``).
 
 Non-finite values are judged, not skipped: NaN, inf and -inf match the same value at the same
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
-from bridge.validation.detection import compare_detections
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs, read_detection_pair
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
+from bridge.validation.detection.matching import compare_detections
 
 
 @dataclass

@@ -30,7 +30,7 @@ from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, Ru
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
 from bridge.validation.constraints import constrained_consumers
-from bridge.validation.detection_layouts import DetectionSpec, as_detection_specs, load_detection_specs
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
 from bridge.validation.inputs import load_feeds, make_inputs
 from bridge.validation.results import RunResults
 

@@ -3,7 +3,7 @@
 Detections are [B, N, 6] rows (class, score, xmin, ymin, xmax, ymax) as ``_contrib_MultiBoxDetection``
 emits them; rows with class < 0 (invalid or suppressed) are ignored. Ground truth is one [k, 4] box
 array and one [k] class array per image. The computation is bridge's own
-(``bridge.validation.detection.mean_average_precision``: PASCAL VOC greedy matching, all-points AP),
+(``bridge.validation.detection.matching.mean_average_precision``: PASCAL VOC greedy matching, all-points AP),
 so the training script, the example's tests and bridge's parity tests score with one implementation.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bridge.validation.detection import mean_average_precision as _voc_map
+from bridge.validation.detection.matching import mean_average_precision as _voc_map
 
 
 def _ground_truth(gt_boxes: Sequence[np.ndarray], gt_classes: Sequence[np.ndarray]) -> list[np.ndarray]:

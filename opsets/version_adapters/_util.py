@@ -45,21 +45,6 @@ def in_place(node: ir.Node, *, set_attrs: dict[str, ir.Attr] | None = None, drop
     return None
 
 
-def attr_int(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    return default if attr is None else int(attr.as_int())
-
-
-def attr_str(node: ir.Node, name: str, default: str) -> str:
-    attr = node.attributes.get(name)
-    return default if attr is None else str(attr.as_string())
-
-
-def attr_ints(node: ir.Node, name: str) -> list[int] | None:
-    attr = node.attributes.get(name)
-    return None if attr is None else [int(i) for i in attr.as_ints()]
-
-
 def dtype_of(value: ir.Value | None) -> ir.DataType | None:
     return None if value is None else value.dtype
 

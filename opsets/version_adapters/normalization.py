@@ -12,8 +12,9 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_int
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_int, fail, input_or_none
+from opsets.version_adapters._util import Rewritten, fail, input_or_none
 
 
 @register("LayerNormalization", 17, 16)
@@ -24,10 +25,10 @@ def layernormalization_17_16(b: Builder, node: ir.Node) -> Rewritten:
     x = node.inputs[0]
     if x is None or x.shape is None:
         raise fail(node, hop, "the input rank must be known")
-    if attr_int(node, "stash_type", 1) != 1:
+    if optional_int(node, "stash_type", 1) != 1:
         raise fail(node, hop, "stash_type other than float is not supported")
     rank = len(x.shape)
-    axis = attr_int(node, "axis", -1) % rank
+    axis = optional_int(node, "axis", -1) % rank
     axes = list(range(axis, rank))
     dtype = x.dtype.numpy() if x.dtype is not None else np.float32
     eps = node.attributes["epsilon"].as_float() if "epsilon" in node.attributes else 1e-5

@@ -9,8 +9,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_int
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_int, const_array, fail, input_or_none
+from opsets.version_adapters._util import Rewritten, const_array, fail, input_or_none
 
 _AXES_INPUT_SINCE_18 = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -22,12 +23,12 @@ def _axes_to_attribute(b: Builder, node: ir.Node, hop: str) -> Rewritten:
     if axes_value is not None and axes is None:
         raise fail(node, hop, "the axes input is computed; the older schema needs constant axes")
     if axes is None or axes.size == 0:
-        if attr_int(node, "noop_with_empty_axes", 0):
+        if optional_int(node, "noop_with_empty_axes", 0):
             return [b.op("Identity", node.inputs[0])]
         attrs: dict[str, object] = {}
     else:
         attrs = {"axes": [int(a) for a in axes.reshape(-1)]}
-    attrs["keepdims"] = attr_int(node, "keepdims", 1)
+    attrs["keepdims"] = optional_int(node, "keepdims", 1)
     out = b.op(node.op_type, node.inputs[0], **attrs)  # type: ignore[arg-type]
     return [out]
 

@@ -16,12 +16,10 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_int, optional_ints, optional_str
 from opsets.registry import register
 from opsets.version_adapters._util import (
     Rewritten,
-    attr_int,
-    attr_ints,
-    attr_str,
     const_array,
     fail,
     in_place,
@@ -47,7 +45,7 @@ def _known_scales(node: ir.Node, scales_index: int, sizes_index: int | None) -> 
 @register("Resize", 10, 11)
 def resize_10_11(b: Builder, node: ir.Node) -> Rewritten:
     # Resize-10: (X, scales); Resize-11: (X, roi, scales[, sizes]) + coordinate/nearest attributes
-    mode = attr_str(node, "mode", "nearest")
+    mode = optional_str(node, "mode", "nearest")
     attrs = {"coordinate_transformation_mode": ir.AttrString("coordinate_transformation_mode", "asymmetric")}
     if mode == "nearest":
         scales = _known_scales(node, 1, None)
@@ -74,8 +72,8 @@ def resize_10_11(b: Builder, node: ir.Node) -> Rewritten:
 @register("Resize", 11, 10)
 def resize_11_10(b: Builder, node: ir.Node) -> Rewritten:
     hop = "resize_11_10"
-    mode = attr_str(node, "mode", "nearest")
-    coord = attr_str(node, "coordinate_transformation_mode", "half_pixel")
+    mode = optional_str(node, "mode", "nearest")
+    coord = optional_str(node, "coordinate_transformation_mode", "half_pixel")
     if mode == "cubic":
         raise fail(node, hop, "Resize-10 has no cubic mode")
     scales = _known_scales(node, 2, 3)
@@ -90,7 +88,7 @@ def resize_11_10(b: Builder, node: ir.Node) -> Rewritten:
     from opsets.resize_forms import asymmetric_floor_equivalent
 
     if mode == "nearest":
-        rounding = attr_str(node, "nearest_mode", "round_prefer_floor")
+        rounding = optional_str(node, "nearest_mode", "round_prefer_floor")
         upscale = bool(np.all(scales >= 1))
         simple = "floor" if upscale else "ceil"
         ok = (coord == "asymmetric" and (rounding == simple or np.all(scales == 1))) or (
@@ -130,16 +128,16 @@ def resize_13_11(b: Builder, node: ir.Node) -> Rewritten:
 @register("Resize", 18, 13)
 def resize_18_13(b: Builder, node: ir.Node) -> Rewritten:
     hop = "resize_18_13"
-    mode = attr_str(node, "mode", "nearest")
-    if attr_int(node, "antialias", 0) and mode != "nearest":
+    mode = optional_str(node, "mode", "nearest")
+    if optional_int(node, "antialias", 0) and mode != "nearest":
         scales = _known_scales(node, 2, 3)
         if scales is None or np.any(scales < 1):
             raise fail(node, hop, "antialias=1 on a downscale (or unknown scales) has no Resize-13 equivalent")
     sizes_given = input_or_none(node, 3) is not None
-    policy = attr_str(node, "keep_aspect_ratio_policy", "stretch")
+    policy = optional_str(node, "keep_aspect_ratio_policy", "stretch")
     if sizes_given and policy != "stretch":
         raise fail(node, hop, f"keep_aspect_ratio_policy={policy} has no Resize-13 equivalent")
-    axes = attr_ints(node, "axes")
+    axes = optional_ints(node, "axes")
     if axes is not None:
         _expand_axes(b, node, axes, hop)
     return in_place(node, drop_attrs=["antialias", "axes", "keep_aspect_ratio_policy"])
@@ -147,7 +145,7 @@ def resize_18_13(b: Builder, node: ir.Node) -> Rewritten:
 
 @register("Resize", 19, 18)
 def resize_19_18(b: Builder, node: ir.Node) -> Rewritten:
-    coord = attr_str(node, "coordinate_transformation_mode", "half_pixel")
+    coord = optional_str(node, "coordinate_transformation_mode", "half_pixel")
     if coord == "half_pixel_symmetric":
         raise fail(node, "resize_19_18", "half_pixel_symmetric coordinates do not exist before Resize-19")
     return None

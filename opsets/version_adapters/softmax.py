@@ -16,8 +16,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_int
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_int, fail, in_place
+from opsets.version_adapters._util import Rewritten, fail, in_place
 
 
 def _rank(node: ir.Node) -> int | None:
@@ -28,7 +29,7 @@ def _rank(node: ir.Node) -> int | None:
 def _per_axis_to_flattened(b: Builder, node: ir.Node, hop: str) -> Rewritten:
     """Opset-13 per-axis form -> opset-11 flattening form."""
     rank = _rank(node)
-    axis = attr_int(node, "axis", -1)
+    axis = optional_int(node, "axis", -1)
     if rank is None:
         if axis == -1:
             return in_place(node, set_attrs={"axis": ir.AttrInt64("axis", -1)})
@@ -49,7 +50,7 @@ def _per_axis_to_flattened(b: Builder, node: ir.Node, hop: str) -> Rewritten:
 def _flattened_to_per_axis(b: Builder, node: ir.Node) -> Rewritten:
     """Opset-11 flattening form -> opset-13 per-axis form (Flatten, normalise rows, restore shape)."""
     rank = _rank(node)
-    axis = attr_int(node, "axis", 1)
+    axis = optional_int(node, "axis", 1)
     if rank is not None and axis % rank == rank - 1:
         return in_place(node, set_attrs={"axis": ir.AttrInt64("axis", -1)})
     x = node.inputs[0]

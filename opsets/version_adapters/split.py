@@ -12,8 +12,9 @@ import math
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
+from bridge.rewriting.attrs import optional_int
 from opsets.registry import register
-from opsets.version_adapters._util import Rewritten, attr_int, const_array, fail, input_or_none, static_shape
+from opsets.version_adapters._util import Rewritten, const_array, fail, input_or_none, static_shape
 
 
 def _rebuild(b: Builder, node: ir.Node, inputs: list[ir.Value | None], attrs: dict[str, object]) -> Rewritten:
@@ -23,10 +24,10 @@ def _rebuild(b: Builder, node: ir.Node, inputs: list[ir.Value | None], attrs: di
 
 @register("Split", 18, 13)
 def split_18_13(b: Builder, node: ir.Node) -> Rewritten:
-    axis = attr_int(node, "axis", 0)
+    axis = optional_int(node, "axis", 0)
     if input_or_none(node, 1) is not None:
         return _rebuild(b, node, list(node.inputs), {"axis": axis})
-    n = attr_int(node, "num_outputs", len(node.outputs))
+    n = optional_int(node, "num_outputs", len(node.outputs))
     shape = static_shape(node.inputs[0])
     if shape is None:
         raise fail(node, "split_18_13", "num_outputs on a non-static axis has no Split-13 form")
@@ -42,7 +43,7 @@ def split_18_13(b: Builder, node: ir.Node) -> Rewritten:
 
 @register("Split", 13, 11)
 def split_13_11(b: Builder, node: ir.Node) -> Rewritten:
-    axis = attr_int(node, "axis", 0)
+    axis = optional_int(node, "axis", 0)
     split_value = input_or_none(node, 1)
     attrs: dict[str, object] = {"axis": axis}
     if split_value is not None:

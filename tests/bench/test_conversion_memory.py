@@ -1,6 +1,6 @@
 """Conversion memory stays near the weights: converting a ~97 MB MXNet model (written with numpy only by
 ``bench.conversion.write_vgg``) with ``validate=[]`` in a fresh process adds less than 2.5x its weight
-bytes to the peak RSS (issue 17, target 3). Whole-model copies fail it: before streaming saves and reusing
+bytes to the peak RSS. Whole-model copies fail it: before streaming saves and reusing
 the exporter's tensors, the same conversion added ~4.5-6.5x (numpy + protos + IR copy + serialised copy)."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 
 from bridge.errors import UsageError
 from bridge.graft import graft_nms
-from bridge.validation.detection import Detections, compare_detections, from_indices, from_padded
+from bridge.validation.detection.matching import Detections, compare_detections, from_indices, from_padded
 
 torch = pytest.importorskip("torch")
 C, H, W = 4, 6, 6  # classes (column 0 = background), feature map -> N = 36 boxes

@@ -1,4 +1,4 @@
-"""``bridge convert`` with the options of issue 14: ``--detections`` (declared detector outputs),
+"""``bridge convert`` with its detector and input options: ``--detections`` (declared detector outputs),
 ``--exporter``, ``--input-kind``; the piped output says which inputs were used and compares the
 detector's outputs detection by detection."""
 

@@ -15,7 +15,7 @@ from support import REPO
 
 from bridge import api
 from bridge.runtimes import activated, get_runtime
-from bridge.validation.detection import compare_detections, from_mxnet, mean_average_precision
+from bridge.validation.detection.matching import compare_detections, from_mxnet, mean_average_precision
 
 EXAMPLE = REPO / "examples" / "mxnet_ssd"
 

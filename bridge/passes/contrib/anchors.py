@@ -23,8 +23,9 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.limits import check_allocation
-from bridge.passes.contrib.common import LoweringPass, ShapeOracle, attr_floats, attr_int
+from bridge.passes.contrib.common import LoweringPass, ShapeOracle
 from bridge.rewriting import node_label
+from bridge.rewriting.attrs import required_floats, required_int
 from bridge.rewriting.builder import F32, Builder
 
 f32 = np.float32
@@ -104,9 +105,9 @@ class LowerMultiBoxPriorPass(LoweringPass):
     def lower(self, b: Builder, node: ir.Node) -> list[ir.Value]:
         data = node.inputs[0]
         assert data is not None  # check() made sure
-        params = dict(sizes=attr_floats(node, "sizes"), ratios=attr_floats(node, "ratios"),
-                      clip=bool(attr_int(node, "clip")), steps=attr_floats(node, "steps"),
-                      offsets=attr_floats(node, "offsets"))
+        params = dict(sizes=required_floats(node, "sizes"), ratios=required_floats(node, "ratios"),
+                      clip=bool(required_int(node, "clip")), steps=required_floats(node, "steps"),
+                      offsets=required_floats(node, "offsets"))
         dims = self._oracle.dims(data)
         if dims is not None and len(dims) == 4 and isinstance(dims[2], int) and isinstance(dims[3], int):
             anchors = multibox_prior(dims[2], dims[3], **params)  # type: ignore[arg-type]

@@ -27,15 +27,16 @@ import onnx_ir as ir
 
 from bridge.errors import NodeError
 from bridge.passes.contrib import nms
-from bridge.passes.contrib.common import LoweringPass, attr_float, attr_int, attr_str
+from bridge.passes.contrib.common import LoweringPass
 from bridge.rewriting import node_label
+from bridge.rewriting.attrs import required_float, required_int, required_str
 from bridge.rewriting.builder import I64, Builder
 
 _FORMATS = ("corner", "center")
 
 
 def _format(node: ir.Node, name: str) -> str:
-    value = attr_str(node, name)
+    value = required_str(node, name)
     if value not in _FORMATS:
         raise NodeError(node_label(node), node.op_type, f"{name}='{value}' is not one of {_FORMATS}")
     return value
@@ -52,11 +53,11 @@ class LowerBoxNMSPass(LoweringPass):
         data = node.inputs[0]
         assert data is not None  # check() made sure
         return [build_box_nms(
-            b, node, data, overlap_thresh=attr_float(node, "overlap_thresh"),
-            valid_thresh=attr_float(node, "valid_thresh"), topk=attr_int(node, "topk"),
-            coord_start=attr_int(node, "coord_start"), score_index=attr_int(node, "score_index"),
-            id_index=attr_int(node, "id_index"), background_id=attr_int(node, "background_id"),
-            force_suppress=bool(attr_int(node, "force_suppress")), in_format=_format(node, "in_format"),
+            b, node, data, overlap_thresh=required_float(node, "overlap_thresh"),
+            valid_thresh=required_float(node, "valid_thresh"), topk=required_int(node, "topk"),
+            coord_start=required_int(node, "coord_start"), score_index=required_int(node, "score_index"),
+            id_index=required_int(node, "id_index"), background_id=required_int(node, "background_id"),
+            force_suppress=bool(required_int(node, "force_suppress")), in_format=_format(node, "in_format"),
             out_format=_format(node, "out_format"))]
 
 
@@ -145,8 +146,8 @@ class LowerBoxDecodePass(LoweringPass):
     def lower(self, b: Builder, node: ir.Node) -> list[ir.Value]:
         data, anchors = node.inputs[0], node.inputs[1]
         assert data is not None and anchors is not None  # check() made sure
-        return [build_box_decode(b, data, anchors, [attr_float(node, f"std{i}") for i in range(4)],
-                                 clip=attr_float(node, "clip"), anchor_format=_format(node, "format"))]
+        return [build_box_decode(b, data, anchors, [required_float(node, f"std{i}") for i in range(4)],
+                                 clip=required_float(node, "clip"), anchor_format=_format(node, "format"))]
 
 
 def build_box_decode(b: Builder, data: ir.Value, anchors: ir.Value, stds: list[float], *, clip: float,

@@ -1,4 +1,5 @@
-"""``LoweringPass``: the base of every ``bridge.contrib`` lowering, plus the attribute readers they share.
+"""``LoweringPass``: the base of every ``bridge.contrib`` lowering, plus the shape helpers they share (their
+attribute readers are ``bridge.rewriting.attrs``' ``required_*``: the contrib contract has every attribute).
 
 A lowering is one class: a pass (so the pipeline can list it with its reason) that is also a
 ``bridge.rewriting.Rewrite`` for one contrib op. It declares the op, the inputs that must be present
@@ -99,7 +100,7 @@ class LoweringPass(BridgePass, Rewrite):
             raise NodeError(left[0], self.op_type, f"{len(left)} {self.op_type} node(s) were not lowered: {left}")
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        outcome = apply_rewrites(model, [self])
+        outcome = apply_rewrites(model, [self], by=type(self).__name__)
         self.warnings.extend(outcome.warnings)
         return ir.passes.PassResult(model, outcome.modified)
 
@@ -118,30 +119,6 @@ def _to_half(b: Builder, value: ir.Value) -> ir.Value:
     half.type = ir.TensorType(ir.DataType.FLOAT16)
     half.shape = value.shape
     return half
-
-
-def _attr(node: ir.Node, name: str) -> ir.Attr:
-    attr = node.attributes.get(name)
-    if attr is None:
-        raise NodeError(node_label(node), node.op_type,
-                        f"attribute '{name}' is missing (the bridge.contrib contract has every attribute present)")
-    return attr
-
-
-def attr_floats(node: ir.Node, name: str) -> list[float]:
-    return [float(v) for v in _attr(node, name).as_floats()]
-
-
-def attr_float(node: ir.Node, name: str) -> float:
-    return float(_attr(node, name).as_float())
-
-
-def attr_int(node: ir.Node, name: str) -> int:
-    return int(_attr(node, name).as_int())
-
-
-def attr_str(node: ir.Node, name: str) -> str:
-    return str(_attr(node, name).as_string())
 
 
 def static_dims(value: ir.Value) -> list[int | None] | None:

@@ -45,8 +45,9 @@ import onnx_ir as ir
 from bridge.config import DETECTION_META
 from bridge.errors import NodeError, UsageError
 from bridge.passes.contrib import nms
-from bridge.passes.contrib.common import LoweringPass, attr_float, attr_floats, attr_int
+from bridge.passes.contrib.common import LoweringPass
 from bridge.rewriting import BOOL, F32, I64, Builder, Expansion, node_label
+from bridge.rewriting.attrs import required_float, required_floats, required_int
 
 
 def _check_format(output_format: str, max_detections: int | None) -> None:
@@ -84,7 +85,7 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         result = super().call(model)
         if detections:
             # the metadata is a JSON list of detection specs; a lowered output is recorded in the short
-            # {output: format} form, which bridge.validation.detection_layouts reads as an item of that list
+            # {output: format} form, which bridge.validation.detection.layouts reads as an item of that list
             recorded = json.loads(model.metadata_props.get(DETECTION_META, "[]"))
             items = recorded if isinstance(recorded, list) else [recorded]
             model.metadata_props[DETECTION_META] = json.dumps([*items, detections])
@@ -94,16 +95,16 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         label = node_label(node)
         cls_prob, loc_pred, anchors = node.inputs[0], node.inputs[1], node.inputs[2]
         assert cls_prob is not None and loc_pred is not None and anchors is not None  # check() made sure
-        variances = attr_floats(node, "variances")
+        variances = required_floats(node, "variances")
         if len(variances) != 4:
             raise NodeError(label, node.op_type, f"variances must have 4 values (got {variances})")
         if self.output_format == "mxnet":
-            if 0.0 < attr_float(node, "nms_threshold") <= 1.0:
+            if 0.0 < required_float(node, "nms_threshold") <= 1.0:
                 return [build_multibox_rows(
-                    b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"),
-                    clip=bool(attr_int(node, "clip")), variances=variances,
-                    nms_threshold=attr_float(node, "nms_threshold"),
-                    force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))]
+                    b, cls_prob, loc_pred, anchors, threshold=required_float(node, "threshold"),
+                    clip=bool(required_int(node, "clip")), variances=variances,
+                    nms_threshold=required_float(node, "nms_threshold"),
+                    force_suppress=bool(required_int(node, "force_suppress")), nms_topk=required_int(node, "nms_topk"))]
             return [self._parts(b, node, variances).mxnet_rows(b)]
         out = node.outputs[0]
         if out.uses():
@@ -113,11 +114,11 @@ class LowerMultiBoxDetectionPass(LoweringPass):
             b.warn(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
             return Expansion([[]])
         batch = out.shape[0] if out.shape is not None and len(out.shape) == 3 else None
-        if self.output_format == "boxes-scores-classes" and 0.0 < attr_float(node, "nms_threshold") <= 1.0:
+        if self.output_format == "boxes-scores-classes" and 0.0 < required_float(node, "nms_threshold") <= 1.0:
             det = build_multibox_padded(
-                b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"),
-                clip=bool(attr_int(node, "clip")), variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
-                force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"),
+                b, cls_prob, loc_pred, anchors, threshold=required_float(node, "threshold"),
+                clip=bool(required_int(node, "clip")), variances=variances, nms_threshold=required_float(node, "nms_threshold"),
+                force_suppress=bool(required_int(node, "force_suppress")), nms_topk=required_int(node, "nms_topk"),
                 max_det=self.max_detections)
             rows = self.max_detections if self.max_detections is not None else _dim(cls_prob, 2)
             return Expansion([padded_outputs(b, det, rows, str(out.name), batch)])
@@ -129,9 +130,9 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         cls_prob, loc_pred, anchors = node.inputs[0], node.inputs[1], node.inputs[2]
         assert cls_prob is not None and loc_pred is not None and anchors is not None  # check() made sure
         return build_multibox_detection(
-            b, cls_prob, loc_pred, anchors, threshold=attr_float(node, "threshold"), clip=bool(attr_int(node, "clip")),
-            variances=variances, nms_threshold=attr_float(node, "nms_threshold"),
-            force_suppress=bool(attr_int(node, "force_suppress")), nms_topk=attr_int(node, "nms_topk"))
+            b, cls_prob, loc_pred, anchors, threshold=required_float(node, "threshold"), clip=bool(required_int(node, "clip")),
+            variances=variances, nms_threshold=required_float(node, "nms_threshold"),
+            force_suppress=bool(required_int(node, "force_suppress")), nms_topk=required_int(node, "nms_topk"))
 
 
 class MultiBoxParts:

@@ -70,7 +70,7 @@ def test_checkpoint_roundtrip(tmp_path: Path) -> None:
     graph = read_symbol_json(tmp_path / "ck-symbol.json")
     assert [n.op for n in graph.nodes if not n.is_variable] == ["Convolution", "BatchNorm"]
     assert graph.mxnet_version == 10901 and graph.node_row_ptr is not None
-    assert graph.find("c").attrs.ints("kernel") == (3, 3)
+    assert graph.find("c").attrs.optional_ints("kernel") == (3, 3)
 
 
 @pytest.mark.parametrize("magic", [V2_MAGIC, V3_MAGIC])
@@ -151,12 +151,12 @@ OLD_JSON = {  # MXNet 0.8-era layout: 'param' for op params, 'attr' for extras, 
 def test_old_json_param_attr_and_implicit_aux() -> None:
     g = parse_symbol_json(json.dumps(OLD_JSON), "old.json")
     conv = g.find("conv")
-    assert conv is not None and conv.attrs.ints("kernel") == (3, 3) and conv.attrs.bool("no_bias", False)
+    assert conv is not None and conv.attrs.optional_ints("kernel") == (3, 3) and conv.attrs.optional_bool("no_bias", False)
     assert conv.hidden == {"ctx_group": "dev1"} and "ctx_group" not in conv.raw_attrs
     bn = g.find("bn")
     assert bn is not None and [g.nodes[i].name for i, _ in bn.inputs] == [
         "conv", "bn_gamma", "bn_beta", "bn_moving_mean", "bn_moving_var"]
-    assert bn.attrs.float("eps", 0.0) == np.float32("0.001")
+    assert bn.attrs.optional_float("eps", 0.0) == np.float32("0.001")
 
 
 def test_old_json_converts_and_runs(tmp_path: Path) -> None:
@@ -198,9 +198,9 @@ def test_attribute_strings_parse_exactly() -> None:
 
     a = Attrs("n", {"t": "(1,2,0.5)", "l": "[1, 2]", "b": "False", "f": "0.45", "p": "(-1.0, -1.0)", "one": "(2,)",
                     "none": "None", "B": "1"})
-    assert a.floats("t") == (np.float32(1), np.float32(2), np.float32(0.5))
-    assert a.ints("l") == (1, 2) and a.ints("one") == (2,)
-    assert a.bool("b", True) is False and a.bool("B", False) is True
-    assert a.float("f", None) == np.float32("0.45") and a.float("f", None).dtype == np.float32
-    assert a.floats("p") == (np.float32(-1), np.float32(-1))
-    assert a.int("none", 7) == 7 and a.str("none", "d") == "d"
+    assert a.optional_floats("t") == (np.float32(1), np.float32(2), np.float32(0.5))
+    assert a.optional_ints("l") == (1, 2) and a.optional_ints("one") == (2,)
+    assert a.optional_bool("b", True) is False and a.optional_bool("B", False) is True
+    assert a.optional_float("f", None) == np.float32("0.45") and a.optional_float("f", None).dtype == np.float32
+    assert a.optional_floats("p") == (np.float32(-1), np.float32(-1))
+    assert a.optional_int("none", 7) == 7 and a.optional_str("none", "d") == "d"

@@ -1,4 +1,4 @@
-"""Indexing, sorting, layout, creation, random and extra elementwise MXNet ops (issue 11, part A).
+"""Indexing, sorting, layout, creation, random and extra elementwise MXNet ops.
 
 Every case is a one-op symbol built with MXNet's own symbol API, saved with its writers (an empty
 ``.params`` file when the op has no parameters, as parameterless checkpoints are), converted by bridge

@@ -1,4 +1,5 @@
-"""Translators of ops_nn_extra / ops_sequence and the lp / 'same' / use_length / output_mean_var forms of
+"""Translators of ops_spatial (resizing, ROI and adaptive pooling), ops_norm, ops_attention, ops_sequence and
+LogisticRegressionOutput, and the lp / 'same' / use_length / output_mean_var forms of
 ops_nn: each case is a one-op symbol built with mx.sym (or written as JSON when MXNet is absent),
 converted, run in onnxruntime and compared with MXNet's own forward (numpy reference without MXNet).
 Cases with ``refuse`` assert the documented ExportError instead (no exact ONNX form)."""

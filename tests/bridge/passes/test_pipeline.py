@@ -152,7 +152,7 @@ def test_history_is_recorded_in_model_metadata(relu_model: onnx.ModelProto) -> N
 
 def test_probe_names_output_dims_inference_left_anonymous() -> None:
     """Run-based naming: an anonymous output dim that follows the labelled axis gets its label; one that
-    stays constant while every labelled axis changes is a fixed number (issue 14)."""
+    stays constant while every labelled axis changes is a fixed number."""
     proto = make_model(
         [helper.make_node("Relu", ["x"], ["y"], name="relu"),
          helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="swap")],

@@ -12,7 +12,7 @@ from onnx import helper
 from support import make_model
 
 from bridge.validation.compare import compare_outputs
-from bridge.validation.detection_layouts import DetectionSpec, detect_detection_outputs
+from bridge.validation.detection.layouts import DetectionSpec, detect_detection_outputs
 
 F, I64, I32 = TP.FLOAT, TP.INT64, TP.INT32
 NMS_CONSTS = [helper.make_tensor("max_out", I64, [1], [100]), helper.make_tensor("iou_thr", F, [1], [0.5]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bridge.validation.detection import (
+from bridge.validation.detection.matching import (
     Detections,
     compare_detections,
     from_indices,
@@ -96,7 +96,7 @@ def test_map_at_05() -> None:
 
 def test_identical_degenerate_boxes_match() -> None:
     """Clipping leaves zero-width boxes (x1 == x2 == 0); the same one on both sides must still match."""
-    from bridge.validation.detection import iou_matrix
+    from bridge.validation.detection.matching import iou_matrix
 
     flat = np.array([[0.0, 0.0, 0.0, 0.5]])
     np.testing.assert_array_equal(iou_matrix(flat, flat), [[1.0]])

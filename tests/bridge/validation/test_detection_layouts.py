@@ -11,7 +11,7 @@ import pytest
 from bridge.config import Tolerance
 from bridge.errors import UsageError
 from bridge.validation.compare import compare_outputs
-from bridge.validation.detection_layouts import (
+from bridge.validation.detection.layouts import (
     DetectionSpec,
     as_detection_specs,
     dump_detection_specs,

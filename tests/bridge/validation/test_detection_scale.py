@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.validation.detection import Detections, iou_matrix, match_pairs
+from bridge.validation.detection.matching import Detections, iou_matrix, match_pairs
 
 ADDRESS_SPACE = 2 << 30  # bytes
 
@@ -24,7 +24,7 @@ _SCRIPT = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
     import numpy as np
     from bridge.validation.compare import compare_outputs
-    from bridge.validation.detection_layouts import DetectionSpec
+    from bridge.validation.detection.layouts import DetectionSpec
 
     layout = sys.argv[1]
     rng = np.random.default_rng(0)
@@ -65,7 +65,7 @@ def test_20k_boxes_in_2_gib_and_under_a_second(layout: str) -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(figures)  # shown with -s: the measurement the issue asks for
+    print(figures)  # shown with -s: the measurement at scale
     assert figures["n"] >= 20000
     assert figures["matched"] == figures["n"] and figures["mismatched"] == 2  # the changed score, both sides
     assert not figures["passed"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bridge.validation.detection import Detections, compare_detections, from_mxnet
+from bridge.validation.detection.matching import Detections, compare_detections, from_mxnet
 
 # three well separated objects (pairwise IoU 0), distinct scores
 BASE_BOXES = np.array([[0.0, 0.0, 10, 10], [20, 20, 30, 30], [40, 0, 50, 10]])

@@ -12,7 +12,7 @@ import pytest
 
 from bridge.config import InputSpec, InputValues, Tolerance
 from bridge.runtimes.base import TensorMeta
-from bridge.validation.detection_layouts import DetectionSpec
+from bridge.validation.detection.layouts import DetectionSpec
 from bridge.validation.run import FeedSource, run_and_compare
 
 Outputs = Callable[[np.ndarray], dict[str, np.ndarray]]

@@ -12,7 +12,7 @@ import pytest
 from contrib_testlib import contrib_model, lower, run_ort
 
 from bridge.passes.contrib import LowerBoxDecodePass, LowerBoxNMSPass
-from bridge.validation.detection import Detections, compare_detections
+from bridge.validation.detection.matching import Detections, compare_detections
 
 B, N = 2, 48
 NMS_DEFAULTS: dict[str, Any] = dict(overlap_thresh=0.5, valid_thresh=0.0, topk=-1, coord_start=2, score_index=1,

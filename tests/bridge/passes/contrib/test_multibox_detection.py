@@ -13,7 +13,7 @@ from contrib_testlib import contrib_model, corner_anchors, lower, run_ort, separ
 
 from bridge.errors import NodeError, UsageError
 from bridge.passes.contrib import LowerMultiBoxDetectionPass
-from bridge.validation.detection import compare_detections, from_indices, from_mxnet, from_padded
+from bridge.validation.detection.matching import compare_detections, from_indices, from_mxnet, from_padded
 
 B, C, N = 2, 3, 60
 DEFAULTS: dict[str, Any] = dict(clip=1, threshold=0.01, background_id=0, nms_threshold=0.5, force_suppress=0,

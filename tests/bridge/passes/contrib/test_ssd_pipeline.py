@@ -24,7 +24,7 @@ from bridge.passes.contrib import (
 )
 from bridge.passes.pipeline import Step, conversion_pipeline, run_pipeline
 from bridge.passes.shapes import FixInputShapesPass
-from bridge.validation.detection import compare_detections, from_mxnet, from_padded
+from bridge.validation.detection.matching import compare_detections, from_mxnet, from_padded
 
 
 def _ssd_symbol(mx: ModuleType) -> Any:

@@ -3,12 +3,12 @@
 A ``DetectionSpec`` names a layout and the output that plays each role in it, for the candidate
 (the converted model) and for the reference (the source framework; by default the same layout and
 names). ``compare_outputs`` reads both sides into per-image ``Detections`` and compares them
-detection-aware (``bridge.validation.detection``) instead of elementwise. Layouts (roles, shapes):
+detection-aware (``bridge.validation.detection.matching``) instead of elementwise. Layouts (roles, shapes):
 
 ``mxnet``                 detections [B, N, 6] rows (class, score, x1, y1, x2, y2); class < 0 = none
 ``yolo``                  detections [N, 7] rows (batch_index, x1, y1, x2, y2, score, class), the
                           column order of the ONNX-NMS "end2end" YOLO exports but with score before
-                          class (as the issue specifies); rows with batch_index < 0 are padding
+                          class; rows with batch_index < 0 are padding
 ``boxes-scores-classes``  TF combined NMS, zero padded: boxes [B, K, 4], scores [B, K], labels [B, K],
                           num [B] (the first num rows of each image are real)
 ``indices``               ONNX NonMaxSuppression: selected_indices [K, 3] (batch, class, box),
@@ -49,7 +49,7 @@ import numpy as np
 import onnx
 
 from bridge.errors import UsageError
-from bridge.validation.detection import (
+from bridge.validation.detection.matching import (
     Detections,
     as_class_ids,
     detection_output_names,
