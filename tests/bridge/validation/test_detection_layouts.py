@@ -221,7 +221,7 @@ def test_json_round_trip_and_old_form() -> None:
 def test_candidate_shaped_unlike_the_reference_is_not_blamed_on_the_layout() -> None:
     """One mask for 21 boxes (a broken Loop) on the candidate side: the outputs differ, the layout is fine."""
     from bridge.validation.compare import compare_outputs
-    from bridge.validation.detection_layouts import DetectionSpec
+    from bridge.validation.detection.layouts import DetectionSpec
 
     rng = np.random.default_rng(0)
     boxes = np.sort(rng.random((21, 4), dtype=np.float32), axis=1)
