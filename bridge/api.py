@@ -43,11 +43,11 @@ from bridge.errors import (
     ValidationMismatch,
 )
 from bridge.inspection import InspectReport, graph_metas, inspect_model
-from bridge.io import load_model, tensor_size
+from bridge.io import load_model, refuse_overwriting_inputs, tensor_size
 from bridge.limits import max_memory, memory_limit
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
-from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, call_isolated, isolate
 from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.probe import probe_output_shapes
@@ -289,6 +289,7 @@ def _convert(cfg: ConvertConfig, progress: Progress, *, strict: bool = False) ->
                                                 dynamic=cfg.export.dynamic, detection_format=cfg.detection_format,
                                                 max_detections=cfg.max_detections,
                                                 probe=probe_output_shapes), progress)
+    container.check_inputs()  # the written model's inputs are the source's: anything else is an error naming it
     timings["passes_s"] = time.perf_counter() - start
     # the final model is written into the exporter's ModelProto around the weights it holds (a copy would hold
     # them twice); a weightless copy of the exporter's model stays for validation (metadata, inputs)
@@ -709,6 +710,7 @@ def debug(
     report: str | Path | None = None,
     budget_mb: int = 256,
     progress: Progress | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
 ) -> Any:
     """Convert ``source`` as ``convert`` does and find where it goes wrong: returns a
     ``bridge.debug.DebugResult`` (``.culprit()``: the first node whose output diverges while its inputs
@@ -722,8 +724,17 @@ def debug(
         export=ExportSpec(_specs(inputs), _axes(dynamic), opset, ()), tolerance=tolerance, seed=seed,
         detection_format=detection_format, max_detections=max_detections, feeds=Path(feeds) if feeds else None,
     )
-    result = debug_conversion(cfg, model=load_model(model) if model else None, budget=budget_mb * 2**20,
-                              progress=progress)
+    if report:
+        refuse_overwriting_inputs(report, [source if isinstance(source, str | Path) else None, model, weights, feeds],
+                                  "--report")
+    from bridge.debug.breakage import ACTIVE as deliberate_breakages
+
+    # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error
+    # (in-process while a test breakage is applied: it patches this process only)
+    result = call_isolated(partial(debug_conversion, cfg, model=load_model(model) if model else None,
+                                   budget=budget_mb * 2**20), stage="bridge debug", timeout=timeout,
+                           enabled=not deliberate_breakages,
+                           max_memory=child_memory_limit(), progress=progress or (lambda _m: None))
     if report:
         write_debug_report(result, Path(report))
     return result

@@ -107,3 +107,15 @@ def root_cause(exc: BaseException, limit: int = 300) -> str:
         exc = exc.__cause__
     lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0][:limit] if lines else ''}"
+
+
+# C0 controls but tab and newline, DEL, C1 controls (incl. the 8-bit CSI), and bidi overrides: a model or
+# node name holding these could move the cursor, recolour or clear the terminal, or reorder what is shown
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """``text`` with every terminal control character shown as an escape (``\\x1b``) instead of obeyed."""
+    s = str(text)
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s) if _UNPRINTABLE.search(s) else s
+

@@ -62,6 +62,11 @@ class ExportError(BridgeError):
     """The framework exporter failed, or produced a model that breaks a promise (e.g. static means static)."""
 
 
+class UnexpectedInputError(ExportError):
+    """The converted model needs an input its source does not take (a weight or constant that became a graph
+    input): its users could not run it, and validation must not invent a value for it. Names the input."""
+
+
 class UnsupportedOpError(BridgeError):
     """One or more ops have no translator; lists *every* unsupported op with its node names and count."""
 

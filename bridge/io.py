@@ -51,7 +51,7 @@ def _write_error(target: Path, exc: OSError) -> BridgeError:
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError, ValueError):  # gone, or a planted name with an impossible pid
         return False
     except PermissionError:  # exists, owned by someone else
         return True

@@ -18,6 +18,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from bridge.errors import ResourceLimitError, UsageError
 
@@ -109,3 +110,64 @@ def check_allocation(nbytes: int, what: str, limit: int | None = None) -> None:
             f"{what} declares {format_bytes(nbytes)}, over the memory limit of {format_bytes(lim)}; "
             f"raise it with --max-memory (or {ENV_VAR}) if this size is real"
         )
+
+
+def _const(node: Any, index: int) -> Any:
+    """The constant value (numpy) of ``node``'s input ``index``, or None when it is not a constant."""
+    inputs = getattr(node, "inputs", ())
+    value = inputs[index] if index < len(inputs) else None
+    tensor = getattr(value, "const_value", None)
+    if tensor is None:
+        return None
+    try:
+        return tensor.numpy()
+    except Exception:  # a tensor whose data cannot be read is not ours to judge
+        return None
+
+
+def _static_dims(value: Any) -> list[int] | None:
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return None
+    dims = list(shape)
+    return dims if all(isinstance(d, int) and d >= 0 for d in dims) else None
+
+
+def fold_output_elements(node: Any) -> int | None:
+    """How many elements constant-folding ``node`` (an onnx_ir node) would allocate for its largest output,
+    judged *before* evaluating it: from a recorded static output shape, or from the constant inputs of the
+    ops that take a size as data (ConstantOfShape, Expand, Tile, Range). None when nothing tells.
+
+    A 500-byte ONNX file can hold ``ConstantOfShape([100000, 100000, 1000])``; the folder would allocate
+    it before looking at the result's size. Duck-typed on onnx_ir's Node/Value so this module stays a leaf."""
+    sizes: list[int] = []
+    for out in getattr(node, "outputs", ()):
+        dims = _static_dims(out)
+        if dims is not None:
+            sizes.append(math.prod(dims))
+    op = getattr(node, "op_type", "")
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        if op == "ConstantOfShape" and (shape := _const(node, 0)) is not None:
+            sizes.append(math.prod(int(d) for d in shape.reshape(-1)))
+        elif op == "Expand" and (shape := _const(node, 1)) is not None:
+            given = _static_dims(node.inputs[0]) or []
+            target = [int(d) for d in shape.reshape(-1)]
+            rank = max(len(given), len(target))
+            given, target = [1] * (rank - len(given)) + given, [1] * (rank - len(target)) + target
+            sizes.append(math.prod(max(a, b) for a, b in zip(given, target, strict=True)))
+        elif op == "Tile" and (repeats := _const(node, 1)) is not None:
+            tiled = _static_dims(node.inputs[0])
+            if tiled is not None:
+                sizes.append(math.prod(tiled) * math.prod(abs(int(r)) for r in repeats.reshape(-1)))
+        elif op == "Range" and all(_const(node, i) is not None for i in range(3)):
+            start, limit, delta = (float(_const(node, i).reshape(-1)[0]) for i in range(3))
+            if delta != 0 and math.isfinite(start) and math.isfinite(limit):
+                sizes.append(max(0, math.ceil((limit - start) / delta)))
+    return max(sizes) if sizes else None
+
+
+def fold_fits(node: Any, itemsize: int = 8) -> bool:
+    """False when folding ``node`` would allocate more than a quarter of the memory limit (the folder then
+    leaves the node to the runtime, where isolation and ``--max-memory`` bound it)."""
+    elements = fold_output_elements(node)
+    return elements is None or elements * itemsize <= max_memory() // 4

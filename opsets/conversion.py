@@ -9,7 +9,10 @@ stock converter runs, the nodes our adapters produced are parked in a private do
 neither re-adapts nor rejects them (e.g. a Resize that is already in opset-11 form).
 
 Hops no node changes on only bump the opset import. After the last hop, ``opsets.legalize``
-fixes forms the target opset rejects that no hop creates (e.g. Clip on int64 below opset 12).
+fixes forms the target opset rejects that no hop creates (e.g. Clip on int64 below opset 12), the
+IR version becomes the lowest that holds the result (``bridge.model.min_ir_version``: a source at
+IR 14 taken down to opset 17 must not stay at 14), and the converted model must declare the
+source's inputs and outputs (a converter changing them is an error naming the value).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import onnx_ir.passes.common as common_passes
 from onnxscript.version_converter import _version_converter as onnxscript_vc
 
 from bridge.errors import UsageError
+from bridge.model import min_ir_version
 from bridge.rewriting import apply_rewrites, node_label
 from bridge.rewriting.protos import call_without_weights, infer_shapes
 from opsets import legalize, registry, version_adapters
@@ -121,7 +125,35 @@ def convert_opset_with_report(model: ir.Model, target: int) -> tuple[ir.Model, l
         work = _hop(work, opset, step, applied)
     if legalize.apply(work, target):
         applied.append("legalize_clip_integer")
+    _check_signature(model, work, current, target)
+    work.ir_version = min_ir_version(work)  # the IR follows the opset (the source's may be too new for it)
     return work, applied
+
+
+def _check_signature(source: ir.Model, converted: ir.Model, current: int, target: int) -> None:
+    """The converted model declares the source's inputs and outputs: same names, ranks and static dims (a
+    converter that drops an axis from the graph's own inputs, as onnx's does for Scan 8 -> 9, changes what
+    the model takes). OpsetConversionError naming the value and both shapes."""
+    for kind, before, after in (("input", source.graph.inputs, converted.graph.inputs),
+                                ("output", source.graph.outputs, converted.graph.outputs)):
+        shapes = {v.name: v.shape for v in after}
+        for value in before:
+            if value.name not in shapes:
+                raise OpsetConversionError(f"converting opset {current} -> {target} lost the model's {kind} "
+                                           f"'{value.name}'")
+            old, new = value.shape, shapes[value.name]
+            if old is None or new is None:
+                continue
+            changed = len(old) != len(new) or any(
+                isinstance(a, int) and isinstance(c, int) and a != c for a, c in zip(old, new, strict=False))
+            if changed:
+                raise OpsetConversionError(
+                    f"converting opset {current} -> {target} changed the model's declared {kind} '{value.name}' "
+                    f"from {_dims(old)} to {_dims(new)}: the converted model would not take what the source takes")
+
+
+def _dims(shape: ir.Shape) -> list[int | str]:
+    return [d if isinstance(d, int) else str(getattr(d, "value", None) or "?") for d in shape]
 
 
 def _hop(model: ir.Model, opset: int, step: int, applied: list[str]) -> ir.Model:
@@ -209,18 +241,24 @@ def _through_proto(model: ir.Model, func: Callable[[onnx.ModelProto], onnx.Model
     """``func`` (a protobuf-level step: onnx's version converter, or none for a copy) applied to ``model``,
     as a new IR model, without serialising the weights: initializers over 1 KB stand in as typed graph inputs
     while ``func`` runs (``call_without_weights``), and the result gets the
-    same tensor objects back. A 1 GB model is then not copied twice per stock hop. ``model`` is unchanged."""
+    same tensor objects back. A 1 GB model is then not copied twice per stock hop. ``model`` is unchanged.
+
+    An initializer that is also a graph input (older exporters' ``keep_initializers_as_inputs``, the IR < 4
+    convention) keeps both: its input entry and its value (the stand-in input is the one it already had)."""
     tensors = {v.name: v.const_value for v in model.graph.initializers.values()}
     inputs = {v.name for v in model.graph.inputs}
     result = ir.serde.deserialize_model(call_without_weights(func, model))
     graph = result.graph
-    for value in list(graph.inputs):  # call_onnx_api lists every initializer as an input while func runs
-        name = value.name
-        if name in tensors and name not in inputs:
+    by_name = {v.name: v for v in graph.inputs}
+    for name, tensor in tensors.items():  # call_onnx_api lists every initializer as an input while func runs
+        value = by_name.get(name)
+        if value is None:  # func dropped the input (an unused weight): the initializer was never stood in
+            continue
+        if name not in inputs:
             graph.inputs.remove(value)
-            if name not in graph.initializers:  # a stood-in weight: the same tensor object back
-                value.const_value = tensors[name]
-                graph.register_initializer(value)
+        if name not in graph.initializers and tensor is not None:  # a stood-in weight: the same tensor object back
+            value.const_value = tensor
+            graph.register_initializer(value)
     return result
 
 

@@ -18,10 +18,13 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from adapters.base import ExportResult
 from adapters.tensorflow.loading import LoadedTF, TensorSig, load, source_kind
@@ -183,8 +186,58 @@ def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, lis
         return {n: tf.identity(out[n]) for n in out_names}
 
     model, _ = tf2onnx.convert.from_function(fn, input_signature=specs, opset=opset)
+    fold_captured_inputs(model, names, captured_values(fn.get_concrete_function(*specs)))
     kind = "SavedModel signature" if loaded.kind == "saved_model" else "Keras model"
     return model, f"{exporter} ({kind})"
+
+
+def captured_values(concrete: Any) -> dict[str, Callable[[], np.ndarray]]:
+    """The tensors a concrete function captures from outside (``tf.constant`` anchors of an SSD head, ...),
+    by the name of their placeholder inside the function: ``from_function`` hands tf2onnx every placeholder
+    as an input, the captured ones included (tf2onnx's SavedModel and Keras paths drop them:
+    ``captured_inputs``). Variables (resource handles) are left out: freezing turns them into weights."""
+    import tensorflow as tf
+
+    return {internal.name: partial(_numpy, external) for external, internal in concrete.graph.captures
+            if internal.dtype != tf.resource}
+
+
+def _numpy(tensor: Any) -> np.ndarray:
+    return np.asarray(tensor.numpy())
+
+
+def fold_captured_inputs(model: onnx.ModelProto, inputs: Sequence[str],
+                         captured: Mapping[str, Callable[[], np.ndarray]]) -> list[str]:
+    """Graph inputs of ``model`` that are not among the source's ``inputs`` but captured constants become
+    initializers holding the captured value (or go, when nothing reads them: freezing already made a
+    constant of them); the written model's inputs are then exactly the source's. Returns the names folded;
+    any other extra input is left for the end-of-conversion check to name."""
+    keep = set(inputs)
+    inits = {t.name for t in model.graph.initializer}
+    read = _names_read(model.graph)
+    folded: list[str] = []
+    for vi in list(model.graph.input):
+        if vi.name in keep or vi.name not in captured:
+            continue
+        if vi.name in read and vi.name not in inits:
+            model.graph.initializer.append(numpy_helper.from_array(captured[vi.name](), vi.name))
+        model.graph.input.remove(vi)
+        folded.append(vi.name)
+    if folded:
+        logger.debug("captured tensors %s folded into constants", folded)
+    return folded
+
+
+def _names_read(graph: onnx.GraphProto) -> set[str]:
+    """Every value name a node of ``graph`` or of its subgraphs reads."""
+    names: set[str] = set()
+    for node in graph.node:
+        names.update(node.input)
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                names |= _names_read(sub)
+    names.update(o.name for o in graph.output)
+    return names
 
 
 def order_outputs(model: onnx.ModelProto, names: Sequence[str]) -> None:

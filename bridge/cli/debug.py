@@ -22,6 +22,7 @@ from bridge.cli import render
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
+    DEFAULT_TIMEOUT,
     OPSET_DEFAULT,
     AsJsonOpt,
     AtolOpt,
@@ -31,6 +32,7 @@ from bridge.cli.options import (
     OpsetOpt,
     RtolOpt,
     SeedOpt,
+    TimeoutOpt,
     ToleranceOpt,
     TrustOpt,
     WeightsOpt,
@@ -67,6 +69,7 @@ def debug_command(
     seed: SeedOpt = 0,
     report: HtmlReportOpt = None,
     budget_mb: Annotated[int, typer.Option(help="MiB of tensors fetched per run (bigger models run in chunks)")] = 256,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     as_json: AsJsonOpt = False,
 ) -> None:
     """Compare every intermediate tensor of SOURCE and its conversion; name the first node that diverges
@@ -79,7 +82,7 @@ def debug_command(
         result = api.debug(source, model=model, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
                            tolerance=tolerance_from(atol, rtol, tolerance), weights=weights, options=options,
                            detection_format=detection_format, max_detections=max_detections, feeds=feeds, seed=seed,
-                           report=report, budget_mb=budget_mb, progress=progress)
+                           report=report, budget_mb=budget_mb, progress=progress, timeout=timeout)
     if as_json:
         render.print_json(result)
     else:

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bridge.cli.safe_console import SafeConsole
 from bridge.errors import EXIT_MISMATCH, BridgeError, UsageError
 
-out = Console()
-err = Console(stderr=True)
+out = SafeConsole()
+err = SafeConsole(stderr=True)
 
 
 class MigrationFailed(BridgeError):

@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-out = Console()
-err = Console(stderr=True)
+from bridge.cli.safe_console import SafeConsole
+
+out = SafeConsole()
+err = SafeConsole(stderr=True)
 
 
 HEARTBEAT_S = 15.0

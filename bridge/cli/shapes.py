@@ -15,7 +15,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
-from bridge.cli.options import DEFAULT_ATOL, DEFAULT_RTOL, AsJsonOpt, AtolOpt, RtolOpt, tolerance_from
+from bridge.cli.options import (
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    DEFAULT_TIMEOUT,
+    AsJsonOpt,
+    AtolOpt,
+    RtolOpt,
+    TimeoutOpt,
+    tolerance_from,
+)
 from bridge.cli.render import out
 from bridge.errors import UsageError, ValidationMismatch
 
@@ -48,6 +57,7 @@ def fix(
     validate: Annotated[bool, typer.Option(help="compare with the original in onnxruntime at that shape")] = True,
     atol: AtolOpt = DEFAULT_ATOL,
     rtol: RtolOpt = DEFAULT_RTOL,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     as_json: AsJsonOpt = False,
 ) -> None:
     """Make every dim concrete at the given input shapes; validate against the original."""
@@ -56,7 +66,7 @@ def fix(
     try:
         with render.progress(f"fixing {model}") as progress:
             result = fix_shapes(model, output, inputs=input, validate=validate, tolerance=tolerance_from(atol, rtol),
-                                progress=progress)
+                                progress=progress, timeout=timeout)
     except ValidationMismatch as exc:
         if exc.result is not None and not as_json:
             render.print_summaries(getattr(exc.result, "validation", []))
@@ -166,6 +176,8 @@ def buckets_cmd(
     report: Annotated[bool, typer.Option("--report", help="show the padding waste per model")] = False,
     validate: Annotated[bool | None, typer.Option("--validate/--no-validate",
                                                   help="validate each model against the original (default: validate)")] = None,
+    timeout: Annotated[float | None, typer.Option(help="seconds each validation step may take in its child "
+                                                       "process (default 600)")] = None,
     as_json: AsJsonOpt = False,
 ) -> None:
     """Choose shape buckets from data (or defaults); write their models and buckets.json."""
@@ -189,7 +201,7 @@ def buckets_cmd(
                "strategy": strategy, "n_std": n_std, "expand_ratio": expand_ratio, "interval": interval,
                "max_buckets": max_buckets, "batch_choices": batch_choices, "limit_side_len": limit_side_len,
                "height_range": height_range, "width_range": width_range, "default_scaling": default_scaling,
-               "layout": layout, "validate": validate}
+               "layout": layout, "validate": validate, "timeout": timeout}
     base = ScalingConfig.load(config) if config is not None else ScalingConfig()
     settings = base.override(options, "options")
     with render.progress(f"building buckets for {model}") as progress:

@@ -64,6 +64,9 @@ def parse(text: str) -> list[Breakage]:
     return out
 
 
+ACTIVE: list[Breakage] = []  # the breakages applied right now (in this process)
+
+
 @contextlib.contextmanager
 def broken(spec: str | Breakage) -> Iterator[list[Breakage]]:
     """Apply the breakage(s) of ``spec`` for the duration of the block."""
@@ -71,6 +74,9 @@ def broken(spec: str | Breakage) -> Iterator[list[Breakage]]:
     with contextlib.ExitStack() as stack:
         for b in items:
             stack.enter_context(_APPLY[b.kind](b))
+        ACTIVE.extend(items)  # patched in this process only: work that must see them stays in-process
+        for b in items:
+            stack.callback(ACTIVE.remove, b)
         yield items
 
 

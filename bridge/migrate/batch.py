@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bridge.migrate import outdir
 from bridge.migrate.executors import make_executor
 from bridge.migrate.manifest import ResolvedEntry, load_manifest, select
 from bridge.migrate.progress import Monitor, NullMonitor
@@ -71,15 +72,23 @@ def run(
     entries given as dicts start (default: the current folder; a manifest file's own folder)."""
     entries, label = _entries(manifest, base_dir)
     entries = select(entries, only)
-    out_dir = Path(out).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = outdir.prepare(out)
+    with outdir.lock(out_dir):
+        outdir.check_model_folders(out_dir, entries)
+        return _run_locked(entries, label, out_dir, convert=convert, jobs=jobs, resume=resume, executor=executor,
+                           on_result=on_result, monitor=monitor)
+
+
+def _run_locked(entries: list[ResolvedEntry], label: str, out_dir: Path, *, convert: Callable[..., Any] | None,
+                jobs: int, resume: bool, executor: str | Any, on_result: Callable[[ModelResult], None] | None,
+                monitor: Monitor | None) -> BatchResult:
     monitor = monitor or NullMonitor()
     run_id = uuid.uuid4().hex[:12]
     started = time.perf_counter()
     results: dict[str, ModelResult] = {}
     reused: list[str] = []
 
-    with StateStore(out_dir / STATE_FILE) as state:
+    with StateStore.open_checked(out_dir / STATE_FILE, resume=resume) as state:
         if not resume:  # only the models of this run: --only leaves the others' outcomes alone
             state.forget([e.name for e in entries])
         recorded = state.load()
@@ -90,7 +99,8 @@ def run(
                 continue
             fingerprint = entry.fingerprint()
             previous = recorded.get(entry.name)
-            if resume and previous is not None and previous[0] == fingerprint:
+            if resume and previous is not None and previous[0] == fingerprint \
+                    and not outdir.missing_outputs(out_dir, previous[2]):  # the files, not only the record
                 results[entry.name] = ModelResult.from_dict(previous[2])
                 reused.append(entry.name)
             else:
@@ -118,6 +128,7 @@ def run(
                     continue
                 pending -= 1
                 result = _collect(entry, future, out_dir)
+                outdir.mark(out_dir, entry.name)
                 state.record(entry.name, fingerprint, run_id, result.to_dict())
                 results[entry.name] = result
                 monitor.finished(result)

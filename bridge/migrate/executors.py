@@ -115,6 +115,21 @@ class DaskExecutor:
             self.client.close()
 
 
+def check_address(given: str, url: str) -> str:
+    """``url`` (tcp:// or tls://) when it names a host and a port 1-65535; UsageError naming ``given``."""
+    from urllib.parse import urlsplit
+
+    shown = given[:200]
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:  # "[::1" (unclosed IPv6), "localhost:notaport", a port over 65535
+        raise UsageError(f"--executor {shown}: not a scheduler address ({exc}); use dask://HOST:PORT") from None
+    if parts.scheme not in ("tcp", "tls") or not host or port is None or not 0 < port < 65536:
+        raise UsageError(f"--executor {shown}: give the scheduler's host and port, e.g. dask://localhost:8786")
+    return url
+
+
 def make_executor(spec: str | Any, jobs: int = 1) -> BatchExecutor:
     """``local`` -> LocalExecutor(jobs); ``dask://HOST:PORT`` or ``tcp://...`` -> DaskExecutor; a
     ``distributed.Client`` -> DaskExecutor on it; a BatchExecutor is used as it is."""
@@ -128,7 +143,7 @@ def make_executor(spec: str | Any, jobs: int = 1) -> BatchExecutor:
         return LocalExecutor(jobs)
     if spec.startswith("dask://"):
         rest = spec.removeprefix("dask://")
-        return DaskExecutor(rest if "://" in rest else f"tcp://{rest}")
+        return DaskExecutor(check_address(spec, rest if "://" in rest else f"tcp://{rest}"))
     if spec.startswith(("tcp://", "tls://")):
-        return DaskExecutor(spec)
+        return DaskExecutor(check_address(spec, spec))
     raise UsageError(f"--executor {spec}: use 'local' or 'dask://HOST:PORT'")

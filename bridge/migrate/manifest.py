@@ -32,6 +32,7 @@ from bridge.config import (
 )
 from bridge.errors import UsageError
 from bridge.limits import parse_size as limits_parse_size
+from bridge.migrate.loading import check_raw, read_yaml
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 SCHEMA_ID = "https://github.com/bridge/bridge/manifest.schema.json"
@@ -373,7 +374,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
         if not path.is_file():
             raise UsageError(f"no such manifest: {path}")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = read_yaml(path)  # bounded and decoded before the schema sees it (bridge.migrate.loading)
         except yaml.YAMLError as exc:
             raise ManifestError(where, [f"not valid YAML: {exc}"]) from None
         base = Path(base_dir) if base_dir else path.resolve().parent
@@ -382,6 +383,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
         base = Path(base_dir) if base_dir else Path.cwd()
     if not isinstance(data, Mapping):
         raise ManifestError(where, ["expected a mapping with 'models:' (and optionally 'defaults:')"])
+    check_raw(data, where)
     problems: list[str] = []
     try:
         Manifest.model_validate(data)

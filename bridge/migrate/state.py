@@ -5,15 +5,25 @@ model with the fingerprint of its entry and files, the outcome and the run that 
 row is committed on its own with ``synchronous=FULL``, so a ``kill -9`` of the whole run loses at
 most the models still running; ``--resume`` then redoes only models with no row, or whose
 fingerprint changed since (a new source file, a changed manifest entry).
+
+A state file that is not a readable SQLite database of this schema (truncated, overwritten) is never
+an internal error: ``open_checked`` refuses it under ``--resume`` (exit 2: there is nothing to resume
+from) and, without ``--resume``, moves it aside (``state.sqlite.corrupt-<time>``) and starts fresh.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+
+from bridge.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outcomes (
@@ -36,6 +46,24 @@ class StateStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # fsync on every commit: durable across kill -9 / power loss
         self._db.execute(_SCHEMA)
+
+    @classmethod
+    def open_checked(cls, path: Path, *, resume: bool) -> StateStore:
+        """Open ``path``; a corrupt file is a UsageError under ``resume``, else set aside for a fresh start."""
+        try:
+            store = cls(path)
+            store.load()
+            return store
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            if resume:
+                raise UsageError(f"{path} is corrupt ({exc}); nothing can be resumed from it: run again without "
+                                 "--resume to start fresh (the corrupt file is then kept beside it)") from None
+            aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
+            log.warning("%s was corrupt (%s); moved to %s, starting fresh", path, exc, aside)
+            return cls(path)
 
     def __enter__(self) -> StateStore:
         return self

@@ -41,6 +41,7 @@ from onnxscript.optimizer import fold_constants_ir
 
 from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import BridgeInternalError
+from bridge.limits import fold_fits
 from bridge.passes.base import graph_fingerprint
 from bridge.rewriting.driver import DEFAULT_DOMAINS
 
@@ -49,6 +50,8 @@ _ITERATING = frozenset({"Loop", "Scan"})
 
 
 def _should_fold(node: ir.Node) -> bool | None:
+    if not fold_fits(node):  # the folder would allocate past --max-memory before checking the result's size
+        return False
     return False if node.domain == CONTRIB_DOMAIN else None  # None: onnxscript's default rules
 
 

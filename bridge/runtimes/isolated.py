@@ -1,51 +1,160 @@
-"""Any Runtime, run in a child process with a time limit and a memory limit.
+"""Any Runtime (or any one function call), run in a child process with a time limit and a memory limit.
 
 A framework reference (MXNet, PyTorch, TensorFlow) or a candidate runtime can die on a hostile or
 broken model in native code: MXNet segfaults on ``num_group=0``, onnxruntime on a ConvTranspose with
-``group=0``, a pad of 1e9 allocates until the OOM killer comes. In-process that takes bridge (and a
-batch migration) down with no message. ``IsolatedRuntime`` keeps the Runtime protocol and moves the
-work into a child: the child builds the runtime from a picklable *factory* (so the parent never
-imports the framework), then serves ``activate`` / ``input_metadata`` / ``infer`` / ``deactivate``
-over a pipe. A child that dies by a signal, exceeds ``timeout`` or runs out of its address-space limit
-(``max_memory``, ``RLIMIT_AS``) becomes a ``RuntimeCrashedError`` naming the stage and the cause;
-exceptions raised in the child come back as the same ``BridgeError`` type (anything else becomes a
-``RuntimeCrashedError`` with the original type and message).
+``group=0``, a pad of 1e9 allocates until the OOM killer comes, a Loop with a huge trip count spins. In-
+process that takes bridge (and a batch migration) down with no message. ``IsolatedRuntime`` keeps the
+Runtime protocol and moves the work into a child: the child builds the runtime from a picklable
+*factory* (so the parent never imports the framework), then serves ``activate`` / ``input_metadata`` /
+``infer`` / ``deactivate`` over a pipe. ``call_isolated`` runs one picklable function the same way (a
+whole ``debug`` or ``shapes fix`` under the same limits). A child that dies by a signal, exceeds
+``timeout`` or runs out of its address-space limit (``max_memory``, ``RLIMIT_AS``) becomes a
+``RuntimeCrashedError`` naming the stage and the cause; exceptions raised in the child come back as the
+same ``BridgeError`` type (anything else becomes a ``RuntimeCrashedError`` with the original type and
+message).
 
-Children start from a fork server (multiprocessing's ``forkserver``): a small clean process that has
-imported no framework, so forking is safe even after the parent ran PyTorch or TensorFlow threads.
+Children are fresh interpreters (``python -c`` running ``_child_main``), not ``multiprocessing``
+processes: multiprocessing's spawn and forkserver start methods re-import the caller's ``__main__``,
+which runs a flat user script's top level a second time, fails for code read from stdin and refuses to
+start inside a daemonic (Dask) worker. A fresh interpreter imports only bridge and what the factory
+names. It gets the parent's ``sys.path``, its stdout goes to the parent's stderr (a framework's prints
+never mix into bridge's own output), and it dies with its parent: ``PR_SET_PDEATHSIG`` on Linux plus a
+watchdog thread that exits when the parent pid changes, so ``kill -9`` of bridge leaves nothing running.
+
+The child first answers a handshake; a child that cannot start (bridge not importable there, a
+factory that cannot be rebuilt in a fresh interpreter) is ``WorkerStartError``, bridge's own failure,
+never reported as the model crashing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
-import multiprocessing
+import math
 import multiprocessing.connection
+import os
 import pickle
 import resource
 import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from bridge.errors import BridgeError, RuntimeCrashedError
+from bridge.errors import BridgeError, BridgeInternalError, RuntimeCrashedError, UsageError
 from bridge.runtimes.base import Runtime, TensorMeta
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: past that a limit is a typo (1e308), and poll() overflows
+STARTUP_TIMEOUT_S = 300.0  # a fresh interpreter importing numpy, onnx and bridge on a loaded machine
+_PATH_ENV = "BRIDGE_WORKER_SYS_PATH"
+# The child's program: the parent's sys.path first, then the worker loop (``-c``: nothing of the
+# parent's __main__ is imported, and the worker module is not run as __main__ a second time).
+_CHILD = ("import json, os, sys; p = json.loads(os.environ.pop('" + _PATH_ENV + "', '[]')); "
+          "sys.path[:0] = [e for e in p if e not in sys.path]; "
+          "from bridge.runtimes.isolated import _child_main; _child_main(int(sys.argv[1]), int(sys.argv[2]), "
+          "sys.argv[3] == '1')")
+_R = TypeVar("_R")
 
-_context: Any = None
+
+class WorkerStartError(BridgeInternalError):
+    """bridge could not start its own child process (not the model's fault)."""
 
 
-def _mp_context() -> Any:
-    global _context
-    if _context is None:
-        ctx = multiprocessing.get_context("forkserver")
-        # the server imports only what every child needs; frameworks are imported by the children that use them
-        ctx.set_forkserver_preload(["numpy", "onnx", "bridge.runtimes.isolated"])
-        _context = ctx
-    return _context
+def check_timeout(value: float | None, option: str = "--timeout") -> float | None:
+    """``value`` as a usable time limit in seconds (None = no limit); UsageError for nan, <= 0 or absurd."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{option} {value!r}: expected a number of seconds") from None
+    if math.isnan(seconds) or seconds <= 0:
+        raise UsageError(f"{option} {value}: must be a positive number of seconds")
+    if seconds > MAX_TIMEOUT_S:
+        raise UsageError(f"{option} {value}: at most {MAX_TIMEOUT_S:g} s (a week); leave it out for the default")
+    return seconds
+
+
+class _Child:
+    """One worker interpreter and the connection to it."""
+
+    def __init__(self, payload: bytes, *, name: str, stage: str, max_memory: int | None) -> None:
+        self.stage = stage
+        self.max_memory = max_memory
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, _PATH_ENV: json.dumps([p for p in sys.path if isinstance(p, str)])}
+        main_thread = threading.current_thread() is threading.main_thread()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(theirs.fileno()), str(os.getpid()), "1" if main_thread else "0"],
+                stdin=subprocess.DEVNULL, stdout=_stderr_fd(), pass_fds=(theirs.fileno(),), env=env,
+                close_fds=True)
+        except OSError as exc:
+            ours.close()
+            raise WorkerStartError(f"bridge could not start a child process for {stage}: {exc}") from exc
+        finally:
+            theirs.close()
+        self.conn = multiprocessing.connection.Connection(ours.detach())
+        status, value = self.request(("start", (payload, max_memory)), STARTUP_TIMEOUT_S, "start", startup=True)
+        if status != "ok":
+            self.stop()
+            raise WorkerStartError(f"bridge could not start its child process for {stage}: {value}; this is "
+                                   "bridge's own failure, not the model's")
+
+    def request(self, message: Any, timeout: float | None, command: str, *, startup: bool = False) -> tuple[str, Any]:
+        try:
+            if message is not None:  # None: only wait for the next message (relayed progress)
+                self.conn.send(message)
+            if not self.conn.poll(timeout):
+                self.stop()
+                if startup:
+                    raise WorkerStartError(f"bridge's child process for {self.stage} did not start within "
+                                           f"{timeout:g} s (is the machine overloaded?)")
+                raise RuntimeCrashedError(f"{self.stage} did not answer within {timeout:g} s ({command}); "
+                                          "it was stopped (raise the time limit with --timeout if the model is "
+                                          "just slow)")
+            reply: tuple[str, Any] = self.conn.recv()
+            return reply
+        except (EOFError, OSError):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(5)
+            code = self.process.poll()
+            self.stop()
+            if startup:
+                raise WorkerStartError(f"bridge's child process for {self.stage} exited while starting "
+                                       f"({_describe_exit(code, None)}; see the lines above); this is bridge's own "
+                                       "failure, not the model's") from None
+            raise RuntimeCrashedError(f"{self.stage} crashed during {command}: {_describe_exit(code, self.max_memory)}; "
+                                      "the model or the framework is broken on this input, bridge itself is "
+                                      "unaffected") from None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(5)
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
+def _stderr_fd() -> int | None:
+    """Where a child's stdout goes: this process's stderr (None = inherit, e.g. in a notebook kernel)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 class IsolatedRuntime:
@@ -56,20 +165,13 @@ class IsolatedRuntime:
         self.factory = factory
         self.name = name
         self.stage = stage  # e.g. "the mxnet reference", "the onnxruntime candidate"
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self.max_memory = max_memory
-        self._process: Any = None
-        self._conn: multiprocessing.connection.Connection | None = None
+        self._child: _Child | None = None
 
     # -- protocol ------------------------------------------------------------------------------------
     def activate(self) -> None:
-        ctx = _mp_context()
-        parent, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, self.factory, self.max_memory),
-                                    name=f"bridge-{self.name}", daemon=True)
-        self._process.start()
-        child.close()
-        self._conn = parent
+        self._child = _Child(pickle.dumps(self.factory), name=self.name, stage=self.stage, max_memory=self.max_memory)
         self.name = self._call("activate", None) or self.name
 
     def input_metadata(self) -> Sequence[TensorMeta]:
@@ -86,64 +188,211 @@ class IsolatedRuntime:
         return self._call("call", (fn, argument))
 
     def deactivate(self) -> None:
-        if self._process is None:
+        child, self._child = self._child, None
+        if child is None:
             return
         try:
-            if self._process.is_alive() and self._conn is not None:
-                self._conn.send(("deactivate", None))
-                if self._conn.poll(30):
-                    self._conn.recv()
+            if child.alive():
+                child.conn.send(("deactivate", None))
+                if child.conn.poll(30):
+                    child.conn.recv()
         except (OSError, EOFError):
             pass
         finally:
-            self._stop()
+            child.stop()
 
     # -- plumbing ------------------------------------------------------------------------------------
     def _call(self, command: str, argument: Any) -> Any:
-        if self._conn is None or self._process is None:
+        if self._child is None:
             self.activate()
-        assert self._conn is not None and self._process is not None
+        child = self._child
+        assert child is not None
         try:
-            self._conn.send((command, argument))
-            if not self._conn.poll(self.timeout):
-                self._stop()
-                raise RuntimeCrashedError(f"{self.stage} did not answer within {self.timeout:g} s ({command}); "
-                                          "it was stopped (raise the time limit with --timeout if the model is "
-                                          "just slow)")
-            status, value = self._conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            self._process.join(5)
-            code = self._process.exitcode
-            self._stop()
-            raise RuntimeCrashedError(f"{self.stage} crashed during {command}: {_describe_exit(code, self.max_memory)}; "
-                                      "the model or the framework is broken on this input, bridge itself is "
-                                      "unaffected") from None
+            status, value = child.request((command, argument), self.timeout, command)
+        except BaseException:
+            self._child = None
+            raise
         if status == "error":
-            self._stop()
+            child.stop()
+            self._child = None
             raise _rebuild(value, self.stage)
         return value
-
-    def _stop(self) -> None:
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
-            self._process.join(5)
-        if self._conn is not None:
-            self._conn.close()
-        self._process, self._conn = None, None
 
 
 def isolate(factory: Callable[[], Runtime], *, name: str, stage: str, enabled: bool = True,
             timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None) -> Runtime:
     """``factory``'s runtime in a child process, or in-process (with the reason logged) when isolation is
-    off or the factory cannot be sent to a child (e.g. it holds a live framework object)."""
+    off or the factory cannot be sent to a child (it holds a live framework object, or is defined in the
+    caller's ``__main__``, which a fresh interpreter does not have). In-process, each step still runs
+    under ``timeout`` (``in_process_deadline``)."""
     if enabled:
-        try:
-            pickle.dumps(factory)
-        except Exception as exc:  # live objects (an nn.Module passed to the Python API) stay in-process
-            logger.info("%s runs in-process: it cannot be sent to a child process (%s)", stage, exc)
-        else:
+        reason = _why_not_portable(factory)
+        if reason is None:
             return IsolatedRuntime(factory, name=name, stage=stage, timeout=timeout, max_memory=max_memory)
-    return factory()
+        logger.info("%s runs in-process: it cannot be sent to a child process (%s)", stage, reason)
+    timeout = check_timeout(timeout)
+    if timeout is None:
+        return factory()
+    with in_process_deadline(timeout, stage):
+        runtime = factory()
+    return _Deadlined(runtime, timeout, stage)
+
+
+class _Deadlined:
+    """A Runtime run in this process whose every step runs under a time limit."""
+
+    def __init__(self, runtime: Runtime, timeout: float, stage: str) -> None:
+        self.runtime, self.timeout, self.stage = runtime, timeout, stage
+        self.name = runtime.name
+
+    def activate(self) -> None:
+        with in_process_deadline(self.timeout, self.stage):
+            self.runtime.activate()
+        self.name = self.runtime.name
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        with in_process_deadline(self.timeout, self.stage):
+            return self.runtime.input_metadata()
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with in_process_deadline(self.timeout, self.stage):
+            return self.runtime.infer(feeds)
+
+    def deactivate(self) -> None:
+        self.runtime.deactivate()
+
+
+def call_isolated(fn: Callable[..., _R], *, stage: str, enabled: bool = True,
+                  timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> _R:
+    """``fn()`` run in a child process under ``max_memory``; its result and its BridgeErrors come back, a
+    crash becomes ``RuntimeCrashedError`` naming ``stage``. With ``progress``, ``fn`` is called as
+    ``fn(progress=...)`` and its messages are relayed here as they come; ``timeout`` is the longest
+    silence allowed (no message and no result), so long work that reports progress is not cut short.
+    In-process when ``enabled`` is false or ``fn`` cannot travel, still under ``timeout``."""
+    timeout = check_timeout(timeout)
+    reason = _why_not_portable(fn) if enabled else "isolation is off"
+    if reason is not None:
+        logger.info("%s runs in-process (%s)", stage, reason)
+        with in_process_deadline(timeout, stage):
+            return fn(progress=progress) if progress is not None else fn()
+    child = _Child(pickle.dumps(fn), name=stage, stage=stage, max_memory=max_memory)
+    try:
+        status, value = child.request(("run", progress is not None), timeout, "run")
+        while status == "progress":
+            if progress is not None:
+                progress(value)
+            status, value = child.request(None, timeout, "run")
+    finally:
+        child.stop()
+    if status == "error":
+        raise _rebuild(value, stage)
+    result: _R = value
+    return result
+
+
+def _running_as_cli() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return getattr(spec, "name", "") in ("bridge.__main__", "bridge") or os.path.basename(sys.argv[0]) == "bridge"
+
+
+@contextlib.contextmanager
+def in_process_deadline(timeout: float | None, stage: str) -> Any:
+    """A time limit for work that runs in this process (``--no-isolate``, live objects). Native code (a
+    spinning onnxruntime Loop) cannot be interrupted, so past ``timeout`` a watchdog thread says so on
+    stderr and the ``bridge`` command exits with status 3; under the Python API it interrupts the main
+    thread instead (SIGINT: ``KeyboardInterrupt`` once Python code runs again) and never ends the caller's
+    process. One watchdog thread serves every block, so a block costs microseconds (timing loops)."""
+    timeout = check_timeout(timeout)
+    if timeout is None:
+        yield
+        return
+    token = _WATCHDOG.arm(time.monotonic() + timeout, f"{stage} did not finish within {timeout:g} s")
+    try:
+        yield
+    finally:
+        _WATCHDOG.disarm(token)
+
+
+class _Watchdog:
+    """One daemon thread that fires the earliest armed deadline (see ``in_process_deadline``)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: dict[int, tuple[float, str]] = {}
+        self._next = 0
+        self._wake_at = math.inf  # when the watchdog thread looks again (inf: only when notified)
+        self._thread: threading.Thread | None = None
+
+    def arm(self, deadline: float, what: str) -> int:
+        with self._cond:
+            self._next += 1
+            self._armed[self._next] = (deadline, what)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="bridge-deadline", daemon=True)
+                self._thread.start()
+            if deadline < self._wake_at:  # wake the watchdog only when it must look sooner than it will
+                self._wake_at = deadline
+                self._cond.notify()
+            return self._next
+
+    def disarm(self, token: int) -> None:
+        with self._cond:
+            self._armed.pop(token, None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._armed:
+                    self._wake_at = math.inf
+                    self._cond.wait()
+                    continue
+                token, (deadline, what) = min(self._armed.items(), key=lambda item: item[1][0])
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._wake_at = deadline
+                    self._cond.wait(wait)
+                    continue
+                self._armed.pop(token)
+                _expire(what)
+
+
+def _expire(what: str) -> None:
+    sys.stderr.write(f"bridge: {what} in this process (isolation is off); raise --timeout if the model is just "
+                     "slow\n")
+    sys.stderr.flush()
+    if _running_as_cli():
+        os._exit(BridgeError.exit_code)
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # wakes a blocked main thread
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _MainFinder(pickle.Pickler):
+    """Pickles into nothing, noting any function or class that lives in ``__main__``."""
+
+    def __init__(self) -> None:
+        import io
+
+        super().__init__(io.BytesIO())
+        self.found: str | None = None
+
+    def reducer_override(self, obj: Any) -> Any:
+        if self.found is None and getattr(obj, "__module__", None) == "__main__":
+            self.found = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+        return NotImplemented
+
+
+def _why_not_portable(fn: Any) -> str | None:
+    """Why ``fn`` cannot be rebuilt in a fresh interpreter, or None when it can."""
+    finder = _MainFinder()
+    try:
+        finder.dump(fn)
+    except Exception as exc:  # live objects (an nn.Module passed to the Python API)
+        return f"{finder.found} is defined in __main__" if finder.found else str(exc) or type(exc).__name__
+    return f"{finder.found} is defined in __main__" if finder.found else None
 
 
 def _describe_exit(code: int | None, max_memory: int | None) -> str:
@@ -192,12 +441,51 @@ def _rebuild(data: dict[str, Any], stage: str) -> BaseException:
     return RuntimeCrashedError(f"{stage} {what}: {data['message']}")
 
 
-def _serve(conn: multiprocessing.connection.Connection, factory: Callable[[], Runtime], max_memory: int | None) -> None:
-    """The child: build the runtime, then answer commands until deactivate (or the parent goes away)."""
+def _die_with_parent(parent: int, main_thread: bool) -> None:
+    """End this child when the parent that started it dies, even by ``kill -9``."""
+    if main_thread:  # PDEATHSIG follows the creating *thread*: only safe when that is the main thread
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG (Linux)
+
+    def watch() -> None:  # everywhere else (and as a second line): poll the parent pid
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:  # the parent died before any of this took effect
+        os._exit(1)
+    threading.Thread(target=watch, name="bridge-parent-watch", daemon=True).start()
+
+
+def _limit_memory(max_memory: int | None) -> None:
     if max_memory:
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = max_memory if hard == resource.RLIM_INFINITY else min(max_memory, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _child_main(fd: int, parent: int, main_thread: bool) -> None:
+    """The child: rebuild the factory (or function), then answer commands until deactivate (or the parent
+    goes away)."""
+    _die_with_parent(parent, main_thread)
+    conn = multiprocessing.connection.Connection(fd)
+    try:
+        command, (payload, max_memory) = conn.recv()
+        assert command == "start"
+        target = pickle.loads(payload)
+    except (EOFError, OSError):
+        return
+    except BaseException as exc:
+        conn.send(("startup", f"{type(exc).__name__}: {exc}"))
+        return
+    _limit_memory(max_memory)
+    conn.send(("ok", None))
+    _serve(conn, target)
+
+
+def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., Any]) -> None:
     runtime: Runtime | None = None
     while True:
         try:
@@ -205,10 +493,17 @@ def _serve(conn: multiprocessing.connection.Connection, factory: Callable[[], Ru
         except (EOFError, OSError):
             return
         try:
+            if command == "run":  # call_isolated: one call of the target, then the child ends
+                if argument:  # relay progress messages to the parent as they come
+                    reply: Any = target(progress=lambda message: conn.send(("progress", str(message))))
+                else:
+                    reply = target()
+                conn.send(("ok", reply))
+                return
             if command == "activate":
-                runtime = factory()
+                runtime = target()
                 runtime.activate()
-                reply: Any = runtime.name
+                reply = runtime.name
             elif command == "metadata":
                 assert runtime is not None
                 reply = list(runtime.input_metadata())

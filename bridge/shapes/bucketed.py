@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from bridge.errors import BridgeError, UsageError
-from bridge.shapes.buckets import Bucket, Manifest, read_manifest, smallest_fitting
+from bridge.shapes.buckets_files import Manifest, read_manifest
+from bridge.shapes.buckets_plan import Bucket, smallest_fitting
 
 logger = logging.getLogger(__name__)
 

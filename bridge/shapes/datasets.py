@@ -218,22 +218,24 @@ def read_annotations(path: Path, max_pixels: int = MAX_IMAGE_PIXELS) -> list[Sam
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInputFileError(f"{path}: not a readable JSON annotation file ({exc})") from exc
+    except RecursionError:
+        raise BadInputFileError(f"{path}: nested too deeply to be a COCO-like annotation file") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("images"), list):
         raise BadInputFileError(f"{path}: expected an object with an 'images' list (COCO-like; see "
                                 "`bridge shapes buckets --help`)")
     counts: Counter[Any] = Counter()
     for k, ann in enumerate(doc.get("annotations") or []):
-        if not isinstance(ann, dict) or "image_id" not in ann:
-            raise BadInputFileError(f"{path}: annotations[{k}] has no image_id")
+        if not isinstance(ann, dict) or not isinstance(ann.get("image_id"), int | str):
+            raise BadInputFileError(f"{path}: annotations[{k}] has no image_id (an integer or a string)")
         counts[ann["image_id"]] += 1
     samples = []
     for k, img in enumerate(doc["images"]):
-        if not isinstance(img, dict) or "id" not in img:
-            raise BadInputFileError(f"{path}: images[{k}] has no id")
+        if not isinstance(img, dict) or not isinstance(img.get("id"), int | str):
+            raise BadInputFileError(f"{path}: images[{k}] has no id (an integer or a string)")
         try:
             h = int(img["height"]) if img.get("height") is not None else None
             w = int(img["width"]) if img.get("width") is not None else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # a string, a list, NaN or 1e400 (inf)
             h = w = -1
         if (h is None) != (w is None) or (h is not None and w is not None and (h <= 0 or w <= 0)):
             raise BadInputFileError(f"{path}: images[{k}] needs both a positive integer height and width (or neither)")

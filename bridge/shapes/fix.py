@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from bridge.passes.shapes import (
     InferShapesPass,
     RequireStaticShapesPass,
 )
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.shapes.common import (
     Progress,
@@ -147,11 +149,13 @@ def fix_shapes(
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     seed: int = 0,
     progress: Progress | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
 ) -> FixResult:
     """Make every dim of ``model`` concrete at ``inputs`` (``NAME:4,3,512,512``); write ``output`` if given.
 
     The result is validated against the original in onnxruntime at that shape unless ``validate`` is
-    False; on a mismatch nothing is written and ValidationMismatch (with ``.result``) is raised.
+    False; on a mismatch nothing is written and ValidationMismatch (with ``.result``) is raised. Both
+    models run in child processes, each step under ``timeout`` seconds (a spinning Loop is stopped).
     """
     say = progress or quiet
     if output is not None and not isinstance(model, onnx.ModelProto):
@@ -175,7 +179,7 @@ def fix_shapes(
     if validate:
         say("validating against the original in onnxruntime")
         start = time.perf_counter()
-        result.validation = validate_same(proto, fixed, specs, tolerance, seed)
+        result.validation = validate_same(proto, fixed, specs, tolerance, seed, timeout=timeout)
         timings["validate_s"] = time.perf_counter() - start
     else:
         result.validation_skipped = "validation disabled"
@@ -191,9 +195,17 @@ def fix_shapes(
 
 
 def validate_same(original: onnx.ModelProto, candidate: onnx.ModelProto, specs: Sequence[InputSpec],
-                  tolerance: Tolerance, seed: int) -> list[Comparison]:
-    """Run both models in onnxruntime on the same seeded inputs at ``specs``' shapes and compare."""
-    run = run_and_compare(OnnxRuntime(original), {"onnxruntime": OnnxRuntime(candidate)},
+                  tolerance: Tolerance, seed: int, *, timeout: float | None = DEFAULT_TIMEOUT_S) -> list[Comparison]:
+    """Run both models in onnxruntime (each in a child process under ``timeout`` and the memory limit) on
+    the same seeded inputs at ``specs``' shapes and compare."""
+    from bridge.limits import max_memory
+
+    def runtime(proto: onnx.ModelProto, stage: str) -> Any:
+        return isolate(partial(OnnxRuntime, proto.SerializeToString()), name="onnxruntime", stage=stage,
+                       timeout=timeout, max_memory=2 * max_memory())
+
+    run = run_and_compare(runtime(original, "the original model in onnxruntime"),
+                          {"onnxruntime": runtime(candidate, "the fixed model in onnxruntime")},
                           FeedSource(specs=specs, seed=seed, vary_dynamic=False, model=original), tolerance,
                           reference_name="original model (onnxruntime)")
     return run.comparisons

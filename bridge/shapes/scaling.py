@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import BadInputFileError, SourceNotFoundError, UsageError
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, check_timeout
 
 LAYOUTS = ("static", "per-batch")
 STRATEGIES = ("mean_std", "max_min")
@@ -36,6 +37,9 @@ STRATEGIES = ("mean_std", "max_min")
 DEFAULT_BATCH_CHOICES: tuple[int, ...] = (1, 2, 4, 8)
 # long side : short side of the common photo / video frames (square, 4:3, 16:9)
 ASPECTS: tuple[tuple[int, int], ...] = ((1, 1), (4, 3), (16, 9))
+# largest values that can mean something: past them a setting is a typo (1e12 buckets would loop for ever)
+LIMITS: dict[str, float] = {"n_std": 1000.0, "expand_ratio": 1000.0, "interval": 2**16, "max_buckets": 1024,
+                            "limit_side_len": 2**20, "size": 2**20}
 
 
 def default_scaling_for(long_side: int, interval: int = 32) -> list[tuple[int, int]]:
@@ -79,7 +83,7 @@ def parse_range(value: Any, key: str) -> tuple[int, int] | None:
     if value is None:
         return None
     v = _ints(value, key)
-    if len(v) != 2 or v[0] < 1 or v[0] > v[1]:
+    if len(v) != 2 or v[0] < 1 or v[0] > v[1] or v[1] > LIMITS["size"]:
         raise UsageError(f"{key} {value!r}: give MIN,MAX with 1 <= MIN <= MAX, e.g. 32,1024")
     return v[0], v[1]
 
@@ -98,8 +102,8 @@ def parse_pairs(value: Any, key: str) -> list[tuple[int, int]] | None:
             hw = [int(m.group(1)), int(m.group(2))] if m else []
         else:
             hw = _ints(item, key)
-        if len(hw) != 2 or min(hw) < 1:
-            raise UsageError(f"{key}: {item!r} is not HxW with positive sizes (e.g. 320x480)")
+        if len(hw) != 2 or min(hw) < 1 or max(hw) > LIMITS["size"]:
+            raise UsageError(f"{key}: {item!r} is not HxW with positive sizes up to {LIMITS['size']:g} (e.g. 320x480)")
         pairs.append((hw[0], hw[1]))
     return sorted(set(pairs))
 
@@ -123,6 +127,7 @@ class ScalingConfig:
     default_scaling: tuple[tuple[int, int], ...] | None = None
     layout: str = "static"
     validate: bool = True
+    timeout: float | None = DEFAULT_TIMEOUT_S  # seconds for each validation run in its child process
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -145,6 +150,8 @@ class ScalingConfig:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise BadInputFileError(f"--config {path}: not readable YAML ({exc})") from exc
+        except RecursionError:
+            raise BadInputFileError(f"--config {path}: nested too deeply to be a settings file") from None
         if doc is None:
             doc = {}
         if not isinstance(doc, dict):
@@ -180,8 +187,14 @@ class ScalingConfig:
             raise UsageError("interval and max_buckets must be >= 1, expand_ratio and n_std >= 0")
         if self.limit_side_len is not None and self.limit_side_len < 1:
             raise UsageError("limit_side_len must be positive")
-        if self.batch_choices is not None and (not self.batch_choices or min(self.batch_choices) < 1):
-            raise UsageError(f"batch_choices {list(self.batch_choices)}: positive integers")
+        if self.batch_choices is not None and (not self.batch_choices or min(self.batch_choices) < 1
+                                               or max(self.batch_choices) > LIMITS["size"]):
+            raise UsageError(f"batch_choices {list(self.batch_choices)[:8]}: positive integers up to {LIMITS['size']:g}")
+        for key, top in LIMITS.items():
+            value = getattr(self, key, None)
+            if value is not None and not value <= top:
+                raise UsageError(f"{key} {value!r}: at most {top:g}")
+        check_timeout(self.timeout, "timeout")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -202,11 +215,20 @@ def _convert(key: str, value: Any, where: str) -> Any:
             raise UsageError(f"{where}: {key} must be a number, got {value!r}")
         try:
             number = float(value)
-        except ValueError:
-            raise UsageError(f"{where}: {key} must be a number, got {value!r}") from None
+        except (ValueError, OverflowError):
+            raise UsageError(f"{where}: {key} must be a number, got {str(value)[:40]!r}") from None
+        if not math.isfinite(number) or abs(number) > LIMITS.get(key, 0) * 1e6:
+            raise UsageError(f"{where}: {key} must be a finite number up to {LIMITS[key]:g}, got {str(value)[:40]!r}")
         if kind is int and number != int(number):
             raise UsageError(f"{where}: {key} must be an integer, got {value!r}")
         return int(number) if kind is int else number
+    if key == "timeout":
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise UsageError(f"{where}: timeout must be a number of seconds, got {value!r}")
+        try:
+            return check_timeout(float(value), f"{where}: timeout")
+        except ValueError:
+            raise UsageError(f"{where}: timeout must be a number of seconds, got {str(value)[:40]!r}") from None
     if key == "validate":
         if not isinstance(value, bool):
             raise UsageError(f"{where}: validate must be true or false, got {value!r}")

@@ -120,6 +120,22 @@ def _generic(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype,
     return rng.integers(0, 2, size=shape).astype(bool)
 
 
+def graphs_of(model: onnx.ModelProto | Sequence[onnx.ModelProto] | None) -> list[onnx.ModelProto]:
+    return [] if model is None else [model] if isinstance(model, onnx.ModelProto) else list(model)
+
+
+def true_inputs(metas: Sequence[TensorMeta], models: Sequence[onnx.ModelProto]) -> list[TensorMeta]:
+    """``metas`` without the inputs that hold an initializer in any of ``models``: such an input is a default
+    (a weight listed as an input, as older exporters wrote them), not an input; validation runs on its
+    stored value and never invents one (the same random weight on both sides would hide a lost weight)."""
+    defaults = {t.name for m in models for t in m.graph.initializer}
+    kept = [m for m in metas if m.name not in defaults]
+    if len(kept) < len(metas):
+        log.info("inputs %s hold initializers: validated with their stored values",
+                 sorted(m.name for m in metas if m.name in defaults))
+    return kept
+
+
 def make_inputs(
     metas: Sequence[TensorMeta],
     specs: Sequence[InputSpec] = (),
@@ -135,9 +151,12 @@ def make_inputs(
 
     With ``model`` (the ONNX graph the inputs feed), inputs read as indices, axes, shapes, scales or
     counts get values their consumer accepts; when none can be derived, UsageError naming the input
-    and the consumer asks for ``--feeds``.
+    and the consumer asks for ``--feeds``. Inputs that hold an initializer there get no array (``true_inputs``).
     """
     rng = np.random.default_rng(seed)
+    # the source's graph first (what the reference runs), then the converted one (passes may drop consumers)
+    models = graphs_of(model)
+    metas = true_inputs(metas, models)
     by_name = {s.name: s for s in specs}
     concrete: dict[str, tuple[int, ...]] = {}
     dtypes: dict[str, np.dtype] = {}
@@ -151,8 +170,6 @@ def make_inputs(
         concrete[meta.name] = tuple(int(d) for d in shape)
         dtypes[meta.name] = dtype
     special: dict[str, np.ndarray] = {}
-    # the source's graph first (what the reference runs), then the converted one (passes may drop consumers)
-    models = [] if model is None else [model] if isinstance(model, onnx.ModelProto) else list(model)
     failed: dict[str, str] = {}
     for graph in models:
         found, reasons, failures = valid_values(graph, concrete, dtypes, rng, skip=set(special))

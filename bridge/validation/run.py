@@ -26,12 +26,17 @@ import numpy as np
 import onnx
 
 from bridge.config import DETECTION_META, NONDETERMINISTIC_OUTPUTS_META, InputSpec, InputValues, Tolerance
-from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
+from bridge.errors import (
+    AdapterUnavailableError,
+    ReferenceUnavailableError,
+    RuntimeLoadError,
+    UnexpectedInputError,
+)
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
 from bridge.validation.constraints import constrained_consumers
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
-from bridge.validation.inputs import load_feeds, make_inputs
+from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, true_inputs
 from bridge.validation.results import RunResults
 
 CandidateSource = Runtime | Callable[[], Runtime]
@@ -55,14 +60,15 @@ class FeedSource:
 
     def make(self, metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
         if self.file is not None:
-            return load_feeds(self.file, metas)
+            return load_feeds(self.file, true_inputs(metas, graphs_of(self.model)))
         return make_inputs(metas, self.specs, seed=self.seed, vary_dynamic=self.vary_dynamic, values=self.values,
                            model=self.model)
 
-    def other(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def other(self, feeds: Mapping[str, np.ndarray], scale: float = 1.0) -> dict[str, np.ndarray]:
         """A second, different input of the same shapes (for the input-sensitivity check): float inputs
         re-generated with the next seed, or for ``--feeds`` rotated (same values, other places); integer
-        and bool inputs (indices, shapes, masks) are kept, so the model still accepts them."""
+        and bool inputs (indices, shapes, masks) are kept, so the model still accepts them. ``scale``
+        widens the float values' range (a threshold the first values never reach)."""
         # inputs read as scales, roi, thresholds, ... (bridge.validation.constraints) keep their valid values
         graphs = [] if self.model is None else [self.model] if isinstance(self.model, onnx.ModelProto) else self.model
         fixed = {name for g in graphs for name in constrained_consumers(g, set(feeds))}
@@ -74,6 +80,8 @@ class FeedSource:
         else:
             fresh = {m.name: np.roll(feeds[m.name].ravel(), feeds[m.name].size // 3 + 1).reshape(feeds[m.name].shape)
                      for m in metas}
+        if scale != 1.0:
+            fresh = {k: (v * scale).astype(v.dtype) for k, v in fresh.items()}
         return {k: fresh.get(k, v) for k, v in feeds.items()}
 
     def describe(self) -> str:
@@ -132,6 +140,23 @@ def vacuous_warnings(comparisons: Sequence[Comparison]) -> list[str]:
             "(--feeds FILE.npz), and use --strict to fail on this" for c in comparisons if c.vacuous]
 
 
+def source_inputs(metas: Sequence[TensorMeta], reference: Runtime, candidate: str) -> list[TensorMeta]:
+    """The candidate's inputs (``metas``), each checked to be an input of the source (``reference``).
+
+    A candidate input the source does not take - a weight or constant of the source that became an input
+    on the way - has no value validation may invent: fed the same random data on both sides, the source
+    would take it as an override of its own weight and agree, and the written model could not run on the
+    source's inputs. UnexpectedInputError names it."""
+    taken = {m.name for m in reference.input_metadata()}
+    extra = [m.name for m in metas if m.name not in taken]
+    if extra:
+        raise UnexpectedInputError(
+            f"{candidate}: the converted model needs input(s) {', '.join(repr(n) for n in extra)} that the source "
+            f"does not take (its inputs: {', '.join(sorted(taken)) or 'none'}); a weight or constant of the source "
+            "became an input, so the model could not run on the source's inputs")
+    return list(metas)
+
+
 def run_and_compare(
     reference: Runtime | RunResults,
     candidates: Mapping[str, CandidateSource],
@@ -165,8 +190,11 @@ def run_and_compare(
         for cand_name, source in candidates.items():
             candidate = source if isinstance(source, Runtime) else source()
             with activated(candidate):
+                metas = candidate.input_metadata()
+                if saved is None:  # every candidate takes only the source's inputs
+                    metas = source_inputs(metas, reference, cand_name)  # type: ignore[arg-type]
                 if run is None:
-                    made = feeds.make(candidate.input_metadata())
+                    made = feeds.make(metas)
                     run = ComparisonRun(made, reference.infer(made), name)  # type: ignore[union-attr]
                 outputs = candidate.infer(run.feeds)
             run.comparisons.append(compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
@@ -179,6 +207,29 @@ def run_and_compare(
         if check_sensitivity and saved is None:
             _mark_insensitive(run, reference, feeds, as_detection_specs(detections))  # type: ignore[arg-type]
         return run
+
+
+WIDER_SCALES = (10.0, 1000.0)  # a second look at outputs that did not change, on wider-ranged inputs
+
+
+def _still_insensitive(names: Sequence[str], reference: Runtime, feeds: FeedSource, run: ComparisonRun) -> list[str]:
+    """``names`` (reference outputs that did not change between two generated inputs) less those that change
+    when the float inputs range wider: a ThresholdedRelu with alpha 2 gives zeros on most standard-normal
+    inputs, yet it computes with its input; only an output that stays the same on every range ignores it."""
+    left = list(names)
+    for scale in WIDER_SCALES:
+        if not left:
+            break
+        wider = feeds.other(run.feeds, scale=scale)
+        try:
+            with np.errstate(all="ignore"):
+                outputs = reference.infer(wider)
+        except Exception as exc:  # extra evidence only: a reference refusing the wider input leaves the verdict
+            log.info("wider-range sensitivity check skipped: the reference failed: %s", exc)
+            break
+        unchanged = set(insensitive_outputs({n: run.reference_outputs[n] for n in left}, outputs))
+        left = [n for n in left if n in unchanged]
+    return left
 
 
 INSENSITIVE_REASON = ("the reference gives the same output for two different inputs (it ignores its input, e.g. "
@@ -202,7 +253,7 @@ def _mark_insensitive(run: ComparisonRun, reference: Runtime, feeds: FeedSource,
                    if role in ("labels", "num", "batch_index", "selected_indices")}
     floats = {k: v for k, v in run.reference_outputs.items()  # sequence outputs (lists) are not measured
               if not isinstance(v, (list, tuple)) and np.asarray(v).dtype.kind in "fc" and k not in categorical}
-    run.insensitive = insensitive_outputs(floats, other)
+    run.insensitive = _still_insensitive(insensitive_outputs(floats, other), reference, feeds, run)
     same = set(run.insensitive)
     grouped = {name for spec in detections for name in spec.ref_outputs.values()}
     flag = same - grouped

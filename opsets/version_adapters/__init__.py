@@ -8,11 +8,12 @@ from opsets.version_adapters import (
            normalization,
            reduce,
            resize,
+           scan,
            shape,
            softmax,
            split,
            types,
 )
 
-__all__ = ["all_adapters", "clip", "elementwise", "lookup", "normalization", "reduce", "resize", "shape", "softmax",
+__all__ = ["all_adapters", "clip", "elementwise", "lookup", "normalization", "reduce", "resize", "scan", "shape", "softmax",
            "split", "types"]

@@ -530,6 +530,182 @@ def cli_bad_report_suffix(d: Path) -> list[str]:
     return ["convert", "{dir}/m.onnx", "--report", "{dir}/r.exe", "-o", "{out}"]
 
 
+# ---- processes, time limits, settings (a spinning Loop must be stopped by --timeout everywhere) -----
+
+
+def spin_onnx(d: Path) -> Path:
+    """A Loop with int64's max trip count and a condition that stays true: onnxruntime spins."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    model = onnx_model([helper.make_node("Loop", ["trips", "cond", "x"], ["y"], body=body)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                       [helper.make_tensor("trips", TensorProto.INT64, [], [2**63 - 1]),
+                        helper.make_tensor("cond", TensorProto.BOOL, [], [True])])
+    onnx.save(model, d / "spin.onnx")
+    return d / "spin.onnx"
+
+
+def _spin_case(args: list[str]) -> Case:
+    def build(d: Path) -> list[str]:
+        spin_onnx(d)
+        return args
+
+    return build
+
+
+for _name, _args in {
+    "spin_convert": ["convert", "{dir}/spin.onnx", "-o", "{out}", "--timeout", "5"],
+    "spin_convert_no_isolate": ["convert", "{dir}/spin.onnx", "-o", "{out}", "--no-isolate", "--timeout", "5"],
+    "spin_validate": ["validate", "{dir}/spin.onnx", "--source", "{dir}/spin.onnx", "--timeout", "5"],
+    "spin_debug": ["debug", "{dir}/spin.onnx", "--timeout", "5"],
+    "spin_shapes_fix": ["shapes", "fix", "{dir}/spin.onnx", "-o", "{out}", "--input", "x:1", "--timeout", "5"],
+    "spin_shapes_buckets": ["shapes", "buckets", "{dir}/spin.onnx", "-o", "{dir}/b", "--input-shape", "1",
+                            "--timeout", "5"],
+    "timeout_nan": ["convert", "{dir}/spin.onnx", "-o", "{out}", "--timeout", "nan"],
+    "timeout_inf": ["convert", "{dir}/spin.onnx", "-o", "{out}", "--timeout", "inf"],
+    "timeout_1e308": ["convert", "{dir}/spin.onnx", "-o", "{out}", "--timeout", "1e308"],
+    "seed_negative": ["convert", "{dir}/spin.onnx", "-o", "{out}", "--seed", "-1"],
+}.items():
+    CASES[_name] = _spin_case(_args)
+
+
+def _buckets_config(text: str, data: str | None = None) -> Case:
+    def build(d: Path) -> list[str]:
+        relu_onnx(d, dims=(1, 3, "H", "W"))
+        (d / "cfg.yaml").write_text(text)
+        if data is not None:
+            (d / "ann.json").write_text(data)
+        return ["shapes", "buckets", "{dir}/m.onnx", "-o", "{dir}/b", "--config", "{dir}/cfg.yaml",
+                "--input-shape", "1,3,-1,-1"]
+
+    return build
+
+
+for _name, _text, _data in [
+    ("buckets_config_interval_nan", "interval: .nan\n", None),
+    ("buckets_config_expand_ratio_inf", "expand_ratio: .inf\n", None),
+    ("buckets_config_max_buckets_1e12", "max_buckets: 1000000000000\ndefault_scaling: [320x320]\n", None),
+    ("buckets_config_deep_nesting", "interval: " + "[" * 5000 + "]" * 5000 + "\n", None),
+    ("buckets_annotation_width_1e400", "data: ann.json\n", '{"images": [{"id": 1, "height": 8, "width": 1e400}]}'),
+    ("buckets_annotation_deep_nesting", "data: ann.json\n", '{"images": ' + "[" * 100000 + "]" * 100000 + "}"),
+]:
+    CASES[_name] = _buckets_config(_text, _data)
+
+
+@case
+def planted_temp_20_digit_pid(d: Path) -> list[str]:
+    relu_onnx(d)
+    (d / ".o.onnx.99999999999999999999.abcd.tmp").write_bytes(b"planted")
+    return ["convert", "{dir}/m.onnx", "-o", "{dir}/o.onnx"]
+
+
+@case
+def debug_report_is_source(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["debug", "{dir}/m.onnx", "--report", "{dir}/m.onnx"]
+
+
+@case
+def debug_conv_transpose_group0(d: Path) -> list[str]:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [2, 1, 3, 3], [1.0] * 18)
+    onnx.save(onnx_model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=0)], [x], [y], [w]),
+              d / "ct.onnx")
+    onnx.save(onnx_model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=0)], [x], [y], [w]),
+              d / "converted.onnx")
+    return ["debug", "{dir}/ct.onnx", "--model", "{dir}/converted.onnx"]
+
+
+@case
+def names_with_terminal_escapes(d: Path) -> list[str]:
+    x = helper.make_tensor_value_info("x\x1b[31m", TensorProto.FLOAT, [1, 2])
+    y = helper.make_tensor_value_info("y\x1b]0;pwned\x07", TensorProto.FLOAT, [1, 2])
+    onnx.save(onnx_model([helper.make_node("Relu", ["x\x1b[31m"], ["y\x1b]0;pwned\x07"], name="n\x1b[2J")],
+                         [x], [y]), d / "esc.onnx")
+    return ["inspect", "{dir}/esc.onnx", "--nodes"]
+
+
+def _multibox(d: Path, **attrs: Any) -> list[str]:
+    node = helper.make_node("MultiBoxPrior", ["x"], ["anchors"], name="prior", domain="bridge.contrib", clip=0)
+    for key, value in attrs.items():
+        node.attribute.append(helper.make_attribute(key, value, attr_type=onnx.AttributeProto.FLOATS))
+    model = onnx_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                       [helper.make_tensor_value_info("anchors", TensorProto.FLOAT, [1, "N", 4])])
+    model.opset_import.append(helper.make_opsetid("bridge.contrib", 1))
+    onnx.save(model, d / "prior.onnx")
+    return ["convert", "{dir}/prior.onnx", "-o", "{out}"]
+
+
+CASES["contrib_multibox_prior_empty_sizes"] = lambda d: _multibox(d, sizes=[], ratios=[1.0], steps=[-1.0, -1.0],
+                                                                 offsets=[0.5, 0.5])
+CASES["contrib_multibox_prior_empty_steps"] = lambda d: _multibox(d, sizes=[0.2], ratios=[1.0], steps=[],
+                                                                 offsets=[0.5, 0.5])
+CASES["contrib_multibox_prior_many_sizes"] = lambda d: _multibox(d, sizes=[0.1] * 200000, ratios=[1.0],
+                                                                steps=[-1.0, -1.0], offsets=[0.5, 0.5])
+
+
+# ---- batch migration: manifests, --out, executors ----------------------------------------------------
+
+
+def _manifest(text: bytes | str, *extra: str, sources: bool = True) -> Case:
+    def build(d: Path) -> list[str]:
+        if sources:
+            (d / "models" / "a").mkdir(parents=True, exist_ok=True)
+            relu_onnx(d / "models" / "a")
+        (d / "manifest.yaml").write_bytes(text if isinstance(text, bytes) else text.encode())
+        return ["migrate", "{dir}/manifest.yaml", *extra]
+
+    return build
+
+
+_OK = "models:\n  - name: a\n    source: models/a/m.onnx\n"
+_LAUGHS = "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"l{k + 1}: &l{k + 1} [" + ", ".join([f"*l{k}"] * 9) + "]\n" for k in range(8)) + \
+    "models:\n  - name: *l8\n    source: models/a/m.onnx\n"
+for _name, _text, _extra in [
+    ("migrate_manifest_not_utf8", b"models:\n  - name: \xff\xfe\n    source: models/a/m.onnx\n", ["--out", "{dir}/o"]),
+    ("migrate_manifest_deep_nesting", "models: " + "[" * 5000 + "]" * 5000 + "\n", ["--out", "{dir}/o"]),
+    ("migrate_manifest_billion_laughs", _LAUGHS, ["--out", "{dir}/o"]),
+    ("migrate_manifest_5000_char_name", "models:\n  - name: " + "n" * 5000 + "\n    source: models/a/m.onnx\n",
+     ["--out", "{dir}/o"]),
+    ("migrate_manifest_huge_glob", "models:\n  - name: g\n    source: \"" + "*" * 100000 + "\"\n", ["--out", "{dir}/o"]),
+    ("migrate_out_is_manifest_folder", _OK, ["--out", "{dir}"]),
+    ("migrate_out_is_a_file", _OK, ["--out", "{dir}/manifest.yaml"]),
+    ("migrate_out_under_proc", _OK, ["--out", "/proc/bridge-hostile"]),
+    ("migrate_executor_dask_empty", _OK, ["--out", "{dir}/o", "--executor", "dask://"]),
+    ("migrate_executor_dask_colons", _OK, ["--out", "{dir}/o", "--executor", "dask://:::"]),
+    ("migrate_executor_tcp_empty", _OK, ["--out", "{dir}/o", "--executor", "tcp://"]),
+    ("migrate_executor_ipv6_unclosed", _OK, ["--out", "{dir}/o", "--executor", "dask://[::1"]),
+    ("migrate_executor_port_not_a_number", _OK, ["--out", "{dir}/o", "--executor", "dask://localhost:notaport"]),
+]:
+    CASES[_name] = _manifest(_text, *_extra)
+
+
+@case
+def migrate_model_folder_is_a_symlink(d: Path) -> list[str]:
+    args = _manifest(_OK, "--out", "{dir}/o")(d)
+    (d / "o" / "models").mkdir(parents=True)
+    (d / "elsewhere").mkdir()
+    (d / "o" / "models" / "a").symlink_to(d / "elsewhere", target_is_directory=True)
+    return args
+
+
+@case
+def migrate_corrupt_state_resume(d: Path) -> list[str]:
+    args = _manifest(_OK, "--out", "{dir}/o", "--resume")(d)
+    (d / "o").mkdir()
+    (d / "o" / "state.sqlite").write_bytes(b"not a database" * 100)
+    return args
+
+
 def big_cases() -> dict[str, Case]:
     def feeds_zip_bomb_unused_key(d: Path) -> list[str]:
         relu_onnx(d)

@@ -50,6 +50,7 @@ def _worker(jobs: mp.Queue, results: mp.Queue, out_dir: str, extra: list[str]) -
 
     from bridge.cli.main import main
 
+    sys.argv[0] = "bridge"  # this worker is the bridge command: a --no-isolate deadline exits it with status 3
     while True:
         item = jobs.get()
         if item is None:
@@ -82,8 +83,8 @@ def sweep(files: list[Path], timeout: float, extra: list[str]) -> list[tuple[str
             except Exception:  # queue.Empty: the current file hangs or the worker died
                 proc.kill() if proc.is_alive() else None
                 proc.join()
-                what = "timeout" if proc.exitcode in (None, -9) else f"signal {-proc.exitcode}" \
-                    if proc.exitcode and proc.exitcode < 0 else f"died {proc.exitcode}"
+                what: int | str = "timeout" if proc.exitcode in (None, -9) else f"signal {-proc.exitcode}" \
+                    if proc.exitcode and proc.exitcode < 0 else proc.exitcode  # exited as the CLI would
                 rows.append((pending[done], what, ""))
                 done += 1
                 break

@@ -176,6 +176,22 @@ SPECIAL: dict[str, Callable[[], Case]] = {
 }
 
 
+
+def _scan_8() -> Case:
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "v"], ["s_out"]), helper.make_node("Mul", ["s_out", "v"], ["scan_out"])],
+        "body", [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [4]),
+                 helper.make_tensor_value_info("v", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("scan_out", TensorProto.FLOAT, [4])])
+    node = n("Scan", ["", "s", "x"], ["y", "z"], num_scan_inputs=1, body=body, directions=[1])
+    return Case(node, 8, 9, inputs={"s": RNG.rand(1, 4).astype(np.float32), "x": RNG.rand(1, 5, 4).astype(np.float32)},
+                outputs=("y", "z"))
+
+
+SPECIAL["scan_8_9"] = _scan_8
+
+
 def case_for(name: str) -> Case:
     if name in SPECIAL:
         return SPECIAL[name]()

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from bridge.errors import NodeError
 from bridge.limits import check_allocation
 from bridge.passes.contrib.common import LoweringPass, ShapeOracle
 from bridge.rewriting import node_label
@@ -29,6 +30,27 @@ from bridge.rewriting.attrs import required_floats, required_int
 from bridge.rewriting.builder import F32, Builder
 
 f32 = np.float32
+MAX_ANCHORS_PER_CELL = 1024  # len(sizes) + len(ratios) - 1; real detectors use under 10
+
+
+def check_params(label: str, sizes: Sequence[float], ratios: Sequence[float], steps: Sequence[float],
+                 offsets: Sequence[float]) -> None:
+    """NodeError naming the attribute when the anchors cannot be computed as MXNet would."""
+    for attr, values, count in (("sizes", sizes, None), ("ratios", ratios, None), ("steps", steps, 2),
+                                ("offsets", offsets, 2)):
+        if not values:
+            raise NodeError(label, "MultiBoxPrior", f"attribute '{attr}' is empty; it needs at least one value")
+        if count is not None and len(values) != count:
+            raise NodeError(label, "MultiBoxPrior", f"attribute '{attr}' has {len(values)} values; it needs {count} "
+                                                    "(y, x)")
+        if not all(np.isfinite(v) for v in values):
+            raise NodeError(label, "MultiBoxPrior", f"attribute '{attr}' holds a NaN or infinite value")
+    if any(r <= 0 for r in ratios):
+        raise NodeError(label, "MultiBoxPrior", "attribute 'ratios' must be positive (sqrt of a ratio is taken)")
+    anchors = len(sizes) + len(ratios) - 1
+    if anchors > MAX_ANCHORS_PER_CELL:
+        raise NodeError(label, "MultiBoxPrior", f"{anchors:,} anchors per feature-map cell (sizes + ratios - 1); "
+                                                f"at most {MAX_ANCHORS_PER_CELL}")
 
 
 def _half_extents(sizes: Sequence[float], ratios: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,6 +130,8 @@ class LowerMultiBoxPriorPass(LoweringPass):
         params = dict(sizes=required_floats(node, "sizes"), ratios=required_floats(node, "ratios"),
                       clip=bool(required_int(node, "clip")), steps=required_floats(node, "steps"),
                       offsets=required_floats(node, "offsets"))
+        check_params(node_label(node), params["sizes"], params["ratios"], params["steps"],  # type: ignore[arg-type]
+                     params["offsets"])  # type: ignore[arg-type]
         dims = self._oracle.dims(data)
         if dims is not None and len(dims) == 4 and isinstance(dims[2], int) and isinstance(dims[3], int):
             anchors = multibox_prior(dims[2], dims[3], **params)  # type: ignore[arg-type]

@@ -56,7 +56,22 @@ def test_bridge_errors_keep_their_type_and_others_name_theirs() -> None:
 
 def test_factories_that_cannot_travel_run_in_process() -> None:
     live = Misbehaving("ok")
-    runtime = isolate(lambda: live, name="live", stage="a live object")
+    runtime = isolate(lambda: live, name="live", stage="a live object", timeout=None)
     assert runtime is live
     assert isinstance(isolate(partial(make, "ok"), name="m", stage="s"), IsolatedRuntime)
-    assert isinstance(isolate(partial(make, "ok"), name="m", stage="s", enabled=False), Misbehaving)
+    assert isinstance(isolate(partial(make, "ok"), name="m", stage="s", enabled=False, timeout=None), Misbehaving)
+
+
+def test_in_process_runtimes_keep_the_time_limit(capfd: pytest.CaptureFixture[str]) -> None:
+    """--no-isolate (or a live object) still honours --timeout: under the API the caller's main thread is
+    interrupted (the bridge command exits with status 3 instead)."""
+    runtime = isolate(partial(make, "hang"), name="m", stage="the hanging reference", enabled=False, timeout=1.0)
+    with pytest.raises(KeyboardInterrupt), activated(runtime) as rt:
+        rt.infer(X)
+    assert "the hanging reference did not finish within 1 s" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e308, -1.0, 0.0])
+def test_absurd_time_limits_are_usage_errors(value: float) -> None:
+    with pytest.raises(UsageError, match="--timeout"):
+        isolate(partial(make, "ok"), name="m", stage="s", timeout=value)

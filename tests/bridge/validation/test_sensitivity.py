@@ -63,6 +63,39 @@ def test_outputs_that_ignore_the_input_are_vacuous(fn: Outputs, detections: list
     assert all("two different inputs" in o.vacuous_reason for o in comp.outputs if o.vacuous)
 
 
+def _thresholded_relu(alpha: float) -> Outputs:
+    return lambda x: {"y": np.where(x > alpha, x, 0).astype(np.float32)}
+
+
+@pytest.mark.parametrize(("fn", "vacuous"), [
+    (_thresholded_relu(8.0), False),  # standard-normal inputs never reach 8: zeros twice, yet not vacuous
+    (lambda x: {"y": np.where(np.abs(x) > 1e30, x, 0).astype(np.float32)}, True),  # no range we try reaches it
+    (lambda x: {"y": np.zeros(3, np.float32)}, True),
+])
+def test_outputs_that_vary_on_a_wider_range_are_not_vacuous(fn: Outputs, vacuous: bool) -> None:
+    run = run_and_compare(Fake(fn), {"c": Fake(fn)}, FeedSource(specs=[InputSpec("x", (2, 3, 8, 8))]), Tolerance(),
+                          check_sensitivity=True)
+    assert run.comparisons[0].passed and run.comparisons[0].vacuous == vacuous
+
+
+def test_onnx_thresholded_relu_conversions_are_not_vacuous() -> None:
+    """onnx's backend node tests for ThresholdedRelu (alpha 2 on [3, 4, 5] standard normal) under --strict."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from bridge.runtimes.onnxruntime import OnnxRuntime
+
+    graph = helper.make_graph([helper.make_node("ThresholdedRelu", ["x"], ["y"], alpha=2.0)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=8)
+    onnx.checker.check_model(model)
+    runs = [run_and_compare(OnnxRuntime(model), {"onnxruntime": OnnxRuntime(model)},
+                            FeedSource(specs=[InputSpec("x", (3, 4, 5))], seed=seed), Tolerance(),
+                            check_sensitivity=True) for seed in range(8)]
+    assert not any(r.comparisons[0].vacuous for r in runs)
+
+
 def test_without_the_check_nothing_is_flagged() -> None:
     fn: Outputs = lambda x: {"y": np.ones(4, np.float32)}  # noqa: E731
     run = run_and_compare(Fake(fn), {"c": Fake(fn)}, FeedSource(specs=[InputSpec("x", (2, 3, 8, 8))]), Tolerance())
