@@ -47,7 +47,7 @@ def write_models(models: Path) -> int:
     n = 0
     for case in node.collect_testcases(None):
         target = models / case.name / "model.onnx"
-        if not target.exists():
+        if case.model is not None and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_suffix(".tmp")
             tmp.write_bytes(case.model.SerializeToString())
@@ -136,19 +136,22 @@ class Store:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             fcntl.flock(fh, fcntl.LOCK_UN)
-        (self.claims / row["case"]).unlink(missing_ok=True)
+        (self.claims / row["case"]).write_text(DONE)  # another sweep that listed it earlier must not redo it
 
-    def claim(self, case: str) -> bool:
+    def claim(self, case: str, redo: bool = False) -> bool:
+        """Take ``case`` for this process: not while a live sweep holds it, nor once done (unless ``redo``)."""
         path = self.claims / case
+        text = ""
         for _ in range(2):
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
                 try:
-                    pid = int(path.read_text() or "0")
+                    text = path.read_text()
+                    pid = 0 if text == DONE else int(text or "0")
                 except (OSError, ValueError):
                     pid = 0
-                if pid and _alive(pid):
+                if (text == DONE and not redo) or (pid and _alive(pid)):
                     return False
                 path.unlink(missing_ok=True)  # a dead sweep's claim: take it over
                 continue
@@ -156,6 +159,9 @@ class Store:
             os.close(fd)
             return True
         return False
+
+
+DONE = "done"
 
 
 def _alive(pid: int) -> bool:
@@ -168,7 +174,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _run_slot(store: Store, todo: list[Path], timeout: float, out_dir: Path, lock: Any) -> None:
+def _run_slot(store: Store, todo: list[Path], timeout: float, out_dir: Path, lock: Any, redo: set[str]) -> None:
     """One worker process at a time for this slot; restarted after a hang or a crash."""
     ctx = mp.get_context("spawn")
     proc = None
@@ -179,7 +185,7 @@ def _run_slot(store: Store, todo: list[Path], timeout: float, out_dir: Path, loc
             source = None
             while todo:
                 candidate = todo.pop(0)
-                if store.claim(candidate.parent.name):
+                if store.claim(candidate.parent.name, redo=candidate.parent.name in redo):
                     source = candidate
                     break
         if source is None:
@@ -259,15 +265,16 @@ def main() -> int:
 
         print(f"workers import bridge from {Path(bridge.__file__).parent}", file=sys.stderr)
         done = store.load()
-        redo = set(args.redo)
+        codes = set(args.redo)
         todo = [p for p in sorted(models.glob("*/model.onnx")) if args.only in p.parent.name
-                and (p.parent.name not in done or str(done[p.parent.name]["rc"]) in redo)]
+                and (p.parent.name not in done or str(done[p.parent.name]["rc"]) in codes)]
+        redo = {p.parent.name for p in todo if p.parent.name in done}
         print(f"{len(todo)} to run", file=sys.stderr)
         out_dir = args.workdir / "out" / str(os.getpid())
         import threading
 
         lock = threading.Lock()
-        slots = [threading.Thread(target=_run_slot, args=(store, todo, args.timeout, out_dir / str(i), lock))
+        slots = [threading.Thread(target=_run_slot, args=(store, todo, args.timeout, out_dir / str(i), lock, redo))
                  for i in range(max(1, args.jobs))]
         for i, t in enumerate(slots):
             (out_dir / str(i)).mkdir(parents=True, exist_ok=True)
