@@ -117,6 +117,7 @@ class MXNetAdapter:
         for node in model.graph.node:  # aliases added for outputs that are inputs/initializers/duplicates
             if node.op_type == "Identity" and node.output[0] in mapping and node.input[0] != node.output[0]:
                 mapping[node.output[0]] = node.input[0] if node.name == node.output[0] else node.output[0]
+        mapping.update(converted.source_outputs)  # outputs of nodes renamed apart (MXNet names them alike)
         entry = model.metadata_props.add()
         entry.key, entry.value = OUTPUT_MAP_KEY, json.dumps(mapping)
         random_outputs = mark_nondeterministic_outputs(model)

@@ -9,6 +9,7 @@ checker. Output names are MXNet's internal output names (``<node>_output``; see 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections import Counter
@@ -24,6 +25,7 @@ from adapters.mxnet import (  # noqa: F401
     contrib,
     ops_attention,
     ops_boxes,
+    ops_control,
     ops_creation,
     ops_elemwise,
     ops_indexing,
@@ -42,6 +44,7 @@ from adapters.mxnet import (  # noqa: F401
 )
 from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx, shape_like
 from adapters.mxnet.infer_range import resolve_infer_range
+from adapters.mxnet.infer_states import resolve_rnn_states
 from adapters.mxnet.params import split_arg_aux
 from adapters.mxnet.registry import NOT_TRANSLATED, TRANSLATORS
 from adapters.mxnet.symbol import SymbolGraph
@@ -61,6 +64,47 @@ class Converted:
     output_names: tuple[str, ...]
     warnings: list[str] = field(default_factory=list)
     contrib_nodes: int = 0
+    # ONNX outputs of renamed nodes -> MXNet internal output (``name#k``: the k-th output of that name)
+    source_outputs: dict[str, str] = field(default_factory=dict)
+
+
+def unique_node_names(graph: SymbolGraph) -> tuple[SymbolGraph, dict[int, str]]:
+    """The graph with every op node named uniquely, and the MXNet names of the nodes renamed.
+
+    MXNet writes one name per Gluon block call, so a block called twice gives two nodes of the same
+    name. The first keeps its name; later ones get ``<name>_<k>`` (the smallest k no node uses), so
+    their ONNX nodes and output tensors are distinct. Variables keep their names (a name shared by
+    variables is one parameter)."""
+    taken = {n.name for n in graph.nodes}
+    seen: set[str] = set()
+    original: dict[int, str] = {}
+    nodes = list(graph.nodes)
+    for n in graph.nodes:
+        if n.is_variable:
+            continue
+        if n.name not in seen:
+            seen.add(n.name)
+            continue
+        k = 1
+        while f"{n.name}_{k}" in taken:
+            k += 1
+        new = f"{n.name}_{k}"
+        taken.add(new)
+        original[n.index] = n.name
+        nodes[n.index] = dataclasses.replace(n, name=new)
+    if not original:
+        return graph, original
+    return dataclasses.replace(graph, nodes=nodes), original
+
+
+def _mxnet_output_ref(graph: SymbolGraph, original: Mapping[int, str], head: tuple[int, int], onnx_name: str) -> str:
+    """How the reference runner finds the MXNet output a renamed node's ONNX output stands for:
+    ``<mxnet output name>#<k>``, the k-th (from 0) internal output of that name in file order."""
+    i = head[0]
+    new, old = graph.nodes[i].name, original[i]
+    name = old + onnx_name[len(new):] if onnx_name.startswith(new) else f"{old}_output"
+    k = sum(1 for n in graph.nodes[:i] if not n.is_variable and original.get(n.index, n.name) == old)
+    return f"{name}#{k}"
 
 
 def resolve_heads(graph: SymbolGraph, outputs: str | None) -> list[tuple[int, int]]:
@@ -112,7 +156,9 @@ def convert_graph(
     if spec.opset < MIN_OPSET:
         raise UsageError(f"--opset {spec.opset}: the MXNet adapter emits opset >= {MIN_OPSET}; convert down afterwards")
     graph = resolve_infer_range(graph)  # MXNet sizes these aranges from their consumer; see infer_range.py
+    graph = resolve_rnn_states(graph)  # and RNN begin states' batch from the RNN's data; see infer_states.py
     heads = resolve_heads(graph, outputs)
+    graph, original = unique_node_names(graph)
     needed = needed_nodes(graph, heads)
 
     unsupported: dict[str, list[str]] = {}
@@ -170,7 +216,7 @@ def convert_graph(
                                     f"'{graph.nodes[src].name}' ({graph.nodes[src].op}), which has no such output")
         inputs = [entries[(src, k)] for src, k in node.inputs]
         fn = TRANSLATORS[node.op]
-        ctx.origin = provenance.Provenance("mxnet", node.name, node.op, provenance.made_by(
+        ctx.origin = provenance.Provenance("mxnet", original.get(i, node.name), node.op, provenance.made_by(
             provenance.TRANSLATOR, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__name__)}"))
         try:
             produced = fn(ctx, node, inputs)
@@ -209,7 +255,7 @@ def convert_graph(
         name = head_name
         if name in ctx.initializers or any(v.name == name for v in ctx.inputs) or name in out_names:
             head = graph.nodes[h[0]]
-            ctx.origin = provenance.Provenance("mxnet", head.name, head.op, provenance.made_by(
+            ctx.origin = provenance.Provenance("mxnet", original.get(h[0], head.name), head.op, provenance.made_by(
                 provenance.TRANSLATOR, f"{__name__}:graph output alias"))
             alias = ctx.fresh(f"{head.name}_output")
             ctx.emit("Identity", [name], [alias], name=alias)
@@ -244,7 +290,10 @@ def convert_graph(
         for name in weights:  # appending copies: each standalone proto goes as soon as it is in the model
             model.graph.initializer.append(ctx.initializers.pop(name))
     n_contrib = sum(1 for n in model.graph.node if n.domain == CONTRIB_DOMAIN)
-    return Converted(model, tuple(used_inputs), tuple(out_names), ctx.warnings, n_contrib)
+    source_outputs = {name: _mxnet_output_ref(graph, original, h, head_name)
+                      for h, head_name, name in zip(heads, heads_names, out_names, strict=True)
+                      if h[0] in original and head_name is not None}
+    return Converted(model, tuple(used_inputs), tuple(out_names), ctx.warnings, n_contrib, source_outputs)
 
 
 def _shape_hint(name: str) -> str:

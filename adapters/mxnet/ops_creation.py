@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
-from adapters.mxnet.context import ConversionContext, onnx_to_np
+from adapters.mxnet.context import ConversionContext, TensorType, onnx_to_np
+from adapters.mxnet.infer_states import DIMS_LIKE
 from adapters.mxnet.ops_indexing import DimRef, dims_tensor, reshape_dims
 from adapters.mxnet.ops_tensor import DTYPES
 from adapters.mxnet.registry import out, translator
@@ -42,26 +43,36 @@ def _shape(node: MXNode) -> list[int]:
     return shape
 
 
-def _fill(ctx: ConversionContext, node: MXNode, value: float, elem: int) -> list[str]:
+def _fill(ctx: ConversionContext, node: MXNode, value: float, elem: int, inputs: list[str]) -> list[str]:
     fill = numpy_helper.from_array(np.asarray([value]).astype(onnx_to_np(elem)))
+    if inputs and node.attrs.optional_bool(DIMS_LIKE, False):  # 0 dims from the input (infer_states.py)
+        like = inputs[0]
+        like_shape = ctx.shape(like) or ()
+        shape = list(node.attrs.optional_ints("shape"))
+        dims: list[DimRef] = [d if d > 0 else (like, ax) for ax, d in enumerate(shape)]
+        y = ctx.emit("ConstantOfShape", [dims_tensor(ctx, dims, name=node.name)], [out(ctx, node)], name=node.name,
+                     value=fill)[0]
+        known = tuple(d if d > 0 else like_shape[ax] if ax < len(like_shape) else None for ax, d in enumerate(shape))
+        ctx.types[y] = ctx.declared[y] = TensorType(elem, known)
+        return [y]
     return ctx.emit("ConstantOfShape", [ctx.i64(_shape(node), f"{node.name}__shape")], [out(ctx, node)],
                     name=node.name, value=fill)
 
 
 @translator("_zeros")
 def _zeros(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    return _fill(ctx, node, 0, _dtype(node))
+    return _fill(ctx, node, 0, _dtype(node), inputs)
 
 
 @translator("_ones")
 def _ones(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
-    return _fill(ctx, node, 1, _dtype(node))
+    return _fill(ctx, node, 1, _dtype(node), inputs)
 
 
 @translator("_full")
 def _full(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     # value is a double parameter cast to DType (init_op.h InitOpWithScalarParam)
-    return _fill(ctx, node, float(node.attrs.optional_str("value", "0") or 0), _dtype(node))
+    return _fill(ctx, node, float(node.attrs.optional_str("value", "0") or 0), _dtype(node), inputs)
 
 
 @translator("_eye")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from adapters.mxnet.context import ConversionContext
+from adapters.mxnet.context import ConversionContext, TensorType
 from adapters.mxnet.registry import out, translator
 from adapters.mxnet.symbol import MXNode
 from bridge.errors import ExportError
@@ -49,9 +49,12 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
     if mode not in _RESIZE_MODES:
         raise ExportError(f"node '{node.name}': BilinearResize2D mode={mode} is not supported")
     ctm = "align_corners" if a.optional_bool("align_corners", True) else "pytorch_half_pixel"
+    out_hw: tuple[Any, Any] = (None, None)
     if mode == "like":
         like_shape = ctx.shape(inputs[1]) or ()
         hw_static = [d for d in like_shape[2:4] if isinstance(d, int)]
+        if len(like_shape) >= 4:
+            out_hw = (like_shape[2], like_shape[3])
         if len(hw_static) == 2:
             hw = ctx.i64(hw_static, f"{node.name}__hw")
         else:
@@ -67,11 +70,18 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
         except ExportError as e:
             raise ExportError(f"node '{node.name}': {e}") from None
         hw = ctx.i64([h, w], f"{node.name}__hw")
+        out_hw = (h, w)
     nc = ctx.emit("Slice", [ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0], ctx.i64([0], f"{node.name}__s"),
                             ctx.i64([2], f"{node.name}__e")], 1, name=f"{node.name}__nc")[0]
     sizes = ctx.emit("Concat", [nc, hw], 1, name=f"{node.name}__sizes", axis=0)[0]
-    return ctx.emit("Resize", [x, "", "", sizes], [out(ctx, node)], name=node.name, mode="linear",
-                    coordinate_transformation_mode=ctm)
+    y = ctx.emit("Resize", [x, "", "", sizes], [out(ctx, node)], name=node.name, mode="linear",
+                 coordinate_transformation_mode=ctm)[0]
+    # per-node inference cannot read the computed sizes; the output's shape is known here (a later resize,
+    # pooling, ... of this output needs its H, W)
+    x_shape = ctx.shape(x)
+    if x_shape is not None and len(x_shape) == 4 and ctx.shape(y) != (*x_shape[:2], *out_hw):
+        ctx.types[y] = TensorType(ctx.elem(x), (*x_shape[:2], *out_hw))
+    return [y]
 
 
 # ---- ROI pooling ------------------------------------------------------------------------------
@@ -108,9 +118,22 @@ def _contrib_ROIAlign(ctx: ConversionContext, node: MXNode, inputs: list[str]) -
     elif aligned:
         raise ExportError(f"node '{node.name}': ROIAlign(aligned=True) needs ONNX RoiAlign-16 "
                           f"(coordinate_transformation_mode); convert with --opset 16 or later")
-    return ctx.emit("RoiAlign", [inputs[0], boxes, idx], [out(ctx, node)], name=node.name, mode="avg",
-                    output_height=ph, output_width=pw, sampling_ratio=ratio, spatial_scale=scale,
-                    coordinate_transformation_mode=ctm)
+    zero = ctx.const(np.int64(0), f"{node.name}__zero")
+    valid = ctx.emit("GreaterOrEqual", [idx, zero], 1, name=f"{node.name}__valid")[0]
+    clamped = ctx.emit("Max", [idx, zero], 1, name=f"{node.name}__bidx_clamped")[0]
+    pooled = ctx.emit("RoiAlign", [inputs[0], boxes, clamped], 1, name=node.name, mode="avg",
+                      output_height=ph, output_width=pw, sampling_ratio=ratio, spatial_scale=scale,
+                      coordinate_transformation_mode=ctm)[0]
+    return [_zero_padding_rois(ctx, node, pooled, valid)]
+
+
+def _zero_padding_rois(ctx: ConversionContext, node: MXNode, pooled: str, valid: str) -> str:
+    """MXNet's ROI layers write zeros for a roi whose batch index is negative (GluonCV pads its rois with
+    -1 rows); onnxruntime refuses such an index, so the layer ran on a clamped index and its rows are
+    replaced here: ``Where(valid[:, None, None, None], pooled, 0)``."""
+    mask = ctx.unsqueeze(valid, [1, 2, 3], name=f"{node.name}__valid4d")
+    return ctx.emit("Where", [mask, pooled, ctx.scalar(0, pooled, f"{node.name}__fill")], [out(ctx, node)],
+                    name=f"{node.name}__padding_rois")[0]
 
 
 @translator("ROIPooling")
@@ -120,8 +143,18 @@ def ROIPooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[
     a = node.attrs
     ph, pw = (list(a.optional_ints("pooled_size")) * 2)[:2]
     scale = float(a.optional_float("spatial_scale", 1.0) or 0.0)
-    return ctx.emit("MaxRoiPool", inputs[:2], [out(ctx, node)], name=node.name, pooled_shape=[ph, pw],
-                    spatial_scale=scale)
+    rois = inputs[1]
+    n = node.name
+    col0 = ctx.emit("Slice", [rois, ctx.i64([0], f"{n}__b0"), ctx.i64([1], f"{n}__e0"), ctx.i64([1], f"{n}__ax")], 1,
+                    name=f"{n}__bidx")[0]
+    rest = ctx.emit("Slice", [rois, ctx.i64([1], f"{n}__b1"), ctx.i64([5], f"{n}__e1"), ctx.i64([1], f"{n}__ax1")],
+                    1, name=f"{n}__boxes")[0]
+    # the index is truncated to an integer: valid when > -1; a negative one is clamped to 0 and its row zeroed
+    valid = ctx.emit("Greater", [col0, ctx.scalar(-1, col0, f"{n}__minus1")], 1, name=f"{n}__valid")[0]
+    clamped = ctx.emit("Max", [col0, ctx.scalar(0, col0, f"{n}__zero")], 1, name=f"{n}__bidx_clamped")[0]
+    safe = ctx.emit("Concat", [clamped, rest], 1, name=f"{n}__rois", axis=1)[0]
+    pooled = ctx.emit("MaxRoiPool", [inputs[0], safe], 1, name=n, pooled_shape=[ph, pw], spatial_scale=scale)[0]
+    return [_zero_padding_rois(ctx, node, pooled, ctx.squeeze(valid, [1], name=f"{n}__valid1d"))]
 
 
 # ---- adaptive pooling ------------------------------------------------------------------------

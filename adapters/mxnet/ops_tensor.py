@@ -130,8 +130,14 @@ def SliceChannel(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> lis
                         axis=axis)
     elif ctx.opset >= 18:
         outs = ctx.emit("Split", [x], parts, name=node.name, axis=axis, num_outputs=n)
-    else:
-        raise ExportError(f"node '{node.name}': SliceChannel over a dynamic axis needs opset >= 18")
+    else:  # before Split-18's num_outputs: the sizes [dim / n] * n computed from the input's shape
+        shp = ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0]
+        size = ctx.emit("Gather", [shp, ctx.i64([axis], f"{node.name}__axis")], 1, name=f"{node.name}__dim",
+                        axis=0)[0]
+        part = ctx.emit("Div", [size, ctx.i64([n], f"{node.name}__n")], 1, name=f"{node.name}__part")[0]
+        sizes = ctx.emit("Tile", [part, ctx.i64([n], f"{node.name}__reps")], 1, name=f"{node.name}__sizes")[0]
+        outs = ctx.emit("Split", [x, sizes], parts, name=node.name if not squeeze else f"{node.name}__split",
+                        axis=axis)
     if not squeeze:
         return outs
     return [ctx.squeeze(o, [axis], name=node.name, output=nm) for o, nm in zip(outs, names, strict=True)]

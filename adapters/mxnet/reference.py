@@ -111,11 +111,11 @@ class MXNetReferenceRuntime:
             sym = mx.sym.load(str(self.symbol_path))
             internals = sym.get_internals()
             available = internals.list_outputs()
-        wanted = [_internal_name(w, available) for w in self.outputs.values()]
-        unknown = [w for w in wanted if w not in available]
+        wanted = [_internal_index(w, available) for w in self.outputs.values()]
+        unknown = [w for w, i in zip(self.outputs.values(), wanted, strict=True) if i is None]
         if unknown:
             raise UsageError(f"MXNet symbol {self.symbol_path} has no internal outputs {unknown}")
-        self._group = mx.sym.Group([internals[available.index(w)] for w in wanted])
+        self._group = mx.sym.Group([internals[i] for i in wanted])
         loaded: Any = {}
         if self.params_path:
             with source_failures("mxnet", f"loading the parameters {self.params_path}", None,
@@ -154,10 +154,28 @@ class MXNetReferenceRuntime:
             self._check_param_shapes(shapes)
             with _subgraph_backend("NONE" if len(self.outputs) > 1 else None), \
                     source_failures("mxnet", f"binding {self.symbol_path} at input shapes {shapes}", _mxnet_node):
-                exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)
-                exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
+                try:
+                    exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)
+                except (mx.base.MXNetError, RuntimeError):  # simple_bind re-raises MXNet's error as RuntimeError
+                    if not self._has_control_flow():
+                        raise
+                    exe = self._bind_arrays(feeds)
+                else:
+                    exe.copy_params_from(self._args, self._aux, allow_extra_params=True)
             self._executors[key] = exe
         return exe
+
+    def _has_control_flow(self) -> bool:
+        return any(op in self._group.tojson() for op in ('"_cond"', '"_while_loop"', '"_foreach"'))
+
+    def _bind_arrays(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        """Bind to arrays made here: MXNet 1.9.1's simple_bind infers a scalar output for ``_cond`` and
+        fails; ``bind`` with every argument given runs it."""
+        mx = self._mx
+        values = {**self._args, **{k: mx.nd.array(v, dtype=v.dtype) for k, v in feeds.items()}}
+        args = {k: values[k] for k in self._group.list_arguments() if k in values}
+        aux = {k: self._aux[k] for k in self._group.list_auxiliary_states() if k in self._aux}
+        return self._group.bind(mx.cpu(), args=args, aux_states=aux, grad_req="null")
 
     def _check_param_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
         """Parameters whose stored shape differs from what the symbol infers: BadInputFileError listing them
@@ -179,8 +197,8 @@ class MXNetReferenceRuntime:
         arrays = {k: np.asarray(v) for k, v in feeds.items()}
         exe = self._executor(arrays)
         with source_failures("mxnet", f"running {self.symbol_path} on the validation inputs", _mxnet_node):
-            for k, v in arrays.items():
-                exe.arg_dict[k][:] = v
+            for k, v in arrays.items():  # a fed BatchNorm moving mean / var is an auxiliary state, not an argument
+                (exe.aux_dict if k in exe.aux_dict else exe.arg_dict)[k][:] = v
             exe.forward(is_train=False)
             return {name: o.asnumpy() for name, o in zip(self.outputs, exe.outputs, strict=True)}
 
@@ -191,6 +209,17 @@ class MXNetReferenceRuntime:
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]
+
+
+def _internal_index(wanted: str, available: Sequence[str]) -> int | None:
+    """Where ``wanted`` is among MXNet's internal outputs; ``name#k`` is the k-th (from 0) output named
+    ``name`` (MXNet names the nodes of a block called twice alike; the converter renames them apart)."""
+    name, sep, nth = wanted.rpartition("#")
+    if not (sep and nth.isdigit()):
+        name, nth = wanted, "0"
+    name = _internal_name(name, available)
+    hits = [i for i, a in enumerate(available) if a == name]
+    return hits[int(nth)] if int(nth) < len(hits) else None
 
 
 def _internal_name(wanted: str, available: Sequence[str]) -> str:

@@ -43,6 +43,8 @@ class MXNode:
     inputs: list[tuple[int, int]]
     raw_attrs: dict[str, str] = field(default_factory=dict)
     hidden: dict[str, str] = field(default_factory=dict)
+    # the bodies of control-flow ops (_foreach, _while_loop, _cond), each a graph of its own
+    subgraphs: list[SymbolGraph] = field(default_factory=list)
 
     @property
     def is_variable(self) -> bool:
@@ -110,10 +112,6 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
         raise BadInputFileError(f"{source}: JSON nested too deeply to be an MXNet symbol file") from None
     if not isinstance(doc, dict) or "nodes" not in doc or "heads" not in doc:
         raise BadInputFileError(f"{source}: not an MXNet symbol file (needs top-level 'nodes' and 'heads')")
-    raw_nodes = doc["nodes"]
-    if not isinstance(raw_nodes, list):
-        raise BadInputFileError(f"{source}: 'nodes' must be a list")
-
     version: int | None = None
     top = doc.get("attrs") or {}
     if isinstance(top, dict) and "mxnet_version" in top:
@@ -122,6 +120,16 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
             version = int(mv[1] if isinstance(mv, list) else mv)
         except (TypeError, ValueError, IndexError):
             log.warning("%s: unreadable mxnet_version %r", source, mv)
+    return _parse_doc(doc, source, version)
+
+
+def _parse_doc(doc: Any, source: str, version: int | None) -> SymbolGraph:
+    """One graph (the file's, or a control-flow op's subgraph, which carries no version of its own)."""
+    if not isinstance(doc, dict) or "nodes" not in doc or "heads" not in doc:
+        raise BadInputFileError(f"{source}: not an MXNet symbol graph (needs 'nodes' and 'heads')")
+    raw_nodes = doc["nodes"]
+    if not isinstance(raw_nodes, list):
+        raise BadInputFileError(f"{source}: 'nodes' must be a list")
 
     nodes: list[MXNode] = []
     for i, rn in enumerate(raw_nodes):
@@ -144,7 +152,11 @@ def parse_symbol_json(text: str, source: str = "<json>") -> SymbolGraph:
                 raise BadInputFileError(
                     f"{source}: {where} ('{rn['name']}') reads node #{src_id}, which is not an earlier node"
                 )
-        nodes.append(MXNode(i, str(rn["op"]), str(rn["name"]), inputs, params, hidden))
+        subgraphs = rn.get("subgraphs", [])
+        if not isinstance(subgraphs, list):
+            raise BadInputFileError(f"{source}: {where} ('{rn['name']}'): 'subgraphs' must be a list")
+        subs = [_parse_doc(sg, f"{source} (subgraph {k} of '{rn['name']}')", version) for k, sg in enumerate(subgraphs)]
+        nodes.append(MXNode(i, str(rn["op"]), str(rn["name"]), inputs, params, hidden, subs))
 
     if not isinstance(doc["heads"], list):
         raise BadInputFileError(f"{source}: 'heads' must be a list")

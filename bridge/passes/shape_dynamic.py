@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from bridge.config import DynamicAxis
+from bridge.config import DEFAULT_OPSET, DynamicAxis
 from bridge.errors import UsageError
 from bridge.passes.shapes import ClearStaleValueInfoPass, input_for_axis
-from bridge.rewriting import node_label
+from bridge.rewriting import default_opset, node_label
 from bridge.rewriting.builder import Builder, existing_names
 
 logger = logging.getLogger(__name__)
@@ -437,7 +437,7 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         self._seen = {(f.node, f.reason) for f in self.findings}
         self._taken = existing_names(graph)  # one name set for every rewrite of this run
         tainted = self._tainted(model)
-        opset = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 17)))
+        opset = default_opset(model, missing=DEFAULT_OPSET)
         modified = False
         for node in list(graph):
             if node.domain not in ("", "ai.onnx"):

@@ -66,3 +66,33 @@ def test_a_dynamic_dim_the_op_reads_is_refused_naming_it(tmp_path: Path) -> None
         api.convert(str(tmp_path / "net-symbol.json"), tmp_path / "net.onnx", inputs=["data:2,3,7,7"],
                     dynamic=["data:2=height"])
     assert not (tmp_path / "net.onnx").exists()
+
+
+
+@pytest.mark.parametrize("opset", [13, 17, 18])
+@pytest.mark.parametrize("squeeze", [False, True])
+def test_split_over_the_dynamic_axis_at_any_opset(opset: int, squeeze: bool, tmp_path: Path) -> None:
+    """Faster R-CNN splits its rois per image over the dynamic batch axis: before opset 18 (no Split
+    num_outputs) the sizes come from the input's shape; every part matches MXNet at several batches
+    (squeeze_axis needs parts of size 1: batch 2 only)."""
+    from mxnet_testlib import Model, run_mxnet, run_onnx
+
+    from adapters.mxnet import MXNetAdapter
+    from bridge.config import DynamicAxis, ExportSpec, InputSpec
+
+    mx = need_mxnet()
+    parts = mx.sym.split(mx.sym.var("data"), num_outputs=2, axis=0, squeeze_axis=squeeze, name="split1")
+    mx.sym.Group([p * (i + 1) for i, p in enumerate(parts)]).save(str(tmp_path / "net-symbol.json"))
+    model = Model(tmp_path / "net-symbol.json", None, {})
+    spec = ExportSpec(inputs=(InputSpec("data", (2, 3), "float32"),), dynamic=(DynamicAxis("data", 0, "n"),),
+                      opset=opset)
+    result = MXNetAdapter().export(model.source(), spec)
+    assert result.model.opset_import[0].version == opset
+    rng = np.random.default_rng(opset)
+    for batch in (2,) if squeeze else (2, 4, 8):
+        model.feeds = {"data": rng.standard_normal((batch, 3)).astype(np.float32)}
+        got, ref = run_onnx(result.model, model.feeds), run_mxnet(model, result)
+        assert list(ref) == list(result.output_names) and len(ref) == 2
+        for name, value in ref.items():
+            assert got[name].shape == value.shape
+            np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=f"{name} at batch {batch}")

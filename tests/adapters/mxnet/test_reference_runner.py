@@ -181,3 +181,29 @@ def test_dynamic_batch_axis(tmp_path: Path) -> None:
     assert dims[0].dim_param == "batch"
     x = np.arange(3 * 24, dtype=np.float32).reshape(3, 2, 3, 4)
     np.testing.assert_array_equal(run_onnx(result.model, {"data": x})["r_output"], x.reshape(3, 6, 4))
+
+
+def test_batchnorm_statistics_fed_as_inputs(tmp_path: Path) -> None:
+    """A BatchNorm whose moving mean / var are variables the user feeds (MXNet's operator tests do this):
+    they are auxiliary states, which MXNet's executor keeps apart from the arguments."""
+    mx = need_mxnet()
+    names = ["data", "gamma", "beta", "mean", "var"]
+    v = [mx.sym.var(n) for n in names]
+    mx.sym.BatchNorm(*v, fix_gamma=False, eps=1e-3, name="bn").save(str(tmp_path / "bn-symbol.json"))
+    rng = np.random.default_rng(2)
+    feeds = {"data": rng.standard_normal((2, 3, 4, 4)), "gamma": rng.uniform(0.5, 2, 3), "beta": rng.standard_normal(3),
+             "mean": rng.standard_normal(3), "var": rng.uniform(0.5, 2, 3)}
+    model = Model(tmp_path / "bn-symbol.json", None, {k: a.astype(np.float32) for k, a in feeds.items()})
+    result = export(model)
+    runner = MXNetAdapter().reference_runner(model.source(), result)
+    runner.activate()
+    try:
+        ref = runner.infer(model.feeds)
+    finally:
+        runner.deactivate()
+    f = model.feeds
+    shape = (1, 3, 1, 1)
+    want = (f["data"] - f["mean"].reshape(shape)) / np.sqrt(f["var"].reshape(shape) + 1e-3) \
+        * f["gamma"].reshape(shape) + f["beta"].reshape(shape)
+    np.testing.assert_allclose(ref["bn_output"], want, rtol=1e-5, atol=1e-5)
+    assert_close(run_onnx(result.model, model.feeds), ref)

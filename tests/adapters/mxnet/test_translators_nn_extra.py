@@ -20,6 +20,7 @@ from mxnet_testlib import (
     export,
     hand_json,
     mx_op,
+    need_mxnet,
     run_mxnet,
     run_onnx,
     try_mxnet,
@@ -70,14 +71,17 @@ def indices(rows: int) -> Gen:  # includes out-of-range ids (-1, rows, rows+1): 
     return lambda rng, shape: rng.integers(-1, rows + 2, shape).astype(np.float64)
 
 
-def rois(batch: int, extent: float) -> Gen:
-    """(batch_index, x1, y1, x2, y2) rows inside [0, extent) in image coordinates, some tiny or degenerate."""
+def rois(batch: int, extent: float, padded: int = 0) -> Gen:
+    """(batch_index, x1, y1, x2, y2) rows inside [0, extent) in image coordinates, some tiny or degenerate;
+    ``padded`` rows (every other one from the second) get batch index -1, GluonCV's padding rows."""
     def gen(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         r = shape[0]
         xy = rng.uniform(0, extent * 0.7, (r, 2))
         wh = rng.uniform(0.2, extent * 0.5, (r, 2))
         wh[0] = 0.3  # a box smaller than one pixel: the ROI size clamp matters
-        return np.concatenate([rng.integers(0, batch, (r, 1)), xy, xy + wh], 1)
+        idx = rng.integers(0, batch, (r, 1))
+        idx[1:1 + 2 * padded:2] = -1
+        return np.concatenate([idx, xy, xy + wh], 1)
     return gen
 
 
@@ -142,6 +146,9 @@ CASES: list[Case] = [
          [In("data", (1, 8, 6, 6)), In("rois", (2, 5), gen=rois(1, 6.0))], opsets=(17,), refuse=r"position_sensitive"),
     Case("roipooling", "ROIPooling", {"pooled_size": (3, 3), "spatial_scale": 0.5},
          [In("data", (2, 3, 8, 8)), In("rois", (6, 5), gen=rois(2, 16.0))]),
+    # rows with batch index -1 are padding: MXNet writes zeros for them (ROIAlign: test_roialign_padded_rois)
+    Case("roipooling_padded_rois", "ROIPooling", {"pooled_size": (3, 3), "spatial_scale": 0.5},
+         [In("data", (2, 3, 8, 8)), In("rois", (6, 5), gen=rois(2, 16.0, padded=2))]),
     # normalisation
     Case("lrn", "LRN", {"nsize": 3}, [In("data", (2, 5, 4, 4))]),
     Case("lrn_attrs", "LRN", {"nsize": 5, "alpha": 0.01, "beta": 0.5, "knorm": 1.0}, [In("data", (1, 7, 3, 3))]),
@@ -366,3 +373,40 @@ def test_other_dtypes(case: Case, dtype: str, tmp_path: Path) -> None:
     assert_close(got, expected, c.rtol, c.atol)
     for name in result.output_names:
         assert got[name].dtype == expected[name].dtype, name
+
+
+@pytest.mark.parametrize(("aligned", "opset"), [(False, 13), (False, 17), (True, 16), (True, 18)])
+def test_roialign_padded_rois(aligned: bool, opset: int, tmp_path: Path) -> None:
+    """GluonCV pads its rois with batch index -1 rows. MXNet 1.9.1's CPU ROIAlign skips those rows, leaving
+    their output (and, through its shared sample buffer, parts of other rows) undefined, so the converted
+    layer is held to the defined meaning: zeros on padding rows, MXNet's own values (on the real rows
+    alone) elsewhere."""
+    mx = need_mxnet()
+    attrs = {"pooled_size": (3, 2), "spatial_scale": 0.5, "sample_ratio": 2, "aligned": aligned}
+    case = Case("roialign_padded", "_contrib_ROIAlign", attrs,
+                [In("data", (2, 3, 8, 8)), In("rois", (7, 5), gen=rois(2, 16.0, padded=3))])
+    model = build(case, tmp_path, mx)
+    padding = model.feeds["rois"][:, 0] < 0
+    assert 0 < padding.sum() < len(padding)
+    result = export(model, opset)
+    got = run_onnx(result.model, model.feeds)[result.output_names[0]]
+    real = mx.nd.contrib.ROIAlign(mx.nd.array(model.feeds["data"]), mx.nd.array(model.feeds["rois"][~padding]),
+                                  **attrs).asnumpy()
+    np.testing.assert_array_equal(got[padding], 0)
+    np.testing.assert_allclose(got[~padding], real, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("second", [{"scale_height": 2.0, "scale_width": 2.0}, {"height": 9, "width": 5},
+                                    {"mode": "to_odd_up"}, {"mode": "odd_scale", "scale_height": 2.0, "scale_width": 0.5}],
+                         ids=["scale", "size", "to_odd_up", "odd_scale"])
+@pytest.mark.parametrize("opset", [13, 17])
+def test_chained_resizes_on_a_static_input(second: dict[str, Any], opset: int, tmp_path: Path) -> None:
+    """ICNet resizes a resized map: the second BilinearResize2D reads the first one's H, W, which the
+    converter knows from the static input."""
+    mx = need_mxnet()
+    first = mx.sym.contrib.BilinearResize2D(mx.sym.var("data"), scale_height=0.5, scale_width=0.5, name="r1")
+    mx.sym.contrib.BilinearResize2D(first, name="r2", **second).save(str(tmp_path / "net-symbol.json"))
+    model = Model(tmp_path / "net-symbol.json", None,
+                  {"data": np.random.default_rng(1).standard_normal((2, 3, 12, 10)).astype(np.float32)})
+    result = export(model, opset)
+    assert_close(run_onnx(result.model, model.feeds), run_mxnet(model, result))

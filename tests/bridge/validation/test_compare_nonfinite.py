@@ -110,3 +110,9 @@ def test_mark_vacuous_flags_the_entry_covering_an_output() -> None:
     assert comp.mark_vacuous(["z"], "the reference does not change with the input") == ["z"]
     assert comp.passed and comp.vacuous
     assert comp.vacuous_reasons == ["z: the reference does not change with the input"]
+
+
+def test_summary_counts_nan_on_one_side() -> None:
+    """MXNet gives NaN where onnxruntime gives a number: the finite error is 0, the summary says why it fails."""
+    comp, _ = _one(np.array([NAN, 1.0, NAN], np.float32), np.array([0.5, 1.0, 2.0], np.float32))
+    assert not comp.passed and "2 NaN/inf on one side only" in comp.summary()
