@@ -198,7 +198,9 @@ class DetectionSpec:
     @classmethod
     def from_legacy(cls, name: str, output_format: str) -> DetectionSpec:
         """A lowered MultiBoxDetection output: reference ``name`` in MXNet's layout, candidate in ``output_format``."""
-        if output_format not in ("mxnet", "boxes-scores-classes", "indices"):
+        from bridge.passes.contrib.nms import OUTPUT_FORMATS
+
+        if output_format not in OUTPUT_FORMATS:
             raise UsageError(f"detection output '{name}': unknown format '{output_format}'")
         names = detection_output_names(name, output_format)
         roles = {"mxnet": ("detections",), "boxes-scores-classes": ("boxes", "scores", "labels", "num"),
@@ -350,7 +352,20 @@ def _to_xyxy(d: Detections, box_format: str) -> Detections:
 def read_detection_pair(spec: DetectionSpec, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
                         ) -> tuple[list[Detections], list[Detections]]:
     """Both sides' detections with equal image counts (a batch-index layout's missing empty images are added)."""
-    ref, cand = spec.read(reference, "reference"), spec.read(candidate, "candidate")
+    ref = spec.read(reference, "reference")
+    try:
+        cand = spec.read(candidate, "candidate")
+    except ValueError:
+        # the reference fits the layout: a candidate that does not, with outputs shaped otherwise, computes
+        # something else (e.g. one mask for 21 boxes); that is not a question of layout
+        differ = [f"{role} {list(np.shape(candidate[name]))} vs {list(np.shape(reference[spec.ref_outputs[role]]))}"
+                  for role, name in spec.outputs.items() if role in spec.ref_outputs and name in candidate
+                  and spec.ref_outputs[role] in reference and spec.ref_layout == spec.layout
+                  and np.shape(candidate[name]) != np.shape(reference[spec.ref_outputs[role]])]
+        if differ:
+            raise ValueError(f"the candidate's outputs are shaped unlike the reference's ({', '.join(differ)}) and do "
+                             "not fit together: the converted model computes something else") from None
+        raise
     capacity = _padded_capacity(spec, candidate)
     if capacity is not None:
         ref = [best_rows(d, capacity) for d in ref]
