@@ -95,7 +95,7 @@ def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progre
     from bridge.targets import get_target
 
     with staged(stages, "adapter"):
-        target = get_target(cfg.to)
+        target = get_target(cfg.to, **cfg.target_options)
         adapter = pick_adapter(cfg)
     exported = export(cfg, adapter, stages, progress)
     timings = {"export_s": stages["export"].seconds or 0.0}
@@ -199,7 +199,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
 
         candidate_model = workdir / "candidate.onnx"
         save_model(proto, candidate_model)
-    target = get_target(cfg.to)
+    target = get_target(cfg.to, **cfg.target_options)
     # an artefact is validated in the runtimes that run it; every other runtime validates the .onnx itself
     by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
     candidates = {name: partial(isolate, partial(candidate_runtime, name, candidate_model, workdir, by_runtime),

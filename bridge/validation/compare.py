@@ -176,6 +176,8 @@ def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: M
         side = candidate_name if name not in candidate else reference_name
         return OutputComparison(name, False, False, False, atol=atol, rtol=rtol, note=f"output missing from {side}",
                                 covers=[name])
+    if isinstance(reference[name], (list, tuple)) or isinstance(candidate[name], (list, tuple)):
+        return _compare_sequence(name, reference[name], candidate[name], tolerance, reference_name, candidate_name)
     ref = np.asarray(reference[name])
     cand = np.asarray(candidate[name])
     item = OutputComparison(
@@ -242,6 +244,30 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
         item.add_vacuous(f"the reference's largest magnitude ({scale:.3g}) is within the tolerance (atol {atol:g}): "
                          f"any output that small passes" + (f"; check it with --tolerance {item.name}={scale / 100:.1g},"
                                                            f"{rtol:g}" if scale > 0 else ""))
+
+
+def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tolerance, reference_name: str,
+                      candidate_name: str) -> OutputComparison:
+    """A sequence output (a list of tensors from onnxruntime): same length, then element by element."""
+    atol, rtol = tolerance.for_output(name)
+    ref, cand = ([*x] if isinstance(x, (list, tuple)) else [x] for x in (reference, candidate))
+    item = OutputComparison(name, False, len(ref) == len(cand), True, ref_shape=[len(ref)], cand_shape=[len(cand)],
+                            atol=atol, rtol=rtol, covers=[name])
+    if not item.shape_match:
+        item.note = f"sequence of {len(cand)} elements != reference {len(ref)}"
+        return item
+    parts = [_compare_tensor(name, {name: r}, {name: c}, tolerance, reference_name, candidate_name)
+             for r, c in zip(ref, cand, strict=True)]
+    item.passed = all(p.passed for p in parts)
+    item.dtype_match = all(p.dtype_match for p in parts)
+    item.max_abs = max((p.max_abs or 0.0 for p in parts), default=0.0)
+    item.max_rel = max((p.max_rel or 0.0 for p in parts), default=0.0)
+    item.mismatch_fraction = max((p.mismatch_fraction or 0.0 for p in parts), default=0.0)
+    bad = [f"[{i}] {p.note}" for i, p in enumerate(parts) if not p.passed]
+    item.note = f"sequence of {len(ref)} elements" + (f"; {'; '.join(bad)}" if bad else "")
+    if not parts:
+        item.add_vacuous("empty sequence: no elements to compare")
+    return item
 
 
 def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.ndarray],

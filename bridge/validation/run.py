@@ -262,8 +262,8 @@ def _mark_insensitive(run: ComparisonRun, reference: Runtime, feeds: FeedSource,
         return
     categorical = {name for spec in detections for role, name in spec.ref_outputs.items()
                    if role in ("labels", "num", "batch_index", "selected_indices")}
-    floats = {k: v for k, v in run.reference_outputs.items()
-              if np.asarray(v).dtype.kind in "fc" and k not in categorical}
+    floats = {k: v for k, v in run.reference_outputs.items()  # sequence outputs (lists) are not measured
+              if not isinstance(v, (list, tuple)) and np.asarray(v).dtype.kind in "fc" and k not in categorical}
     run.insensitive = _still_insensitive(insensitive_outputs(floats, other), reference, feeds, run)
     same = set(run.insensitive)
     grouped = {name for spec in detections for name in spec.ref_outputs.values()}

@@ -352,7 +352,20 @@ def _to_xyxy(d: Detections, box_format: str) -> Detections:
 def read_detection_pair(spec: DetectionSpec, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
                         ) -> tuple[list[Detections], list[Detections]]:
     """Both sides' detections with equal image counts (a batch-index layout's missing empty images are added)."""
-    ref, cand = spec.read(reference, "reference"), spec.read(candidate, "candidate")
+    ref = spec.read(reference, "reference")
+    try:
+        cand = spec.read(candidate, "candidate")
+    except ValueError:
+        # the reference fits the layout: a candidate that does not, with outputs shaped otherwise, computes
+        # something else (e.g. one mask for 21 boxes); that is not a question of layout
+        differ = [f"{role} {list(np.shape(candidate[name]))} vs {list(np.shape(reference[spec.ref_outputs[role]]))}"
+                  for role, name in spec.outputs.items() if role in spec.ref_outputs and name in candidate
+                  and spec.ref_outputs[role] in reference and spec.ref_layout == spec.layout
+                  and np.shape(candidate[name]) != np.shape(reference[spec.ref_outputs[role]])]
+        if differ:
+            raise ValueError(f"the candidate's outputs are shaped unlike the reference's ({', '.join(differ)}) and do "
+                             "not fit together: the converted model computes something else") from None
+        raise
     if len(ref) != len(cand):
         short, implicit = (ref, spec.implicit_images("reference")) if len(ref) < len(cand) else \
             (cand, spec.implicit_images("candidate"))
