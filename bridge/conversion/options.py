@@ -237,6 +237,9 @@ def resolve(values: Mapping[str, Any], *, where: str = "convert") -> dict[str, A
     for o in convert_options():
         if o.choices is not None:
             o.check_choice(merged[o.name])
+    seed = merged["seed"]  # numpy seeds only from 0 up; a negative one would surface as an internal error
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise UsageError(f"--seed {seed!r}: must be an integer from 0 to 2**63 - 1")
     return merged
 
 
