@@ -34,6 +34,7 @@ class ExportResult:
     seconds: float = 0.0
     example_source: str = ""  # what a tracing exporter ran the model on (reports say which inputs were used)
     warning_details: list[str] = field(default_factory=list)  # every warning in full, when ``warnings`` groups them
+    opset: int | None = None  # the default-domain opset the ONNX stage converts to (the recipe decides it)
 
 
 class Adapter(Protocol):

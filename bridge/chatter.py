@@ -106,7 +106,14 @@ def root_cause(exc: BaseException, limit: int = 300) -> str:
     while exc.__cause__ is not None:
         exc = exc.__cause__
     lines = [ln.strip() for ln in _ANSI.sub("", str(exc)).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0][:limit] if lines else ''}"
+    name = type(exc).__name__
+    if len(lines) > 1 and lines[0].endswith(":"):
+        # a header over a traceback (TensorFlow's "in user code:"): the cause is its last line
+        body = [ln for ln in lines[1:] if not ln.startswith(("File ", "^", "~"))]
+        if body:
+            last = body[-1].removeprefix(f"{name}: ")
+            return f"{name}: {last[:limit]} ({lines[0].rstrip(':')})"
+    return f"{name}: {lines[0][:limit] if lines else ''}"
 
 
 # C0 controls but tab and newline, DEL, C1 controls (incl. the 8-bit CSI), and bidi overrides: a model or
@@ -118,4 +125,3 @@ def printable(text: object) -> str:
     """``text`` with every terminal control character shown as an escape (``\\x1b``) instead of obeyed."""
     s = str(text)
     return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], s) if _UNPRINTABLE.search(s) else s
-

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,6 @@ CONTRIB_DOMAIN = "bridge.contrib"
 DETECTION_META = "bridge.detection_outputs"
 # metadata_props key: JSON list of graph outputs computed from random ops (validation compares shape and dtype only)
 NONDETERMINISTIC_OUTPUTS_META = "bridge.nondeterministic_outputs"
-DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
 REPORT_SUFFIXES = (".json", ".md", ".markdown", ".html", ".htm")  # what bridge.report.write_report writes
 
 _DTYPES = {
@@ -211,7 +210,51 @@ DEFAULT_TOLERANCE = Tolerance()
 
 
 INPUT_KINDS = ("normal", "image")
-EXPORTERS = ("auto", "dynamo", "torchscript")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One convert option, declared once: ``bridge.conversion.options`` derives the CLI flag, the keyword of
+    ``bridge.api.convert``, the manifest field (and its JSON Schema) and ``bridge debug``'s flag from it.
+
+    ``name`` is the API keyword and the manifest key (``manifest`` when the manifest spells it otherwise);
+    ``type`` the API/manifest type; ``flags`` the CLI spellings (default ``--name-with-dashes``) and
+    ``cli_type`` what the CLI parses when it differs (a comma-separated string for a list, ...);
+    ``choices`` reads the allowed values from a registry when asked (never a second list); ``group``
+    names the owner: ``convert`` (the core), ``adapter:<framework>`` or ``target:<name>`` (adapters and
+    targets declare their own options in their ``options`` attribute). ``route`` says where the value
+    goes: ``config`` (a ConvertConfig field), ``source`` (``Source.options``, the adapters' knobs) or
+    ``target`` (``ConvertConfig.target_options``). ``debug``: ``bridge debug`` takes it too.
+    """
+
+    name: str
+    type: Any
+    default: Any
+    help: str
+    flags: tuple[str, ...] = ()
+    cli_type: Any = None
+    choices: Callable[[], Sequence[str]] | None = None
+    group: str = "convert"
+    route: str = "config"
+    debug: bool = True
+    manifest: str | None = ""  # "" = same as name; None = not a manifest field (the migrate worker sets it)
+
+    @property
+    def cli_flags(self) -> tuple[str, ...]:
+        return self.flags or ("--" + self.name.replace("_", "-"),)
+
+    @property
+    def manifest_name(self) -> str | None:
+        return self.name if self.manifest == "" else self.manifest
+
+    def check_choice(self, value: Any) -> None:
+        """UsageError naming the flag and the choices when ``value`` is not one of them."""
+        if self.choices is None or value is None:
+            return
+        known = list(self.choices())
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v not in known:
+                raise UsageError(f"{self.cli_flags[0]} '{v}': choose one of {', '.join(known)}")
 
 
 @dataclass(frozen=True)
@@ -262,8 +305,7 @@ class ExportSpec:
 
     ``examples`` makes the arrays a tracing exporter runs the model on (the same inputs validation
     uses: ``--feeds`` or generated per ``--input-kind/--input-range``), given the resolved input specs;
-    None = the adapter's own. ``exporter``: which exporter a framework with several uses (PyTorch:
-    auto|dynamo|torchscript).
+    None = the adapter's own.
     """
 
     inputs: tuple[InputSpec, ...] = ()
@@ -271,11 +313,9 @@ class ExportSpec:
     opset: int = DEFAULT_OPSET
     output_names: tuple[str, ...] = ()
     examples: Any = field(default=None, compare=False)  # Callable[[Sequence[InputSpec]], dict[str, np.ndarray]]
-    exporter: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.exporter not in EXPORTERS:
-            raise UsageError(f"--exporter '{self.exporter}': choose one of {', '.join(EXPORTERS)}")
+    # False: no opset was asked; ``opset`` is only what exporters are asked for, the ONNX stage keeps the
+    # exporter's opset (``opsets.target``)
+    opset_asked: bool = field(default=True, compare=False)
 
     def input(self, name: str) -> InputSpec | None:
         return next((s for s in self.inputs if s.name == name), None)
@@ -310,8 +350,9 @@ class Source:
 
 @dataclass(frozen=True)
 class ConvertConfig:
-    """Everything ``bridge.api.convert`` needs, validated on construction (names of frameworks, targets and
-    runtimes are checked against their registries by ``bridge.api``: the registries are the only lists)."""
+    """Everything the conversion recipe needs, built from the declared options by
+    ``bridge.conversion.options.build_config`` (choices are checked there, against the registries: the
+    registries are the only lists); the checks below are those that relate several options."""
 
     source: Source
     output: Path
@@ -321,25 +362,24 @@ class ConvertConfig:
     tolerance: Tolerance = DEFAULT_TOLERANCE
     report: Path | None = None
     seed: int = 0
-    detection_format: str = "mxnet"  # how lowered detection layers emit results (see bridge.validation.detection)
+    detection_format: str = "mxnet"  # how lowered detection layers emit results (bridge.passes.contrib.nms)
     max_detections: int | None = None
     feeds: Path | None = None  # validation inputs (.npz by input name) instead of seeded random data
-    to: str = "onnx"  # "tensorflow" also writes a SavedModel (via onnx-tf) next to the .onnx
-    saved_model: Path | None = None  # where the SavedModel goes (default: <output stem>_saved_model)
+    to: str = "onnx"  # the delivery target (bridge.targets); its own options are in target_options
+    target_options: Mapping[str, Any] = field(default_factory=dict)  # the target's option group, by name
+    artefact_dir: Path | None = None  # where target artefacts go (default: beside the .onnx)
+    artefacts: Mapping[str, Path] = field(default_factory=dict)  # the target's artefacts: name -> path (its place())
     isolate: bool = True  # run the source reference and each runtime in a child process (bridge.runtimes.isolated)
     timeout: float | None = 600.0  # seconds per reference/runtime step in that child
     detections: tuple[str, ...] = ()  # --detections ROLE=OUTPUT,... groups (parsed by bridge.validation.detection.layouts)
     input_values: InputValues = InputValues()  # what generated tracing/validation inputs look like
     external_data: bool | None = None  # weights to <output>.data (None: only past protobuf's 2 GiB limit)
+    strict: bool = False  # a vacuous or skipped validation fails
+    validate_given: bool = False  # --validate was given explicitly: a validation that cannot run fails
+    values: Mapping[str, Any] = field(default_factory=dict, compare=False)  # every convert option's value, by name
     strip_provenance: bool = False  # write nodes without their provenance metadata (bridge.provenance)
 
-    @property
-    def saved_model_dir(self) -> Path:
-        return self.saved_model or self.output.with_name(self.output.stem + "_saved_model")
-
     def __post_init__(self) -> None:
-        if self.detection_format not in DETECTION_FORMATS:
-            raise UsageError(f"--detection-format '{self.detection_format}': choose one of {', '.join(DETECTION_FORMATS)}")
         if self.max_detections is not None and self.max_detections <= 0:
             raise UsageError(f"--max-detections {self.max_detections}: must be a positive number")
         names = [s.name for s in self.export.inputs]

@@ -23,6 +23,7 @@ from bridge import provenance
 from bridge.config import CONTRIB_DOMAIN
 from bridge.io import load_model
 from bridge.model import bridge_metadata
+from bridge.rewriting import default_opset
 from bridge.runtimes.base import TensorMeta
 
 
@@ -35,7 +36,7 @@ class Problem:
 
 
 def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return default_opset(model, missing=0)
 
 
 def _value_types(model: onnx.ModelProto) -> dict[str, int]:

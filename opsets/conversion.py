@@ -30,7 +30,7 @@ from onnxscript.version_converter import _version_converter as onnxscript_vc
 
 from bridge.errors import UsageError
 from bridge.model import min_ir_version
-from bridge.rewriting import apply_rewrites, node_label
+from bridge.rewriting import apply_rewrites, default_opset, node_label
 from bridge.rewriting.protos import call_without_weights
 from opsets import legalize, registry, version_adapters
 from opsets.errors import OpsetConversionError
@@ -97,7 +97,7 @@ def check_target(target: int) -> None:
 
 
 def model_opset(model: ir.Model) -> int:
-    return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)))
+    return default_opset(model, missing=0)
 
 
 def convert_opset(model: ir.Model, target: int) -> ir.Model:

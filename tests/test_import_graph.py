@@ -7,6 +7,7 @@ and fails on any cycle between modules and on any import against that order, nam
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge",),
     ("bridge.api",),
     ("bridge.shapes", "bridge.graft", "bridge.migrate", "bridge.debug", "bridge.bench"),
+    ("bridge.conversion",),
     ("bridge.validation", "bridge.targets", "bridge.inspection", "adapters"),
     ("bridge.passes",),
     ("bridge.runtimes",),
@@ -53,7 +55,6 @@ def all_modules() -> dict[str, Path]:
 
 def resolve(importer: str, is_package: bool, node: ast.ImportFrom | ast.Import, modules: dict[str, Path]) -> list[str]:
     """The project modules an import statement loads (``from pkg import sub`` counts ``pkg.sub``)."""
-    targets: list[str] = []
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
@@ -63,12 +64,46 @@ def resolve(importer: str, is_package: bool, node: ast.ImportFrom | ast.Import, 
             anchor = anchor[: len(anchor) - (node.level - 1)]
             base = ".".join([*anchor, base]) if base else ".".join(anchor)
         names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+    return project_modules(names, modules)
+
+
+def project_modules(names: list[str] | set[str], modules: dict[str, Path]) -> list[str]:
+    """The project module each dotted name lies in (``pkg.mod.attr`` -> ``pkg.mod``); others dropped."""
+    targets = []
     for name in names:
         while name and name not in modules:
             name = name.rpartition(".")[0]
         if name and name.split(".")[0] in PACKAGES:
             targets.append(name)
     return targets
+
+
+_REFERENCE = re.compile(r"^([A-Za-z_]\w*(?:\.\w+)*):[A-Za-z_][\w.]*$")  # "module:attribute" (registries, workers)
+
+
+def string_imports(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """Modules a file imports by string: ``"module:attribute"`` references (registries, migrate workers),
+    ``{"module": "x", ...}`` callable references, and code strings run in a child (``"from x import y"``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if (isinstance(key, ast.Constant) and key.value == "module" and isinstance(value, ast.Constant)
+                        and isinstance(value.value, str)):
+                    names.add(value.value)
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        match = _REFERENCE.match(node.value)
+        if match:
+            names.add(match.group(1))
+        elif "import " in node.value:
+            try:
+                code = ast.parse(node.value)
+            except SyntaxError:
+                continue
+            names.update(a.name if isinstance(n, ast.Import) else n.module or "" for n in ast.walk(code)
+                         if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names)
+    return set(project_modules(names, modules))
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -81,6 +116,7 @@ def import_graph() -> dict[str, set[str]]:
                 for target in resolve(name, path.name == "__init__.py", node, modules):
                     if target != name:
                         graph[name].add(target)
+        graph[name].update(t for t in string_imports(tree, modules) if t != name)
         graph.setdefault(name, set())
     return graph
 
@@ -166,6 +202,14 @@ def test_the_checker_sees_a_violation() -> None:
     graph = {"opsets.registry": {"bridge.api"}, "bridge.api": {"opsets.registry"}}
     assert backward_edges(graph) == ["opsets.registry -> bridge.api  (opsets may not import bridge.api)"]
     assert strongly_connected(graph) == [["bridge.api", "opsets.registry"]]
+
+
+def test_string_imports_are_edges() -> None:
+    """``"module:function"`` references and child-process code strings count as imports."""
+    modules = all_modules()
+    tree = ast.parse('R = {"x": "bridge.api:convert"}\nC = {"module": "bridge.cli.main", "qualname": "main"}\n'
+                     'CODE = "import sys; from bridge.migrate.worker import main"\n')
+    assert string_imports(tree, modules) == {"bridge.api", "bridge.cli.main", "bridge.migrate.worker"}
 
 
 if __name__ == "__main__":  # a quick listing while restructuring: python tests/test_import_graph.py

@@ -25,7 +25,7 @@ import inspect
 import io
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from adapters.pytorch.loading import (
 from adapters.pytorch.runner import TorchReferenceRunner, flatten_outputs
 from bridge import provenance
 from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
-from bridge.config import DynamicAxis, ExportSpec, InputSpec, Source
+from bridge.config import DynamicAxis, ExportSpec, InputSpec, Option, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
 from bridge.runtimes.base import Runtime
 
@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 DYNAMO = "torch.onnx (dynamo / torch.export)"
 TORCHSCRIPT = "torch.onnx (TorchScript, legacy)"
+EXPORTERS = ("auto", "dynamo", "torchscript")  # --exporter: this adapter's own option (Source.options["exporter"])
 
 
 def _require_torch() -> None:
@@ -61,6 +62,9 @@ def _require_torch() -> None:
 
 class PyTorchAdapter:
     framework = "torch"
+    options = (Option("exporter", str, "auto", "PyTorch exporter: auto (dynamo unless torch.export finds "
+                      "data-dependent control flow, then TorchScript) | dynamo | torchscript",
+                      choices=lambda: EXPORTERS),)
 
     def claims(self, source: Source) -> bool:
         if source.obj is not None:
@@ -85,9 +89,11 @@ class PyTorchAdapter:
             output_names = list(spec.output_names)
         start = time.perf_counter()
         with captured_warnings() as caught:
-            model, exporter, notes = _export(loaded, example, inputs, output_names, spec)
+            asked = str(source.options.get("exporter") or "auto")
+            model, exporter, notes = _export(loaded, example, inputs, output_names, spec, asked)
         if exporter == TORCHSCRIPT:
-            check_traced_dynamic_axes(model, inputs, spec.dynamic)
+            # after auto's fallback, dynamo has already failed: the advice must not send the user back to it
+            check_traced_dynamic_axes(model, inputs, spec.dynamic, dynamo_failed=asked == "auto")
         stamp_provenance(model, exporter)
         return ExportResult(
             model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
@@ -100,8 +106,13 @@ class PyTorchAdapter:
         return TorchReferenceRunner(load(source).module, export.inputs, export.output_names)
 
 
-def forward_input_names(loaded: LoadedTorch) -> list[str]:
-    """Names of the model's tensor inputs, in call order."""
+def forward_input_names(loaded: LoadedTorch, named: Collection[str] = ()) -> list[str]:
+    """Names of the model's tensor inputs, in call order.
+
+    A forward() argument with a default (``attn_mask=None``, ``is_causal=False``) is an input only when
+    the user names it (``named``, from ``--input``): the exporters trace the default otherwise. Inputs are
+    passed positionally, so a named optional argument after an unnamed one is a usage error.
+    """
     if loaded.exported_program is not None:
         from torch.export.graph_signature import InputKind
 
@@ -110,14 +121,26 @@ def forward_input_names(loaded: LoadedTorch) -> list[str]:
     module = loaded.module
     schema = getattr(getattr(module, "forward", None), "schema", None)
     if schema is not None:  # ScriptModule: first argument is self
-        return [a.name for a in schema.arguments[1:]]
-    params = inspect.signature(module.forward).parameters.values()
-    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [(a.name, a.default_value is not None) for a in schema.arguments[1:]]
+    else:
+        params = [(p.name, p.default is not p.empty) for p in inspect.signature(module.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names: list[str] = []
+    skipped: list[str] = []
+    for name, optional in params:
+        if optional and name not in named:
+            skipped.append(name)
+            continue
+        if optional and skipped:
+            raise UsageError(f"--input {name}: forward() takes its inputs positionally; name the optional "
+                             f"argument(s) before it too ({', '.join(f'--input {s}:SHAPE' for s in skipped)})")
+        names.append(name)
+    return names
 
 
 def _resolve_inputs(loaded: LoadedTorch, spec: ExportSpec) -> tuple[InputSpec, ...]:
-    names = forward_input_names(loaded)
     given = {s.name: s for s in spec.inputs}
+    names = forward_input_names(loaded, given)
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise UsageError(f"--input {unknown[0]}: the model's forward() takes {names}")
@@ -163,19 +186,22 @@ def _example_tensors(inputs: Sequence[InputSpec], spec: ExportSpec) -> tuple[tup
 
 
 def _export(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec], output_names: Sequence[str],
-            spec: ExportSpec) -> tuple[onnx.ModelProto, str, list[str]]:
-    """Run the exporter ``spec.exporter`` asks for; returns the model, the exporter used and why (notes)."""
-    if spec.exporter == "torchscript":
+            spec: ExportSpec, which: str = "auto") -> tuple[onnx.ModelProto, str, list[str]]:
+    """Run the exporter ``which`` (``--exporter``); returns the model, the exporter used and why (notes)."""
+    if which not in EXPORTERS:
+        raise UsageError(f"--exporter '{which}': choose one of {', '.join(EXPORTERS)}")
+    if which == "torchscript":
         if loaded.exported_program is not None:
             raise UsageError("--exporter torchscript: a .pt2 ExportedProgram can only go through the dynamo exporter")
         return (_export_torchscript(loaded, example, inputs, output_names, spec), TORCHSCRIPT,
                 ["exporter: TorchScript (--exporter torchscript)"])
-    if spec.exporter == "dynamo":
+    if which == "dynamo":
         try:
             return (_export_dynamo(loaded, example, inputs, output_names, spec), DYNAMO,
                     ["exporter: dynamo (--exporter dynamo)"])
         except Exception as exc:
-            raise ExportError(f"the dynamo exporter failed ({root_cause(exc)}); try --exporter torchscript") from exc
+            fixed = " (which traces loops over a dynamic axis at a fixed size: drop --dynamic then)" if spec.dynamic else ""
+            raise ExportError(f"the dynamo exporter failed ({root_cause(exc)}); try --exporter torchscript{fixed}") from exc
     # auto: one torch.export capture decides whether dynamo can work at all
     program = loaded.exported_program
     if program is None:
@@ -231,9 +257,13 @@ def _data_dependent(exc: BaseException) -> bool:
     return False
 
 
-def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec], dynamic: Sequence[DynamicAxis]) -> None:
+def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec], dynamic: Sequence[DynamicAxis],
+                              dynamo_failed: bool = False) -> None:
     """ExportError when the traced graph splits a dynamic axis into a fixed number of pieces (``unbind``,
-    a Python loop over the batch): the model would fail at every other size of that axis."""
+    a Python loop over the batch): the model would fail at every other size of that axis.
+
+    The advice ends where it cannot loop: dynamo is suggested only when it has not run (``dynamo_failed``:
+    auto already tried it); the way out that always works is a fixed size for that axis."""
     if not dynamic:
         return
     labels = {a.label: a for a in dynamic}
@@ -263,8 +293,10 @@ def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec
         raise ExportError(
             f"the traced graph fixes axis {axis_spec.axis} of '{axis_spec.input}' to {size}: node {node.op_type} "
             f"'{node.name}' splits that axis ('{dim}') into {pieces} pieces (a Python loop or unbind over it, "
-            f"recorded by tracing); trace with dynamo (--exporter dynamo) or remove "
-            f"--dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label}")
+            f"recorded by tracing); "
+            + ("" if dynamo_failed else "trace with dynamo (--exporter dynamo), or ")
+            + f"export at a fixed size: remove --dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label} "
+              f"(for a batch: export batch 1 and run the images one by one)")
 
 
 def _output_names(module: Any, example: tuple[Any, ...]) -> list[str]:

@@ -31,7 +31,7 @@ from adapters.tensorflow.loading import LoadedTF, TensorSig, load, source_kind
 from adapters.tensorflow.runner import make_runner
 from adapters.tensorflow.trust import refuse_side_effects
 from bridge.chatter import captured_warnings, quiet, root_cause
-from bridge.config import ExportSpec, InputSpec, Source
+from bridge.config import ExportSpec, InputSpec, Option, Source
 from bridge.errors import ExportError, UsageError
 from bridge.frameworks import import_tensorflow
 from bridge.runtimes.base import Runtime
@@ -44,6 +44,10 @@ _UNK = re.compile(r"^unk__\d+$")
 
 class TensorFlowAdapter:
     framework = "tensorflow"
+    # this adapter's own options, handed to it in Source.options (read by adapters.tensorflow.loading)
+    options = (Option("graph_inputs", str | None, None, "GraphDef .pb: comma-separated input tensor names",
+                      flags=("--inputs",), manifest="graph_inputs"),
+               Option("signature", str | None, None, "SavedModel signature (default serving_default)"))
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str], LoadedTF] = {}

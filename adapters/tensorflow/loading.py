@@ -190,7 +190,8 @@ def _load_graph_def(source: Source) -> LoadedTF:
     except Exception as exc:
         raise BadInputFileError(f"{source.location} is not a binary GraphDef: {exc}") from exc
     nodes = {n.name: n for n in gd.node}
-    given_in = [_tensor_name(s) for s in source.options.get("inputs", "").split(",") if s.strip()]
+    given_in = [_tensor_name(s) for s in (source.options.get("graph_inputs") or source.options.get("inputs", "")).split(",")
+                if s.strip()]
     given_out = [_tensor_name(s) for s in source.options.get("outputs", "").split(",") if s.strip()]
     in_names = given_in or [f"{n.name}:0" for n in gd.node if n.op == "Placeholder"]
     if not given_out:

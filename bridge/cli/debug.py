@@ -9,6 +9,7 @@ model diverges from the source (as ``convert`` would fail), 0 when every compare
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,82 +18,56 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from adapters import registered_frameworks
 from bridge.cli import render
-from bridge.cli.options import (
-    DEFAULT_ATOL,
-    DEFAULT_RTOL,
-    DEFAULT_TIMEOUT,
-    OPSET_DEFAULT,
-    AsJsonOpt,
-    AtolOpt,
-    DynamicOpt,
-    FeedsOpt,
-    InputOpt,
-    OpsetOpt,
-    RtolOpt,
-    SeedOpt,
-    TimeoutOpt,
-    ToleranceOpt,
-    TrustOpt,
-    WeightsOpt,
-    tolerance_from,
-)
+from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
+from bridge.conversion.options import cli_parameters
 from bridge.errors import ValidationMismatch
 
 ROWS_AROUND_CULPRIT = 3  # divergence-table rows shown before and after the culprit (all are in --report)
 
-HtmlReportOpt = Annotated[Path | None, typer.Option("--report", help="write a report: .html (self-contained, with "
-                                                                   "detection overlays and error histograms), .json or .md")]
-
-
-def debug_command(
-    source: Annotated[str, typer.Argument(help="model file, folder, or module.path:factory (as for convert)")],
-    framework: Annotated[str | None, typer.Option(help=f"{'|'.join(registered_frameworks())} (default: detect)")] = None,
-    model: Annotated[Path | None, typer.Option(help="an already converted .onnx to compare with SOURCE "
-                                                     "(default: convert SOURCE pass by pass)")] = None,
-    input: InputOpt = [],  # noqa: B006 - typer needs a literal default
-    dynamic: DynamicOpt = [],  # noqa: B006
-    opset: OpsetOpt = OPSET_DEFAULT,
-    weights: WeightsOpt = None,
-    outputs: Annotated[str | None, typer.Option(help="comma-separated internal output names to cut the graph at")] = None,
-    atol: AtolOpt = DEFAULT_ATOL,
-    rtol: RtolOpt = DEFAULT_RTOL,
-    tolerance: ToleranceOpt = [],  # noqa: B006
-    detection_format: Annotated[str, typer.Option(help="mxnet|boxes-scores-classes|indices (as for convert)")] = "mxnet",
-    max_detections: Annotated[int | None, typer.Option(help="rows of the boxes-scores-classes format")] = None,
-    feeds: FeedsOpt = None,
-    graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
-    signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
-    trust_source: TrustOpt = False,
-    seed: SeedOpt = 0,
-    report: HtmlReportOpt = None,
-    budget_mb: Annotated[int, typer.Option(help="MiB of tensors fetched per run (bigger models run in chunks)")] = 256,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
-    as_json: AsJsonOpt = False,
-) -> None:
+def debug_command(source: str, model: Path | None = None, budget_mb: int = 256, as_json: bool = False,
+                  **values: Any) -> None:
     """Compare every intermediate tensor of SOURCE and its conversion; name the first node that diverges
     while its inputs agree, and the pass (or translator) that produced it."""
     from bridge import api
+    from bridge.conversion.options import from_cli
 
-    options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature,
-                                 "trust_source": "1" if trust_source else None}.items() if v}
+    values = from_cli(values)
     with render.progress(f"debugging {source}") as progress:
-        result = api.debug(source, model=model, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
-                           tolerance=tolerance_from(atol, rtol, tolerance), weights=weights, options=options,
-                           detection_format=detection_format, max_detections=max_detections, feeds=feeds, seed=seed,
-                           report=report, budget_mb=budget_mb, progress=progress, timeout=timeout)
+        result = api.debug(source, model=model, budget_mb=budget_mb, progress=progress, **values)
     if as_json:
         render.print_json(result)
     else:
         render_debug(result)
-        if report:
-            out.print(f"report written to {report}")
+        if values.get("report"):
+            out.print(f"report written to {values['report']}")
     if not result.passed:
         culprit = result.culprit()
         raise ValidationMismatch(culprit["summary"] if culprit else "the converted model does not match the source",
                                  result=result)
+
+
+def _debug_signature() -> inspect.Signature:
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    help_overrides = {"report": "write a report: .html (self-contained, with detection overlays and error "
+                                "histograms), .json or .md"}
+    return inspect.Signature([
+        inspect.Parameter("source", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[str, typer.Argument(
+            help="model file, folder, or module.path:factory (as for convert)")]),
+        inspect.Parameter("model", keyword, default=None, annotation=Annotated[Path | None, typer.Option(
+            help="an already converted .onnx to compare with SOURCE (default: convert SOURCE pass by pass)")]),
+        *cli_parameters(debug=True, help_overrides=help_overrides),
+        inspect.Parameter("budget_mb", keyword, default=256, annotation=Annotated[int, typer.Option(
+            help="MiB of tensors fetched per run (bigger models run in chunks)")]),
+        inspect.Parameter("as_json", keyword, default=False, annotation=AsJsonOpt)])
+
+
+def debug_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The convert option values ``bridge debug`` takes too (for ``--localize``)."""
+    from bridge.conversion.options import convert_options
+
+    return {o.name: values[o.name] for o in convert_options() if o.debug and o.name in values}
 
 
 def render_debug(result: Any) -> None:
@@ -168,6 +143,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``debug`` command to ``app`` (idempotent)."""
     if any(c.name == "debug" for c in app.registered_commands):
         return
+    debug_command.__signature__ = _debug_signature()  # type: ignore[attr-defined]
     app.command("debug")(debug_command)
 
 

@@ -6,6 +6,7 @@ No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch (or prob
 
 from __future__ import annotations
 
+import inspect as _inspect
 import logging
 import sys
 import traceback
@@ -17,27 +18,21 @@ from rich.markup import escape
 from rich.table import Table
 from typer.exceptions import TyperException
 
-from adapters import registered_frameworks
 from bridge.cli import render
-from bridge.cli.debug import LocalizeOpt, localize_failure, test_hooks
+from bridge.cli.debug import LocalizeOpt, debug_values, localize_failure, test_hooks
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     DEFAULT_TIMEOUT,
-    OPSET_DEFAULT,
     AsJsonOpt,
     AtolOpt,
     DetectionsOpt,
-    DynamicOpt,
-    ExporterOpt,
-    ExternalDataOpt,
     FeedsOpt,
     InputKindOpt,
     InputOpt,
     InputRangeOpt,
     IsolateOpt,
     MaxMemoryOpt,
-    OpsetOpt,
     ReportOpt,
     RtolOpt,
     SeedOpt,
@@ -50,9 +45,8 @@ from bridge.cli.options import (
     tolerance_from,
 )
 from bridge.cli.render import err, out
+from bridge.conversion.options import cli_parameters
 from bridge.errors import EXIT_INTERNAL, EXIT_MISMATCH, EXIT_USAGE, BridgeError, ValidationMismatch
-from bridge.runtimes import available_runtimes
-from bridge.targets import registered_targets
 
 app = typer.Typer(
     name="bridge", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -66,76 +60,32 @@ def _root(ctx: typer.Context,
     ctx.with_resource(test_hooks())  # BRIDGE_TEST_BREAK (README: debugging), for this command only
 
 
-@app.command()
-def convert(
-    source: Annotated[str, typer.Argument(help="model file, folder, or module.path:factory")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")],
-    framework: Annotated[str | None, typer.Option(help=f"{'|'.join(registered_frameworks())} (default: detect)")] = None,
-    input: InputOpt = [],  # noqa: B006 - typer needs a literal default
-    dynamic: DynamicOpt = [],  # noqa: B006
-    opset: OpsetOpt = OPSET_DEFAULT,
-    validate: Annotated[str | None, typer.Option(help=f"runtimes to validate in, comma-separated ({','.join(available_runtimes())}) "
-                                                    "or none (default: the target's)")] = None,
-    report: ReportOpt = None,
-    weights: WeightsOpt = None,
-    outputs: Annotated[str | None, typer.Option(help="comma-separated internal output names to cut the graph at")] = None,
-    output_names: Annotated[str | None, typer.Option(help="comma-separated names for the model's outputs, in order")] = None,
-    atol: AtolOpt = DEFAULT_ATOL,
-    rtol: RtolOpt = DEFAULT_RTOL,
-    tolerance: ToleranceOpt = [],  # noqa: B006
-    detection_format: Annotated[str, typer.Option(
-        help="how lowered detection layers (MultiBoxDetection) emit results: mxnet|boxes-scores-classes|indices")] = "mxnet",
-    max_detections: Annotated[int | None, typer.Option(help="rows of the boxes-scores-classes format")] = None,
-    feeds: FeedsOpt = None,
-    to: Annotated[str, typer.Option(help=f"{'|'.join(registered_targets())}: delivery format (tensorflow also writes "
-                                          "a SavedModel, validated in TF)")] = "onnx",
-    saved_model: Annotated[Path | None, typer.Option(help="SavedModel folder for --to tensorflow "
-                                                           "(default: <output stem>_saved_model)")] = None,
-    graph_inputs: Annotated[str | None, typer.Option("--inputs", help="GraphDef .pb: comma-separated input tensor names")] = None,
-    signature: Annotated[str | None, typer.Option(help="SavedModel signature (default serving_default)")] = None,
-    trust_source: TrustOpt = False,
-    isolate: IsolateOpt = True,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
-    strict: StrictOpt = False,
-    max_memory: MaxMemoryOpt = None,
-    external_data: ExternalDataOpt = None,
-    strip_provenance: Annotated[bool, typer.Option(help="write nodes without the metadata naming their source "
-                                                        "node and the translator or pass that made them")] = False,
-    seed: SeedOpt = 0,
-    as_json: AsJsonOpt = False,
-    localize: LocalizeOpt = False,
-    detections: DetectionsOpt = [],  # noqa: B006
-    exporter: ExporterOpt = "auto",
-    input_kind: InputKindOpt = None,
-    input_range: InputRangeOpt = None,
-    bench: Annotated[bool, typer.Option("--bench", help="then time the written model in the validated runtimes "
-                                        "against the source (bridge bench; recorded in the report)")] = False,
-) -> None:
+def convert(source: str, output: Path, as_json: bool = False, localize: bool = False, **values: Any) -> None:
     """Convert SOURCE to ONNX, run the ONNX stage, validate against the source framework."""
     from bridge import api
+    from bridge.conversion.options import from_cli
 
-    options = {k: v for k, v in {"outputs": outputs, "inputs": graph_inputs, "signature": signature,
-                                 "trust_source": "1" if trust_source else None}.items() if v}
+    values = from_cli(values)
     try:
         with render.progress(f"converting {source}") as progress:
-            result = api.convert(source, output, framework=framework, inputs=input, dynamic=dynamic, opset=opset,
-                                 validate=runtimes_from(validate), tolerance=tolerance_from(atol, rtol, tolerance),
-                                 report=report, weights=weights, options=options, seed=seed, progress=progress,
-                                 output_names=[n.strip() for n in output_names.split(',')] if output_names else (),
-                                 detection_format=detection_format, max_detections=max_detections, feeds=feeds,
-                                 to=to, saved_model=saved_model, isolated=isolate, timeout=timeout,
-                                 strict=strict, max_memory=max_memory, detections=detections, exporter=exporter,
-                                 input_kind=input_kind, input_range=input_range, external_data=external_data,
-                                 strip_provenance=strip_provenance, bench=bench)
+            result = api.convert(source, output, progress=progress, **values)
     except ValidationMismatch as exc:
         if exc.result is not None:
             _render_convert(exc.result, as_json)
         if localize:  # find the node (and pass) where it went wrong; the report becomes the debug report
-            localize_failure(source, framework=framework, inputs=input, dynamic=dynamic, opset=opset, weights=weights,
-                             tolerance=tolerance_from(atol, rtol, tolerance), options=options, seed=seed, feeds=feeds,
-                             detection_format=detection_format, max_detections=max_detections, report=report)
+            localize_failure(source, **debug_values(values))
         raise
     _render_convert(result, as_json)
+
+
+convert.__signature__ = _inspect.Signature([  # type: ignore[attr-defined]
+    _inspect.Parameter("source", _inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                      annotation=Annotated[str, typer.Argument(help="model file, folder, or module.path:factory")]),
+    _inspect.Parameter("output", _inspect.Parameter.KEYWORD_ONLY,
+                      annotation=Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]),
+    *cli_parameters(), _inspect.Parameter("as_json", _inspect.Parameter.KEYWORD_ONLY, default=False, annotation=AsJsonOpt),
+    _inspect.Parameter("localize", _inspect.Parameter.KEYWORD_ONLY, default=False, annotation=LocalizeOpt)])
+app.command()(convert)
 
 
 def _render_convert(result: Any, as_json: bool) -> None:
@@ -157,7 +107,12 @@ def _render_convert(result: Any, as_json: bool) -> None:
     outs = ", ".join(f"{m.name}{list(m.shape) if m.shape is not None else '?'}" for m in result.outputs)
     out.print(f"inputs: {sig}\noutputs: {outs}")
     if result.validation_skipped:
-        out.print(f"[yellow]validation skipped:[/yellow] {escape(result.validation_skipped)}")
+        out.print(f"[yellow]validation skipped:[/yellow] {escape(result.validation_skipped)}"
+                  + ("" if result.stages["validation"].cause == "disabled" else
+                     " - nothing was proved about this model (--strict makes this a failure)"))
+    for f in result.files:
+        by = ", ".join(f["validated_by"]) or "no runtime"
+        out.print(f"{f['kind']}: {escape(f['path'])} - {f['verdict']} ({escape(by)})")
     if result.validation_inputs:
         out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.validation_inputs.items()))
     sources = {str(f.get("source")) for f in result.validation_feeds.values() if f.get("source")}
@@ -260,8 +215,9 @@ def validate(
             render.print_comparisons(exc.result.comparisons)
         if localize and source is not None:  # compare MODEL's intermediates with the source's, name the culprit
             localize_failure(source, model=model, framework=framework, inputs=input, weights=weights, seed=seed,
-                             tolerance=tolerance_from(atol, rtol, tolerance), feeds=feeds, report=report,
-                             options={"trust_source": "1"} if trust_source else None)
+                             atol=atol, rtol=rtol, tolerance=tolerance, feeds=feeds, report=report,
+                             trust_source=trust_source, detections=detections, input_kind=input_kind,
+                             input_range=input_range)
         raise
     out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
     render.print_comparisons(result.comparisons)

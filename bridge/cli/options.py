@@ -2,7 +2,8 @@
 
 Every command takes its input, tolerance, seed, opset and JSON options from here, so a flag means
 the same thing and has the same default everywhere; defaults are read from the config types
-(``Tolerance()``, ``DEFAULT_OPSET``), never written out again. The parsers turn option strings
+(``Tolerance()``), never written out again. Convert's own options (and debug's) are not here: they are
+declared once in ``bridge.conversion.options`` and the commands are derived from it. The parsers turn option strings
 into config objects; ``bridge.api`` never sees argv.
 """
 
@@ -13,18 +14,15 @@ from typing import Annotated
 
 import typer
 
-from bridge.config import DEFAULT_OPSET, DEFAULT_TOLERANCE, Tolerance
+from bridge.config import DEFAULT_TOLERANCE, Tolerance
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
 
 DEFAULT_ATOL = DEFAULT_TOLERANCE.atol
 DEFAULT_RTOL = DEFAULT_TOLERANCE.rtol
-OPSET_DEFAULT = DEFAULT_OPSET
 DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_S
 
 InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
-DynamicOpt = Annotated[list[str], typer.Option("--dynamic", "-d", help="NAME:AXIS=LABEL, e.g. images:0=batch")]
 OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]
-OpsetOpt = Annotated[int, typer.Option(help="target default-domain opset")]
 AtolOpt = Annotated[float, typer.Option(help="absolute tolerance")]
 RtolOpt = Annotated[float, typer.Option(help="relative tolerance")]
 ToleranceOpt = Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL (repeatable)")]
@@ -36,8 +34,6 @@ AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSO
 MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", help="limit for sizes files declare and for "
                                                  "reference/runtime children, e.g. 4G (default: half the RAM, or "
                                                  "BRIDGE_MAX_MEMORY)")]
-ExternalDataOpt = Annotated[bool | None, typer.Option("--external-data/--inline-data", help="weights in <output>.data "
-                                                      "beside the model (default: only past protobuf's 2 GiB limit)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
                                          "all-NaN outputs, a 0-sized dim) fails validation (exit 1)")]
 TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "
@@ -50,8 +46,6 @@ TimeoutOpt = Annotated[float, typer.Option(help="seconds each reference/runtime 
 DetectionsOpt = Annotated[list[str], typer.Option(
     "--detections", help="detector outputs to compare detection by detection: boxes=NAME,scores=NAME[,labels=NAME]"
     "[,batch_index=NAME][,num=NAME] (repeatable; NMS-fed outputs are found without it)")]
-ExporterOpt = Annotated[str, typer.Option(help="PyTorch exporter: auto (dynamo unless torch.export finds data-dependent "
-                                          "control flow, then TorchScript) | dynamo | torchscript")]
 InputKindOpt = Annotated[str | None, typer.Option(help="generated inputs (tracing and validation): normal (default) | "
                                                   "image (image-like, [0,1] floats / [0,255] integers)")]
 InputRangeOpt = Annotated[str | None, typer.Option(help="LO,HI: generated float inputs in this range (e.g. 0,255 for a "

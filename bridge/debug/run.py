@@ -32,12 +32,11 @@ from bridge.debug.sources import SourceTaps, source_taps
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.inspection import graph_metas
-from bridge.model import ModelContainer
 from bridge.report.images import Box, Overlay, as_display_image
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
-from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
-from bridge.validation.run import FeedSource, run_and_compare, saved_detection_outputs
+from bridge.validation.detection.layouts import DetectionSpec
+from bridge.validation.run import run_and_compare
 
 Progress = Callable[[str], None]
 MAX_OVERLAYS = 4  # images drawn per detection output
@@ -94,9 +93,8 @@ class DebugResult:
                 # constant folded into an input of an exported node)
                 made_by, by = changed.record.name, f"rewritten by {changed.record.name} ({changed.summary()})"
             elif made_by == EXPORT:
-                what = "translator for" if self.framework == "mxnet" else "its export of"
                 by = f"emitted by the {self.framework} adapter" + (
-                    f" ({what} {d.source_node.op})" if d.source_node else "")
+                    f" (its translation of {d.source_node.op})" if d.source_node else "")
             else:
                 by = f"rewritten by {made_by}" if made_by else ""
             node = d.source_node.name if d.source_node else (d.node.name if d.node else d.tensor)
@@ -146,27 +144,20 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
     With ``model`` (an already converted ONNX model, e.g. ``bridge validate --localize``) the source is
     exported only for its reference runner and taps, and ``model`` is compared with it (no passes run).
     """
-    from adapters import detect_adapter, get_adapter
-    from bridge.passes.pipeline import conversion_pipeline
-    from bridge.validation.probe import probe_output_shapes
+    from bridge.conversion import recipe
 
     say = progress or (lambda _m: None)
-    timings: dict[str, float] = {}
-    adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
-    say(f"exporting with the {adapter.framework} adapter")
-    t = time.perf_counter()
-    export = adapter.export(cfg.source, cfg.export)
-    timings["export_s"] = time.perf_counter() - t
+    cfg = recipe.with_inputs_from(cfg, model)  # --localize of a given model: its input shapes, or the feeds'
+    stages = recipe.new_stages()
+    with recipe.staged(stages, "adapter"):
+        adapter = recipe.pick_adapter(cfg)
+    export = recipe.export(cfg, adapter, stages, say)
+    timings: dict[str, float] = {"export_s": stages["export"].seconds or 0.0}
     with tempfile.TemporaryDirectory(prefix="bridge-debug-", dir=workdir) as tmp:
         if model is None:
-            container = ModelContainer.from_proto(export.model, source_framework=adapter.framework,
-                                                  exporter=export.exporter, inputs=export.inputs,
-                                                  dynamic=cfg.export.dynamic, warnings=list(export.warnings))
-            steps = conversion_pipeline(opset=cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
-                                        detection_format=cfg.detection_format, max_detections=cfg.max_detections,
-                                        probe=probe_output_shapes)
+            container = recipe.container_of(adapter, export, cfg)
             t = time.perf_counter()
-            trace = trace_pipeline(container, steps, Path(tmp), say)
+            trace = trace_pipeline(container, recipe.onnx_stage_steps(cfg, export), Path(tmp), say)
             timings["passes_s"] = time.perf_counter() - t
             final, warnings = container.to_proto(), list(container.warnings)
         else:
@@ -174,10 +165,10 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             trace.notes.append("a converted model was given: the ONNX stage's passes were not re-run")
         result = DebugResult(
             source=cfg.source.describe(), framework=adapter.framework, exporter=export.exporter,
-            opset=cfg.export.opset, inputs=graph_metas(final.graph.input, final),
+            opset=export.opset or cfg.export.opset, inputs=graph_metas(final.graph.input, final),
             outputs=graph_metas(final.graph.output, final), stage=trace, notes=list(export.notes),
             warnings=warnings, timings=timings)
-        detections = as_detection_specs(saved_detection_outputs(final))
+        detections = recipe.detection_groups(final, cfg.detections)  # the groups convert compares
         feeds, ref_outputs = _compare_outputs(cfg, adapter, export, final, detections, result, say)
         t = time.perf_counter()
         if ref_outputs is not None:
@@ -216,9 +207,10 @@ def _compare_outputs(cfg: ConvertConfig, adapter: Any, export: Any, final: onnx.
                      detections: Sequence[DetectionSpec], result: DebugResult, say: Progress
                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
     """The final outputs compared as ``bridge convert`` does; the inputs used and the reference outputs."""
+    from bridge.conversion.recipe import feed_source
     from bridge.runtimes.onnxruntime import OnnxRuntime
 
-    source = FeedSource(cfg.feeds, export.inputs, cfg.seed)
+    source = feed_source(cfg, export, final)  # the inputs convert validates with (graph-derived values included)
     t = time.perf_counter()
     try:
         reference = adapter.reference_runner(cfg.source, export)

@@ -29,6 +29,7 @@ import onnx
 
 from bridge.config import Source
 from bridge.debug.graph import OnnxTaps
+from bridge.registry import LazyRegistry
 from bridge.runtimes.base import Runtime
 
 
@@ -240,21 +241,40 @@ class TorchTaps:
         return SourceNode(path, type(module).__name__, {"repr": extra} if extra else {})
 
 
+def _mxnet_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+    if not source.location:
+        return None
+    from adapters.mxnet.adapter import OUTPUT_MAP_KEY, MXNetAdapter
+
+    mapping = {n: n for n in export.output_names}
+    for prop in export.model.metadata_props:
+        if prop.key == OUTPUT_MAP_KEY:
+            mapping.update(json.loads(prop.value))
+    return MXNetTaps(Path(source.location), MXNetAdapter().resolve_params(source), export.inputs, mapping)
+
+
+def _onnx_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+    return OnnxSourceTaps(Path(source.location)) if source.location else None
+
+
+def _torch_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+    modules = torch_module_tensors(export.model) if hasattr(runner, "module") else {}
+    return TorchTaps(runner, modules) if modules else None
+
+
+# framework -> "module:function(source, export, runner) -> SourceTaps | None": per-layer taps; a framework
+# without an entry (or whose function returns None) is compared on its final outputs
+TAPS = LazyRegistry({
+    "mxnet": "bridge.debug.sources:_mxnet_taps",
+    "onnx": "bridge.debug.sources:_onnx_taps",
+    "torch": "bridge.debug.sources:_torch_taps",
+}, "no per-layer taps for '{name}'; known: {known}")
+
+
 def source_taps(framework: str, source: Source, export: Any, runner: Runtime) -> SourceTaps:
     """The richest taps available for ``framework`` (final outputs when it has none per layer)."""
-    if framework == "mxnet" and source.location:
-        from adapters.mxnet.adapter import OUTPUT_MAP_KEY, MXNetAdapter
-
-        mapping = {n: n for n in export.output_names}
-        for prop in export.model.metadata_props:
-            if prop.key == OUTPUT_MAP_KEY:
-                mapping.update(json.loads(prop.value))
-        return MXNetTaps(Path(source.location), MXNetAdapter().resolve_params(source), export.inputs, mapping)
-    if framework == "onnx" and source.location:
-        return OnnxSourceTaps(Path(source.location))
-    if framework == "torch" and hasattr(runner, "module"):
-        modules = torch_module_tensors(export.model)
-        if modules:
-            return TorchTaps(runner, modules)
+    taps = TAPS.load(framework)(source, export, runner) if framework in TAPS.names() else None
+    if taps is not None:
+        return taps
     outputs = [o.name for o in export.model.graph.output] if isinstance(export.model, onnx.ModelProto) else []
     return FinalOutputsTaps(framework, runner, outputs)

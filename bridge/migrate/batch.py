@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "state.sqlite"
 # The convert function the workers call when the caller passes none: bridge.convert, named by reference
 # and imported only inside each worker child (this package sits below bridge.api; see worker.py).
-DEFAULT_CONVERT: dict[str, str | None] = {"module": "bridge.api", "qualname": "convert", "file": None}
+DEFAULT_CONVERT: dict[str, str | None] = {"module": "bridge.conversion.delivery", "qualname": "convert", "file": None}
 _TICK_S = 0.5
 
 ManifestLike = str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]] | Sequence[ResolvedEntry]

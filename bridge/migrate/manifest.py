@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from bridge.config import (
-    DEFAULT_OPSET,
-    DEFAULT_TOLERANCE,
-    DETECTION_FORMATS,
-    DynamicAxis,
-    InputSpec,
-    canonical_dtype,
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
 )
+
+from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, InputSpec, Option, canonical_dtype
 from bridge.errors import UsageError
 from bridge.limits import parse_size as limits_parse_size
 from bridge.migrate.loading import check_raw, read_yaml
@@ -38,12 +39,6 @@ SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 SCHEMA_ID = "https://github.com/bridge/bridge/manifest.schema.json"
 _GLOB = re.compile(r"[*?\[]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # used as a folder name under --out
-
-Framework = Literal["torch", "tensorflow", "mxnet", "onnx"]
-RuntimeName = Literal["onnxruntime", "tensorflow"]
-DetectionFormat = Literal["mxnet", "boxes-scores-classes", "indices"]
-assert set(DetectionFormat.__args__) == set(DETECTION_FORMATS)  # type: ignore[attr-defined]
-
 
 class ManifestError(UsageError):
     """A manifest that does not parse or validate; the message lists every problem, one per line."""
@@ -94,53 +89,85 @@ class InputEntry(_Strict):
         return v
 
 
-class EntryFields(_Strict):
+# manifest fields whose form differs from the option's API type (objects, bounds); every other convert option
+# appears under its manifest name with its declared type (bridge.conversion.options: one declaration each)
+_FIELD_TYPES: dict[str, Any] = {
+    "inputs": list[str | InputEntry],
+    "tolerance": ToleranceSpec,
+    "opset": Annotated[int, Field(ge=7, le=23)] | None,
+    "outputs": list[str],
+    "runtimes": list[str],
+    "max_detections": Annotated[int, Field(gt=0)],
+    "step_timeout": Annotated[float, Field(gt=0)],
+    "max_memory": int | str,
+}
+_FIELD_HELP = {"tolerance": "global atol/rtol plus per-output overrides ({outputs: {boxes: {atol: 1e-3}}})",
+               "inputs": "NAME:SHAPE[:DTYPE] strings or objects",
+               "max_memory": "memory limit of the worker (its address space, and the sizes bridge's readers "
+                             "accept): bytes, 4GiB, 512MB, 0.25ram"}
+# the migration's own fields (not convert options)
+_OWN_FIELDS: dict[str, Any] = {
+    "name": (str | None, Field(default=None, description="unique name (a folder under --out); with a glob source, "
+                               "may use {stem} and {parent} of each match (default: {parent})")),
+    "source": (str | None, Field(default=None, description="model file/folder, file.py:factory or module:factory; "
+                                 "glob characters expand into one entry per match")),
+    "params": (str | None, Field(default=None, description="MXNet .params (alias of weights)")),
+    "options": (dict[str, str] | None, Field(default=None, description="framework knobs, e.g. {signature: "
+                                             "serving_default}")),
+    "disabled": (bool | None, Field(default=None, description="listed but not run (reported as disabled)")),
+    "timeout": (Annotated[float, Field(gt=0)] | None, Field(default=None, description="seconds before the worker is "
+                                                            "killed")),
+}
+
+
+def _plain(kind: Any) -> Any:
+    """An option's API type as a manifest (YAML / JSON) type: paths are strings."""
+    return str if kind is Path else str | None if kind == (Path | None) else kind
+
+
+def manifest_fields() -> dict[str, list[Option]]:
+    """Manifest field -> the convert options it holds (``tolerance`` holds atol, rtol and per-output ones)."""
+    from bridge.conversion.options import convert_options
+
+    fields: dict[str, list[Option]] = {}
+    for o in convert_options():
+        if o.manifest_name is not None:
+            fields.setdefault(o.manifest_name, []).append(o)
+    return fields
+
+
+def _entry_fields() -> type[BaseModel]:
+    """The model of one entry's options, built from the option declarations and the registries now."""
+    definitions: dict[str, Any] = dict(_OWN_FIELDS)
+    for field, opts in manifest_fields().items():
+        first = opts[0]
+        kind = _FIELD_TYPES.get(field, _plain(first.type))
+        if first.choices is not None:  # the registry's names now, as the schema's enum
+            choice = Literal[tuple(first.choices())]  # type: ignore[misc, valid-type]
+            kind = list[choice] if "list" in str(kind) else choice  # type: ignore[valid-type]
+        definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help)))
+    return create_model("EntryFields", __base__=_EntryBase, **definitions)  # type: ignore[call-overload, no-any-return]
+
+
+class _EntryBase(_Strict):
     """Every option of one model; all optional here so ``defaults:`` can hold any subset."""
 
-    name: str | None = Field(default=None, description="unique name (a folder under --out); with a glob source, "
-                             "may use {stem} and {parent} of each match (default: {parent})")
-    source: str | None = Field(default=None, description="model file/folder, file.py:factory or module:factory; "
-                               "glob characters expand into one entry per match")
-    params: str | None = Field(default=None, description="MXNet .params (alias of weights)")
-    weights: str | None = Field(default=None, description="weights file: PyTorch state_dict or MXNet .params")
-    framework: Framework | None = Field(default=None, description="default: detected from the source")
-    inputs: list[str | InputEntry] | None = Field(default=None, description="NAME:SHAPE[:DTYPE] strings or objects")
-    dynamic: list[str] | None = Field(default=None, description="NAME:AXIS=LABEL, e.g. images:0=batch")
-    opset: Annotated[int, Field(ge=7, le=23)] | None = None
-    to: Literal["onnx", "tensorflow"] | None = Field(default=None, description="onnx, or tensorflow for a SavedModel too")
-    runtimes: list[RuntimeName] | None = Field(default=None, description="runtimes to validate in ([] = no validation); "
-                                               "default: onnxruntime (+ tensorflow with to: tensorflow)")
-    detection_format: DetectionFormat | None = None
-    max_detections: Annotated[int, Field(gt=0)] | None = None
-    outputs: list[str] | None = Field(default=None, description="internal output names to cut the graph at")
-    output_names: list[str] | None = Field(default=None, description="names for the model's outputs, in order")
-    options: dict[str, str] | None = Field(default=None, description="framework knobs, e.g. {signature: serving_default}")
-    tolerance: ToleranceSpec | None = None
-    feeds: str | None = Field(default=None, description=".npz of validation inputs keyed by input name")
-    seed: int | None = None
-    disabled: bool | None = Field(default=None, description="listed but not run (reported as disabled)")
-    timeout: Annotated[float, Field(gt=0)] | None = Field(default=None, description="seconds before the worker is killed")
-    bench: bool | None = Field(default=None, description="time the converted model in its runtimes against the "
-                               "source (bridge bench) and record it in the report")
-    max_memory: int | str | None = Field(default=None, description="memory limit of the worker (its address space, and "
-                                                  "the sizes bridge's readers accept): bytes, 4GiB, 512MB, 0.25ram")
-
-    @field_validator("inputs")
+    @field_validator("inputs", check_fields=False)
     @classmethod
-    def _inputs(cls, v: list[str | InputEntry] | None) -> list[str | InputEntry] | None:
+    def _inputs(cls, v: list[Any] | None) -> list[Any] | None:
         for item in v or ():
             if isinstance(item, str):
                 _usage_to_value(InputSpec.parse, item)
         return v
 
-    @field_validator("dynamic")
+    @field_validator("dynamic", check_fields=False)
     @classmethod
     def _dynamic(cls, v: list[str] | None) -> list[str] | None:
         for item in v or ():
             _usage_to_value(DynamicAxis.parse, item)
         return v
 
-    @field_validator("max_memory")
+    @field_validator("max_memory", check_fields=False)
     @classmethod
     def _memory(cls, v: int | str | None) -> int | str | None:
         if v is not None:
@@ -148,44 +175,47 @@ class EntryFields(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _one_weights(self) -> EntryFields:
-        if self.params and self.weights:
+    def _one_weights(self) -> Any:
+        if getattr(self, "params", None) and getattr(self, "weights", None):
             raise ValueError("give params or weights, not both (they are the same field)")
         return self
 
 
-class Entry(EntryFields):
-    """A model entry after ``defaults:`` are merged in: ``name`` and ``source`` are required."""
+def _models() -> tuple[type[BaseModel], type[BaseModel], type[BaseModel], type[BaseModel]]:
+    """EntryFields, Entry (name and source required), Manifest and the published schema's model."""
+    fields = _entry_fields()
 
-    name: str = Field(description="unique name (a folder under --out); with a glob source, may use {stem} "
-                      "and {parent} of each match (default: {parent})")  # type: ignore[assignment]
-    source: str = Field(description="model file/folder, file.py:factory or module:factory; glob "
-                        "characters expand into one entry per match")  # type: ignore[assignment]
+    class Entry(fields):  # type: ignore[valid-type, misc]
+        """A model entry after ``defaults:`` are merged in: ``name`` and ``source`` are required."""
 
-    @field_validator("name")
-    @classmethod
-    def _folder_name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"'{v}' must be letters, digits and _ . + - (it names a folder under --out)")
-        return v
+        name: str = Field(description=_OWN_FIELDS["name"][1].description)  # type: ignore[assignment]
+        source: str = Field(description=_OWN_FIELDS["source"][1].description)  # type: ignore[assignment]
 
+        @field_validator("name")
+        @classmethod
+        def _folder_name(cls, v: str) -> str:
+            if not _NAME.match(v):
+                raise ValueError(f"'{v}' must be letters, digits and _ . + - (it names a folder under --out)")
+            return v
 
-class Manifest(_Strict):
-    """The manifest file: ``defaults:`` merged into every entry of ``models:``."""
+    class Manifest(_Strict):
+        """The manifest file: ``defaults:`` merged into every entry of ``models:``."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"$id": SCHEMA_ID,
-                                                                 "title": "bridge batch-migration manifest"})
-    version: Literal[1] = 1
-    defaults: EntryFields = Field(default_factory=lambda: EntryFields())
-    models: list[Any] = Field(description="model entries: the fields of EntryFields; name and source "
-                                         "required once defaults are merged")
+        model_config = ConfigDict(extra="forbid", json_schema_extra={"$id": SCHEMA_ID,
+                                                                     "title": "bridge batch-migration manifest"})
+        version: Literal[1] = 1
+        defaults: fields = Field(default_factory=lambda: fields())  # type: ignore[valid-type]
+        models: list[Any] = Field(description="model entries: the fields of EntryFields; name and source "
+                                             "required once defaults are merged")
 
+    class ManifestSchema(Manifest):
+        """Manifest as published: entries typed (validation merges ``defaults:`` into raw entries first)."""
 
-class _ManifestSchema(Manifest):
-    """Manifest as published: entries typed (validation merges ``defaults:`` into raw entries first)."""
+        models: list[fields] = Field(description="model entries; name and source required once defaults "  # type: ignore[valid-type, assignment]
+                                                 "are merged")
 
-    models: list[EntryFields] = Field(description="model entries; name and source required once defaults "  # type: ignore[assignment]
-                                      "are merged")
+    ManifestSchema.__name__ = "Manifest"
+    return fields, Entry, Manifest, ManifestSchema
 
 
 def _usage_to_value(parse: Any, text: str) -> Any:
@@ -206,38 +236,30 @@ def parse_size(value: int | str) -> int:
 
 
 class ResolvedEntry(BaseModel):
-    """One model to run: every option filled in, every path absolute (what a worker receives)."""
+    """One model to run: the migration's own fields, and every convert option as ``bridge.convert`` takes it
+    (``convert``: option name -> value, paths absolute; ``options``: raw framework knobs)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     source: str
-    weights: str | None = None
-    framework: str | None = None
-    inputs: tuple[str, ...] = ()
-    dynamic: tuple[str, ...] = ()
-    opset: int = DEFAULT_OPSET
-    to: str = "onnx"
-    runtimes: tuple[str, ...] | None = None
-    detection_format: str = "mxnet"
-    max_detections: int | None = None
-    output_names: tuple[str, ...] = ()
-    options: dict[str, str] = Field(default_factory=dict)
-    atol: float = DEFAULT_TOLERANCE.atol
-    rtol: float = DEFAULT_TOLERANCE.rtol
-    per_output: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    feeds: str | None = None
-    seed: int = 0
     disabled: bool = False
     timeout: float | None = 3600.0
     max_memory: int | None = None
-    bench: bool = False
+    options: dict[str, str] = Field(default_factory=dict)
+    convert: dict[str, Any] = Field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:  # entry.opset, entry.framework, ...: the convert option's value
+        convert = self.__dict__.get("convert") or {}
+        if name in convert:
+            return convert[name]
+        raise AttributeError(name)
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(self.model_dump_json())
 
     def files(self) -> list[Path]:
         """Files whose content decides the result (source file or folder, weights, feeds)."""
-        paths = [_source_file(self.source), self.weights, self.feeds]
+        paths = [_source_file(self.source), self.convert.get("weights"), self.convert.get("feeds")]
         return [Path(p) for p in paths if p]
 
     def fingerprint(self) -> str:
@@ -307,7 +329,8 @@ def _format_errors(where: str, exc: ValidationError, skip: Iterable[str] = ()) -
     return lines
 
 
-def _resolve(entry: Entry, base: Path) -> ResolvedEntry:
+def _resolve(entry: Any, base: Path) -> ResolvedEntry:
+    """Manifest values as ``bridge.convert``'s keywords (relative paths from the manifest's folder)."""
     inputs: list[str] = []
     dynamic = list(entry.dynamic or ())
     for item in entry.inputs or ():
@@ -318,22 +341,24 @@ def _resolve(entry: Entry, base: Path) -> ResolvedEntry:
         inputs.append(f"{item.name}:{shape}:{item.dtype}")
         dynamic.extend(f"{item.name}:{axis}={label}" for axis, label in item.dynamic.items())
     tol = entry.tolerance or ToleranceSpec()
-    options = dict(entry.options or {})
-    if entry.outputs:
-        options["outputs"] = ",".join(entry.outputs)
+    special: dict[str, Any] = {
+        "inputs": inputs, "dynamic": list(dict.fromkeys(dynamic)), "atol": tol.atol, "rtol": tol.rtol,
+        "tolerance": [f"{k}={tol.atol if v.atol is None else v.atol},{tol.rtol if v.rtol is None else v.rtol}"
+                      for k, v in tol.outputs.items()],
+        "weights": _resolve_path(base, entry.weights or entry.params),
+        "max_memory": parse_size(entry.max_memory) if entry.max_memory is not None else None,
+    }
+    convert: dict[str, Any] = {}
+    for field, opts in manifest_fields().items():
+        for o in opts:
+            value = special[o.name] if o.name in special else getattr(entry, field)
+            if value is not None and o.type in (Path, Path | None):
+                value = _resolve_path(base, value)
+            convert[o.name] = o.default if value is None else value
     return ResolvedEntry(
-        name=entry.name, source=_resolve_source(base, entry.source),
-        weights=_resolve_path(base, entry.weights or entry.params), framework=entry.framework,
-        inputs=tuple(inputs), dynamic=tuple(dict.fromkeys(dynamic)), opset=entry.opset or DEFAULT_OPSET, to=entry.to or "onnx",
-        runtimes=tuple(entry.runtimes) if entry.runtimes is not None else None,
-        detection_format=entry.detection_format or "mxnet", max_detections=entry.max_detections,
-        output_names=tuple(entry.output_names or ()), options=options, atol=tol.atol, rtol=tol.rtol,
-        per_output={k: (tol.atol if v.atol is None else v.atol, tol.rtol if v.rtol is None else v.rtol)
-                    for k, v in tol.outputs.items()},
-        feeds=_resolve_path(base, entry.feeds), seed=entry.seed or 0, disabled=bool(entry.disabled),
+        name=entry.name, source=_resolve_source(base, entry.source), disabled=bool(entry.disabled),
         timeout=entry.timeout if entry.timeout is not None else 3600.0,
-        max_memory=parse_size(entry.max_memory) if entry.max_memory is not None else None,
-        bench=bool(entry.bench),
+        max_memory=special["max_memory"], options=dict(entry.options or {}), convert=convert,
     )
 
 
@@ -385,6 +410,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
         raise ManifestError(where, ["expected a mapping with 'models:' (and optionally 'defaults:')"])
     check_raw(data, where)
     problems: list[str] = []
+    _fields, Entry, Manifest, _schema = _models()
     try:
         Manifest.model_validate(data)
     except ValidationError as exc:  # listed with the entries' problems below, not instead of them
@@ -439,7 +465,7 @@ def select(entries: Iterable[ResolvedEntry], only: Sequence[str] | None) -> list
 
 def manifest_schema() -> dict[str, Any]:
     """The JSON Schema of the manifest format, generated from the models that validate it."""
-    schema = _ManifestSchema.model_json_schema()
+    schema = _models()[3].model_json_schema()
     schema["title"] = "bridge batch-migration manifest"
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema

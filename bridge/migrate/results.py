@@ -70,8 +70,9 @@ class ModelResult:
 
     @classmethod
     def disabled(cls, entry: dict[str, Any]) -> ModelResult:
+        options = entry["convert"]
         return cls(name=entry["name"], status="disabled", reason="disabled in the manifest", source=entry["source"],
-                   framework=entry["framework"], to=entry["to"], opset=entry["opset"])
+                   framework=options["framework"], to=options["to"], opset=options["opset"])
 
     @classmethod
     def from_outcome(cls, entry: dict[str, Any], outcome: dict[str, Any], files: list[str]) -> ModelResult:
@@ -88,24 +89,26 @@ class ModelResult:
                 failing_outputs=[o["name"] for o in outs if not o.get("passed")]))
         outputs = {}
         for f in files:
-            base = f.rsplit("/", 1)[-1]
-            key = {"model.onnx": "onnx", "model": "saved_model",
-                   "conversion.json": "report_json", "conversion.md": "report_md", "log.txt": "log"}.get(base)
+            key = {"conversion.json": "report_json", "conversion.md": "report_md", "log.txt": "log"}.get(
+                f.rsplit("/", 1)[-1])
             if key:
                 outputs[key] = f
+        if conv.get("written"):  # the files the conversion delivered, named by the target (kind -> path)
+            outputs.update({d["kind"]: d["path"] for d in conv.get("files") or []})
         status = outcome["status"]
         kind, reason = outcome.get("kind"), outcome.get("reason")
         if status == "passed" and conv and not conv.get("written", True):
             status = "failed"  # defensive: a "passed" conversion whose model was not written is no pass
         skipped = (conv or {}).get("validation_skipped")
-        if status == "passed" and skipped and not str(skipped).startswith("validation disabled"):
+        cause = ((conv or {}).get("stages") or {}).get("validation", {}).get("cause")
+        if status == "passed" and skipped and cause != "disabled" and not str(skipped).startswith("validation disabled"):
             # validation was asked for but could not run (e.g. the source framework is missing in this
             # environment): the record must not say the model was proved
             status, kind, reason = "failed", "unvalidated", f"not validated: {skipped}"
         return cls(
             name=entry["name"], status=status, kind=kind, reason=reason,
-            source=entry["source"], framework=conv.get("framework") or entry.get("framework"), to=entry["to"],
-            exporter=conv.get("exporter"), opset=conv.get("opset", entry["opset"]),
+            source=entry["source"], framework=conv.get("framework") or entry["convert"].get("framework"),
+            to=entry["convert"]["to"], exporter=conv.get("exporter"), opset=conv.get("opset", entry["convert"]["opset"]),
             passes_applied=[p["name"] for p in conv.get("passes") or [] if p.get("modified")],
             parity=parity, validation_skipped=conv.get("validation_skipped"), warnings=len(conv.get("warnings") or []),
             convert_s=sum(v for k, v in timings.items() if k != "validate_s") if timings else None,

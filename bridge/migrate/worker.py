@@ -196,20 +196,12 @@ def _peak_mb() -> float:
 
 
 def convert_kwargs(entry: dict[str, Any], folder: Path) -> tuple[Any, Path, dict[str, Any]]:
-    """The public ``bridge.convert`` arguments for one resolved manifest entry."""
-    from bridge.config import Tolerance
-
-    output = folder / ("model" if entry["to"] == "tensorflow" else "model.onnx")
-    kwargs: dict[str, Any] = {
-        "framework": entry["framework"], "inputs": list(entry["inputs"]), "dynamic": list(entry["dynamic"]),
-        "opset": entry["opset"], "validate": list(entry["runtimes"]) if entry["runtimes"] is not None else None,
-        "tolerance": Tolerance(entry["atol"], entry["rtol"], {k: tuple(v) for k, v in entry["per_output"].items()}),
-        "report": folder / "conversion.json", "weights": entry["weights"], "options": dict(entry["options"]),
-        "output_names": list(entry["output_names"]), "detection_format": entry["detection_format"],
-        "max_detections": entry["max_detections"], "feeds": entry["feeds"], "to": entry["to"], "seed": entry["seed"],
-        **({"bench": True} if entry.get("bench") else {}),  # only when asked: convert hooks need not know it
-    }
-    return entry["source"], output, kwargs
+    """The public ``bridge.convert`` arguments for one resolved manifest entry: every convert option as the
+    manifest resolved it, the report and the target's artefacts in the model's folder."""
+    kwargs: dict[str, Any] = {**entry["convert"], "report": folder / "conversion.json", "artefact_dir": folder}
+    if entry.get("options"):
+        kwargs["options"] = dict(entry["options"])
+    return entry["source"], folder / "model.onnx", kwargs
 
 
 def _relative(value: Any, root: str) -> Any:

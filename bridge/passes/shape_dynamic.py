@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from bridge.config import DynamicAxis
+from bridge.config import DEFAULT_OPSET, DynamicAxis
 from bridge.errors import UsageError
 from bridge.passes.shapes import ClearStaleValueInfoPass, input_for_axis
-from bridge.rewriting import node_label
+from bridge.rewriting import default_opset, node_label
 
 logger = logging.getLogger(__name__)
 
@@ -433,7 +433,7 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         self.findings = [f for f in self.findings if f.action == "rewritten"]
         self._seen = {(f.node, f.reason) for f in self.findings}
         tainted = self._tainted(model)
-        opset = int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 17)))
+        opset = default_opset(model, missing=DEFAULT_OPSET)
         modified = False
         for node in list(graph):
             if node.domain not in ("", "ai.onnx"):

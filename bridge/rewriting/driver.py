@@ -20,7 +20,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import onnx
 import onnx_ir as ir
 
 from bridge import provenance
@@ -39,11 +41,21 @@ def node_label(node: ir.Node) -> str:
     return f"<unnamed {node.op_type} #{index}>"
 
 
-def default_opset(model: ir.Model) -> int:
-    """The model's default-domain ('' / ai.onnx) opset version."""
-    version = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+_NO_DEFAULT = object()
+
+
+def default_opset(model: ir.Model | onnx.ModelProto, missing: Any = _NO_DEFAULT) -> int:
+    """The model's default-domain ('' / ai.onnx) opset version (an onnx_ir model or a ModelProto): the one
+    place it is read. ``missing``: the answer for a model without that import (else ValueError)."""
+    if isinstance(model, onnx.ModelProto):
+        imports = {o.domain: o.version for o in model.opset_import}
+    else:
+        imports = dict(model.opset_imports)
+    version = imports.get("", imports.get("ai.onnx"))
     if version is None:
-        raise ValueError("model imports no default-domain opset")
+        if missing is _NO_DEFAULT:
+            raise ValueError("model imports no default-domain opset")
+        return int(missing)
     return int(version)
 
 

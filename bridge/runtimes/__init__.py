@@ -11,6 +11,8 @@ from bridge.runtimes.base import Runtime, TensorMeta, activated
 _REGISTRY = LazyRegistry({
     "onnxruntime": "bridge.runtimes.onnxruntime:OnnxRuntime",
     "tensorflow": "bridge.runtimes.tensorflow:TensorFlowRuntime",
+    "openvino": "bridge.runtimes.openvino:OpenVinoRuntime",
+    "litert": "bridge.runtimes.litert:LiteRtRuntime",
 }, "unknown runtime '{name}'; available: {known}")
 _RUNTIMES = _REGISTRY.entries
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bridge.errors import UsageError
 from bridge.registry import LazyRegistry
 from bridge.runtimes import Runtime, get_runtime
 from bridge.targets.base import Target, TargetResult
@@ -21,6 +22,8 @@ from bridge.targets.base import Target, TargetResult
 _REGISTRY = LazyRegistry({
     "onnx": "bridge.targets.onnx:OnnxTarget",
     "tensorflow": "bridge.targets.tensorflow:TensorFlowTarget",
+    "openvino": "bridge.targets.openvino:OpenVinoTarget",
+    "tflite": "bridge.targets.tflite:TfliteTarget",
 }, "--to '{name}': choose one of {known}")
 
 
@@ -28,8 +31,13 @@ def registered_targets() -> list[str]:
     return _REGISTRY.names()
 
 
-def get_target(name: str) -> Target:
-    target: Target = _REGISTRY.load(name)()
+def get_target(name: str, **options: str) -> Target:
+    """Target ``name``, with its own options (e.g. ``compress="fp16"`` for openvino)."""
+    cls = _REGISTRY.load(name)
+    try:
+        target: Target = cls(**options)
+    except TypeError:
+        raise UsageError(f"--to {name} takes none of the options {', '.join(sorted(options))}") from None
     return target
 
 

@@ -3,13 +3,23 @@ and what to know."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import onnx
 
+from bridge.config import Option
+from bridge.errors import UsageError
 from bridge.runtimes.base import Runtime
+
+
+def onnx_output(output: Path) -> Path:
+    """``-o`` as the .onnx path every target writes (UsageError for another suffix)."""
+    if output.suffix.lower() != ".onnx":
+        raise UsageError(f"-o '{output}': the output of convert is an .onnx file")
+    return output
 
 
 @dataclass
@@ -38,14 +48,20 @@ class TargetResult:
 
 
 class Target(Protocol):
-    """One delivery format. ``export`` stages the artefact in ``staging`` (None: the .onnx itself is the
-    artefact), ``commit`` moves a validated artefact to ``destination``, ``runtime`` runs the model in
-    this format for validation (building the artefact in ``workdir`` when activated)."""
+    """One delivery format. ``place`` names the files it delivers: the .onnx path and its own artefacts
+    (name -> path), from ``-o``, ``--artefact-dir`` and its own ``options`` (declared ``Option``s, its
+    option group); ``export`` stages the artefact in ``staging`` (None: the .onnx itself is the artefact),
+    ``commit`` moves a validated artefact to ``destination``, ``runtime`` runs the model in this format
+    for validation (building the artefact in ``workdir`` when activated)."""
 
     name: str
     artefact: bool  # True: writes an artefact of its own (e.g. a SavedModel folder) besides the .onnx
     runtimes: tuple[str, ...]  # runtimes that run this target's artefact
     default_runtimes: tuple[str, ...]  # what `bridge convert --to NAME` validates in by default
+    options: tuple[Option, ...]  # this target's own convert options
+
+    def place(self, output: Path, artefact_dir: Path | None, options: Mapping[str, Any]
+              ) -> tuple[Path, dict[str, Path]]: ...
 
     def export(self, model: onnx.ModelProto, staging: Path) -> TargetResult | None: ...
 

@@ -39,10 +39,12 @@ import onnx
 import onnx_ir as ir
 
 from bridge.chatter import quiet, root_cause
+from bridge.config import Option
 from bridge.errors import BridgeError, ExportError, UnsupportedOpError, UsageError
 from bridge.frameworks import SIGNATURE_MAP
+from bridge.rewriting import default_opset
 from bridge.runtimes import Runtime, get_runtime
-from bridge.targets.base import TargetResult
+from bridge.targets.base import TargetResult, onnx_output
 from opsets.support import ONNX_TF
 
 logger = logging.getLogger(__name__)
@@ -252,7 +254,7 @@ def check_onnx_tf_support(model: onnx.ModelProto) -> None:
     """Raise OnnxTfUnsupportedError listing every node onnx-tf cannot convert (nothing when all can)."""
     found = unsupported_nodes(model, onnx_tf_handlers(model))
     if found:
-        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        opset = default_opset(model, missing=0)
         raise OnnxTfUnsupportedError(found, opset)
 
 
@@ -342,6 +344,19 @@ class TensorFlowTarget:
     artefact = True  # writes something besides the validated .onnx
     runtimes = ("tensorflow",)
     default_runtimes = ("onnxruntime", "tensorflow")
+    options = (Option("saved_model", Path | None, None, "SavedModel folder (default: <artefact-dir or the .onnx's "
+                      "folder>/<output stem>_saved_model)"),)
+
+    def __init__(self, saved_model: Path | None = None) -> None:
+        pass  # its one option names where the SavedModel goes: ``place`` reads it
+
+    def place(self, output: Path, artefact_dir: Path | None, options: Mapping[str, Any]) -> tuple[Path, dict[str, Path]]:
+        """``-o OUT_DIR`` (not .onnx) names the SavedModel, the validated ONNX goes beside it as OUT_DIR.onnx."""
+        given = options.get("saved_model")
+        if given is None and output.suffix.lower() != ".onnx":
+            return output.with_name(output.name + ".onnx"), {"saved_model": output}
+        folder = artefact_dir if artefact_dir is not None else output.parent
+        return onnx_output(output), {"saved_model": Path(given) if given else folder / f"{output.stem}_saved_model"}
 
     def export(self, model: onnx.ModelProto, staging: Path) -> TargetResult:
         return export_saved_model(model, staging / "saved_model")

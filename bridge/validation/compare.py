@@ -17,7 +17,9 @@ numpy warning escapes (errors are computed under ``np.errstate``).
 
 A verdict can pass and still prove little: it is **vacuous** (``vacuous`` + ``vacuous_reason`` per
 output, ``Comparison.vacuous`` / ``vacuous_reasons`` overall) when an output has no elements (a
-0-sized dimension), is entirely NaN/inf on either side, or the reference holds NaN; when a detector
+0-sized dimension), is entirely NaN/inf on either side, or the reference holds NaN; when the output's
+magnitude is within the tolerance everywhere (an all-zero candidate would pass: ~1e-5 logits at atol
+1e-4 prove nothing); when a detector
 output has no detections on either side (or only tie-ambiguous differences); or when the caller
 marks outputs that ignore the input (``insensitive_outputs`` + ``Comparison.mark_vacuous``).
 """
@@ -234,6 +236,12 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
     n_nan = int(np.isnan(r).sum())
     if n_nan and r_fin.any():
         item.add_vacuous(f"the reference has {n_nan} NaN values of {r.size}: those positions prove nothing")
+    if r_fin.any() and (abs_ref[r_fin] <= atol + rtol * abs_ref[r_fin]).all():
+        # an all-zero candidate would pass: the tolerance is as large as the output itself
+        scale = float(abs_ref[r_fin].max())
+        item.add_vacuous(f"the reference's largest magnitude ({scale:.3g}) is within the tolerance (atol {atol:g}): "
+                         f"any output that small passes" + (f"; check it with --tolerance {item.name}={scale / 100:.1g},"
+                                                           f"{rtol:g}" if scale > 0 else ""))
 
 
 def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.ndarray],

@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from bridge.rewriting import default_opset
+
 log = logging.getLogger(__name__)
 
 # ops whose output holds the same values as input 0 (rearranged, retyped or broadcast)
@@ -404,7 +406,7 @@ def valid_values(
     consumers = constrained_consumers(model, set(shapes) - set(skip))  # skip: values already chosen
     if not consumers:
         return {}, {}, {}
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = default_opset(model, missing=0)
     g = _Graph(_static_shapes(model, shapes), _constants(model), opset, rng)
     values: dict[str, np.ndarray] = {}
     reasons: dict[str, str] = {}

@@ -5,8 +5,9 @@ model really works at other sizes: the batch axis (0) gets sample + 1; other axe
 the largest power of two dividing it (64 -> 128, 96 -> 128, 100 -> 104), which keeps the sample's
 divisibility so stride-s networks still tile.
 
-Values: standard normal floats, small non-negative integers, random bools - except for inputs whose
-consumer accepts only some values (Gather indices, Reshape shapes, Resize scales, Reduce axes, ...),
+Values: standard normal floats, small non-negative integers, random bools - except for masks (0/1
+padding masks: ``bridge.validation.masks``) and inputs whose consumer accepts only some values
+(Gather indices, Reshape shapes, Resize scales, Reduce axes, ...),
 which get values valid for that consumer (``bridge.validation.constraints``). Every size is checked
 against the memory limit before anything is allocated. Strings, sequences and dtypes numpy cannot
 hold are refused with a request for ``--feeds``. Feeds are checked against the model's signature
@@ -28,6 +29,7 @@ from bridge.io import npz_keys, read_npz
 from bridge.limits import check_allocation, nbytes_of
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.constraints import valid_values
+from bridge.validation.masks import mask_inputs, padding_mask
 
 log = logging.getLogger(__name__)
 
@@ -183,9 +185,15 @@ def make_inputs(
         name = unresolved[0]
         raise UsageError(f"input '{name}' feeds {failed[name]}, so bridge cannot generate valid values for it; "
                          f"{_FEEDS_HINT}")
+    masks = mask_inputs(models, [n for n in concrete if n not in special and dtypes[n].kind in "iubf"],
+                        integer={n for n in concrete if dtypes[n].kind in "iub"})
     feeds: dict[str, np.ndarray] = {}
     for meta in metas:
         name = meta.name
+        if name in masks:
+            log.info("input '%s': a 0/1 padding mask (%s)", name, masks[name])
+            feeds[name] = padding_mask(rng, concrete[name], dtypes[name])
+            continue
         feeds[name] = special[name] if name in special else _generic(rng, concrete[name], dtypes[name], values)
     return feeds
 

@@ -109,6 +109,7 @@ class ComparisonRun:
             if v.size and v.dtype.kind in "fiub":
                 with np.errstate(all="ignore"):
                     entry["min"], entry["max"] = float(np.nanmin(v)), float(np.nanmax(v))
+                entry["values"] = describe_values(v)
             summary[k] = entry
         return summary
 
@@ -118,6 +119,16 @@ class ComparisonRun:
 
     def input_shapes(self) -> dict[str, list[int]]:
         return {k: list(v.shape) for k, v in self.feeds.items()}
+
+
+def describe_values(v: np.ndarray) -> str:
+    """What an input's values really are (a report must not call a 0/1 mask or token ids "standard normal")."""
+    if v.dtype.kind == "b" or (v.dtype.kind in "iu" and np.isin(v, (0, 1)).all()):
+        return f"0/1 ({float(np.mean(v != 0)):.0%} ones)"
+    if v.dtype.kind in "iu":
+        return f"integers in [{int(v.min())}, {int(v.max())}] ({np.unique(v).size} distinct)"
+    with np.errstate(all="ignore"):
+        return f"floats, mean {float(np.nanmean(v)):.3g}, std {float(np.nanstd(v)):.3g}"
 
 
 def saved_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:

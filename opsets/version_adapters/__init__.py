@@ -3,9 +3,14 @@
 
 from opsets.registry import all_adapters, lookup
 from opsets.version_adapters import (
+           activation,
            clip,
+           col2im,
            elementwise,
+           gridsample,
            normalization,
+           pad,
+           pooling,
            reduce,
            resize,
            scan,
@@ -15,5 +20,5 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["all_adapters", "clip", "elementwise", "lookup", "normalization", "reduce", "resize", "scan", "shape", "softmax",
-           "split", "types"]
+__all__ = ["activation", "all_adapters", "clip", "col2im", "elementwise", "gridsample", "lookup", "normalization", "pad",
+           "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "types"]

@@ -57,7 +57,7 @@ def test_convert_config_rejects(kwargs: dict, fragment: str) -> None:
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
     ({"framework": "caffe"}, "--framework 'caffe'"),
-    ({"validate": ("tensorrt",)}, "--validate tensorrt"),
+    ({"validate": ("tensorrt",)}, "--validate 'tensorrt'"),
     ({"to": "coreml"}, "--to 'coreml'"),
 ])
 def test_convert_checks_names_against_the_registries_before_any_work(kwargs: dict, fragment: str,

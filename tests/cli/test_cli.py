@@ -40,7 +40,7 @@ def test_convert_external_data_flag(tmp_path: Path, flag: str | None) -> None:
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
                               initializer=[numpy_helper.from_array(w, "w")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "mm.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "mm.onnx")
     out = tmp_path / "out.onnx"
     proc = run_cli("convert", str(tmp_path / "mm.onnx"), "-o", str(out), *([flag] if flag else []))
     assert proc.returncode == 0, proc.stderr

@@ -22,13 +22,14 @@ import onnx_ir as ir
 
 from bridge.rewriting.builder import BOOL, F32, I64, LOWEST_F32, Builder
 
-OUTPUT_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
-# names (suffixes) of the outputs of each format, in order
+# the output formats of the detection lowerings (--detection-format): the one list of them, with the names
+# (suffixes) of each format's outputs, in order
 FORMAT_OUTPUTS: dict[str, tuple[str, ...]] = {
     "mxnet": ("detections",),
     "boxes-scores-classes": ("boxes", "scores", "classes", "num_detections"),
     "indices": ("selected_indices", "boxes", "scores"),
 }
+OUTPUT_FORMATS = tuple(FORMAT_OUTPUTS)
 
 
 @dataclass(frozen=True)

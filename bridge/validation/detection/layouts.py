@@ -198,7 +198,9 @@ class DetectionSpec:
     @classmethod
     def from_legacy(cls, name: str, output_format: str) -> DetectionSpec:
         """A lowered MultiBoxDetection output: reference ``name`` in MXNet's layout, candidate in ``output_format``."""
-        if output_format not in ("mxnet", "boxes-scores-classes", "indices"):
+        from bridge.passes.contrib.nms import OUTPUT_FORMATS
+
+        if output_format not in OUTPUT_FORMATS:
             raise UsageError(f"detection output '{name}': unknown format '{output_format}'")
         names = detection_output_names(name, output_format)
         roles = {"mxnet": ("detections",), "boxes-scores-classes": ("boxes", "scores", "labels", "num"),

@@ -15,7 +15,8 @@ pairs inside those windows; detections after NMS keep P = O(N). Nothing N x N is
 
 Ties: a *problem row* is an unmatched detection or one side of a matched pair that is not clean.
 It is **tie-ambiguous** (reported with its row, not counted as a mismatch) when its score equals,
-within ``tie_ulps`` float32 ulps, (a) the score of an unmatched row of the other side whose box
+within ``tie_ulps`` float32 ulps or within the score error measured on the clean matches (``tie_margin``:
+scores closer than the runtimes' own disagreement can be ordered either way), (a) the score of an unmatched row of the other side whose box
 is a different candidate (IoU < ``match_iou``; the same box under another label is a real
 difference), paired one to one (two tied candidates, each runtime kept the other), or (b) the score of another detection
 on its own side, or of a candidate that side shows as suppressed (MXNet rows with class -1). Ties
@@ -295,31 +296,33 @@ def _finite_rows(d: Detections) -> np.ndarray:
     return np.isfinite(d.boxes).all(axis=1) & np.isfinite(d.scores)
 
 
-def tie_tolerance(scores: np.ndarray, ulps: int = DEFAULT_TIE_ULPS) -> np.ndarray:
-    """``ulps`` float32 ulps at each score: how far two scores may be and still count as equal."""
+def tie_tolerance(scores: np.ndarray, ulps: int = DEFAULT_TIE_ULPS, margin: float = 0.0) -> np.ndarray:
+    """How far two scores may be and still count as tied: ``ulps`` float32 ulps at each score, or
+    ``margin`` (the score error measured on clean matches) when larger: two scores closer than the
+    runtimes disagree on any score can be ordered either way."""
     mag = np.abs(np.asarray(scores, np.float64)).astype(np.float32)
-    return ulps * np.spacing(mag).astype(np.float64)
+    return np.maximum(ulps * np.spacing(mag).astype(np.float64), margin)
 
 
-def _tied_within(values: np.ndarray, pool: np.ndarray, ulps: int, minimum: int) -> np.ndarray:
+def _tied_within(values: np.ndarray, pool: np.ndarray, ulps: int, minimum: int, margin: float = 0.0) -> np.ndarray:
     """For each value: at least ``minimum`` entries of ``pool`` lie within its tie tolerance."""
     if len(values) == 0:
         return np.zeros(0, bool)
     sorted_pool = np.sort(pool[np.isfinite(pool)])
-    tol = tie_tolerance(values, ulps)
+    tol = tie_tolerance(values, ulps, margin)
     lo = np.searchsorted(sorted_pool, values - tol, "left")
     hi = np.searchsorted(sorted_pool, values + tol, "right")
     return (hi - lo) >= minimum
 
 
 def _pair_ties(ref: Detections, ref_rows: np.ndarray, cand: Detections, cand_rows: np.ndarray, ulps: int,
-               match_iou: float) -> tuple[list[int], list[int]]:
+               match_iou: float, margin: float = 0.0) -> tuple[list[int], list[int]]:
     """One-to-one pairs (positions in ref_rows / cand_rows) of rows whose scores tie and whose boxes
     are different candidates (IoU < match_iou: the same box under another label is no tie swap)."""
     rs, cs = ref.scores[ref_rows], cand.scores[cand_rows]
     co = np.argsort(cs, kind="stable")
     sorted_cs = cs[co]
-    tol = tie_tolerance(rs, ulps)
+    tol = tie_tolerance(rs, ulps, margin)
     lo = np.searchsorted(sorted_cs, rs - tol, "left")
     hi = np.searchsorted(sorted_cs, rs + tol, "right")
     used = np.zeros(len(cand_rows), bool)
@@ -395,6 +398,7 @@ class DetectionComparison:
     candidate_count: int = 0
     vacuous: bool = False
     vacuous_reason: str = ""
+    tie_margin: float = 0.0  # scores closer than this (the score error of clean matches) count as tied
     tied_rows: list[DetectionRow] = field(default_factory=list)
     mismatched_rows: list[DetectionRow] = field(default_factory=list)
     images: list[ImageMatch] = field(default_factory=list)
@@ -458,9 +462,12 @@ def compare_detections(
         nonfinite_reference += int((~_finite_rows(ref)).sum())
         clean_total += clean
         problems.append((image, ref, cand, detail))
+    # near ties: the largest score difference among clean matches is the runtimes' own score error
+    result.tie_margin = max((float(d["all_pair_diff"][:len(d["all_pair_diff"]) - len(d["pair_iou"])].max(initial=0.0))
+                             for _i, _r, _c, d in problems), default=0.0)
     for image, ref, cand, detail in problems:
         m = result.images[image]
-        tied_r, tied_c = _excused(ref, cand, detail, tie_ulps, match_iou) if clean_total else (
+        tied_r, tied_c = _excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin) if clean_total else (
             np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
         m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
         m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
@@ -559,8 +566,24 @@ def _compare_masks(ref: np.ndarray, cand: np.ndarray, pi: np.ndarray, pj: np.nda
     return ok, worst
 
 
+def _near_rival(d: Detections, rows: np.ndarray, ulps: int, margin: float) -> np.ndarray:
+    """Per row: another detection of ``d`` of the same class, overlapping it, scored within ``margin``."""
+    order = np.argsort(d.scores, kind="stable")
+    sorted_scores = d.scores[order]
+    tol = tie_tolerance(d.scores[rows], ulps, margin)
+    lo = np.searchsorted(sorted_scores, d.scores[rows] - tol, "left")
+    hi = np.searchsorted(sorted_scores, d.scores[rows] + tol, "right")
+    out = np.zeros(len(rows), bool)
+    for i, k in enumerate(rows.tolist()):
+        window = order[lo[i]:min(hi[i], lo[i] + 64)]  # bounded scan, as in _pair_ties
+        window = window[(window != k) & (d.classes[window] == d.classes[k])]
+        if len(window):
+            out[i] = bool((pair_iou(np.repeat(d.boxes[k][None], len(window), axis=0), d.boxes[window]) > 0).any())
+    return out
+
+
 def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int,
-             match_iou: float) -> tuple[np.ndarray, np.ndarray]:
+             match_iou: float, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Which problem rows of one image are tie-ambiguous (module docstring, rules a and b).
 
     Rows with a NaN/inf box or score are never excused. A failing matched pair is excused as a whole
@@ -572,14 +595,19 @@ def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: in
     # (a) unmatched rows of both sides paired one to one by tied scores
     ur = np.flatnonzero(detail["ref_unmatched"] & finite_r)
     uc = np.flatnonzero(detail["cand_unmatched"] & finite_c)
-    pr, pc = _pair_ties(ref, ref_rows[ur], cand, cand_rows[uc], ulps, match_iou)
+    pr, pc = _pair_ties(ref, ref_rows[ur], cand, cand_rows[uc], ulps, match_iou, margin)
     tied_r[ur[pr]] = True
     tied_c[uc[pc]] = True
-    # (b) tied with another detection of its own side, or with a candidate that side shows suppressed
+    # (b) tied with another detection of its own side, or with a candidate that side shows suppressed;
+    # a near tie (within the measured score error) excuses only an unmatched row, and only with a rival
+    # NMS could have weighed it against (same class, overlapping box)
     pooled = []
-    for d, rows, tied in ((ref, ref_rows, tied_r), (cand, cand_rows, tied_c)):
+    for d, rows, tied, unmatched in ((ref, ref_rows, tied_r, detail["ref_unmatched"]),
+                                     (cand, cand_rows, tied_c, detail["cand_unmatched"])):
         values = d.scores[rows]
         tied |= _tied_within(values, d.scores, ulps, 2)
+        if margin > 0:
+            tied |= unmatched & _near_rival(d, rows, ulps, margin)
         pool = np.zeros(len(rows), bool)
         if d.suppressed_scores is not None and len(d.suppressed_scores):
             pool = _tied_within(values, np.asarray(d.suppressed_scores, np.float64), ulps, 1)
@@ -594,16 +622,14 @@ def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: in
 
 # -- the lowering's output groups (bridge.passes.contrib.detection) ---------------------------------
 
-DETECTION_FORMATS = ("mxnet", "boxes-scores-classes", "indices")
-
-
 def detection_output_names(name: str, output_format: str) -> list[str]:
-    """Graph output names a lowered detection output called ``name`` has in ``output_format``."""
+    """Graph output names a lowered detection output called ``name`` has in ``output_format`` (the lowering's
+    own list, ``bridge.passes.contrib.nms.FORMAT_OUTPUTS``)."""
+    from bridge.passes.contrib.nms import FORMAT_OUTPUTS
+
     if output_format == "mxnet":
         return [name]
-    suffixes = {"boxes-scores-classes": ("boxes", "scores", "classes", "num_detections"),
-                "indices": ("selected_indices", "boxes", "scores")}[output_format]
-    return [f"{name}_{s}" for s in suffixes]
+    return [f"{name}_{s}" for s in FORMAT_OUTPUTS[output_format]]
 
 
 def read_detections(outputs: Mapping[str, np.ndarray], name: str, output_format: str) -> list[Detections]:

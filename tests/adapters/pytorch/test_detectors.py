@@ -81,7 +81,9 @@ def test_traced_loop_over_a_dynamic_batch_is_an_export_error_with_a_report(tmp_p
                    "-i", "images:2,3,32,32", "-d", "images:0=batch", "--report", str(report), cwd=HERE)
     assert proc.returncode == 3, proc.stderr
     message = " ".join(proc.stderr.split())
-    assert "fixes axis 0 of 'images' to 2: node Split" in message and "--exporter dynamo" in message
+    assert "fixes axis 0 of 'images' to 2: node Split" in message
+    # auto tried dynamo first (it failed): the advice does not send the user back to it, it ends at a fixed size
+    assert "--exporter dynamo" not in message and "remove --dynamic images:0=batch" in message
     data = json.loads(report.read_text())
     assert data["passed"] is False and data["error"]["type"] == "ExportError"
     assert not (tmp_path / "m.onnx").exists()
@@ -98,6 +100,12 @@ def test_auto_goes_straight_to_torchscript_on_data_dependent_control_flow(
     result = _convert(tmp_path, detectors.TinyDetector("torchvision").eval(), "torchvision", exporter="auto")
     assert result.exporter == adapter.TORCHSCRIPT and result.passed
     assert any("data-dependent control flow" in n and "TorchScript" in n for n in result.notes)
+
+
+def test_the_advice_after_an_explicit_torchscript_export_offers_dynamo_and_a_fixed_size(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match=r"--exporter dynamo\), or export at a fixed size: remove --dynamic"):
+        api.convert(detectors.torchvision_separated(), tmp_path / "m.onnx", inputs=["images:2,3,32,32"],
+                    dynamic=["images:0=batch"], exporter="torchscript", isolated=False)
 
 
 def test_exporter_dynamo_alone_fails_cleanly(tmp_path: Path) -> None:

@@ -28,12 +28,12 @@ def test_defaults_merge_and_paths_resolve_from_the_manifest_folder(tmp_path: Pat
         ],
     })
     a, b = load_manifest(path)
-    assert (a.opset, a.timeout, a.atol, a.rtol, a.per_output) == (13, 60, 1e-3, 0.5, {"boxes": (0.1, 0.5)})
+    assert (a.opset, a.timeout, a.atol, a.rtol, a.tolerance) == (13, 60, 1e-3, 0.5, ["boxes=0.1,0.5"])
     assert a.source == str(tmp_path / "m/a.onnx") and a.feeds == str(tmp_path / "f.npz")
-    assert a.runtimes == ("onnxruntime",) and not a.disabled
+    assert a.convert["validate"] == ["onnxruntime"] and not a.disabled
     assert b.source == f"{tmp_path / 'pkg/model.py'}:build" and b.weights == str(tmp_path / "w.pt")
-    assert (b.opset, b.runtimes, b.disabled, b.max_memory) == (17, (), True, int(1.5 * 2**30))
-    assert b.inputs == ("x:2,3:float16", "y:1") and b.dynamic == ("x:0=batch",)
+    assert (b.opset, b.convert["validate"], b.disabled, b.max_memory) == (17, [], True, int(1.5 * 2**30))
+    assert b.inputs == ["x:2,3:float16", "y:1"] and b.dynamic == ["x:0=batch"]
 
 
 def test_glob_expands_to_one_entry_per_match(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_comparable_drops_only_run_dependent_fields() -> None:
 
 
 def test_a_model_whose_validation_could_not_run_is_not_a_pass() -> None:
-    entry = {"name": "m", "source": "/z/m-symbol.json", "framework": "mxnet", "to": "onnx", "opset": 17}
+    entry = {"name": "m", "source": "/z/m-symbol.json", "convert": {"framework": "mxnet", "to": "onnx", "opset": 17}}
     conv = {"written": True, "validation": [], "validation_skipped": "source reference unavailable: MXNet is not installed"}
     result = ModelResult.from_outcome(entry, {"status": "passed", "conversion": conv}, [])
     assert result.status == "failed" and result.kind == "unvalidated" and "MXNet is not installed" in (result.reason or "")

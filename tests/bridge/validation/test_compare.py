@@ -57,3 +57,15 @@ def test_missing_outputs_fail_on_either_side() -> None:
     notes = {o.name: o.note for o in comp.outputs}
     assert not comp.passed
     assert "missing from candidate" in notes["b"] and "missing from reference" in notes["c"]
+
+
+@pytest.mark.parametrize(("scale", "vacuous"), [(1e-5, True), (1.6e-4, False), (1.0, False), (0.0, True)])
+def test_an_output_no_larger_than_the_tolerance_is_a_vacuous_check(scale: float, vacuous: bool) -> None:
+    """~1e-5 logits at atol 1e-4 pass whatever the candidate computes (all zeros here): flagged vacuous."""
+    ref = {"y": (np.random.default_rng(0).standard_normal((3, 10)) * scale).astype(np.float32)}
+    cand = {"y": np.zeros((3, 10), np.float32)}
+    cmp = compare_outputs(ref, cand, Tolerance(atol=1e-4, rtol=1e-3))
+    out = cmp.outputs[0]
+    assert out.vacuous is vacuous and cmp.vacuous is vacuous
+    if vacuous:
+        assert out.passed and "within the tolerance" in out.vacuous_reason

@@ -163,3 +163,50 @@ def test_npy_header_declaring_more_than_the_member_holds(tmp_path: Path) -> None
         fh.write(np.ones(6, np.float32).tobytes())
     with pytest.raises(BadInputFileError, match=r"declares float32\[1000, 3\].*holds only"):
         load_feeds(p, X)
+
+
+def _mask_model(mask_dtype: int, consumer: str) -> onnx.ModelProto:
+    """ids -> Gather(vocab 50); ``m`` read as a mask by ``consumer`` (Cast to bool + Where, or a Cast to float)."""
+    vocab = onnx.numpy_helper.from_array(np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32), "emb")
+    nodes = [helper.make_node("Gather", ["emb", "ids"], ["h"], name="embed")]
+    if consumer == "where":
+        nodes += [helper.make_node("Cast", ["m"], ["mb"], to=TensorProto.BOOL, name="to_bool"),
+                  helper.make_node("Unsqueeze", ["mb", "ax"], ["mu"], name="unsq"),
+                  helper.make_node("Where", ["mu", "h", "zero"], ["y"], name="select")]
+    else:  # an additive float mask built from the mask: only the name says it is one
+        nodes += [helper.make_node("Cast", ["m"], ["mf"], to=TensorProto.FLOAT, name="to_float"),
+                  helper.make_node("Unsqueeze", ["mf", "ax"], ["mu"], name="unsq"),
+                  helper.make_node("Mul", ["h", "mu"], ["y"], name="apply")]
+    name = "m"
+    return make_model(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 6]),
+                              helper.make_tensor_value_info(name, mask_dtype, [2, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6, 4])], opset=17,
+                      initializers=[vocab, onnx.numpy_helper.from_array(np.asarray([-1], np.int64), "ax"),
+                                    onnx.numpy_helper.from_array(np.zeros((), np.float32), "zero")])
+
+
+@pytest.mark.parametrize(("dtype", "consumer", "name"), [
+    (TensorProto.INT64, "where", "m"), (TensorProto.FLOAT, "where", "m"), (TensorProto.BOOL, "where", "m"),
+    (TensorProto.INT64, "mul", "attention_mask"), (TensorProto.INT32, "mul", "padding_mask"),
+])
+def test_masks_are_padding_masks_and_ids_lie_in_the_vocabulary(dtype: int, consumer: str, name: str) -> None:
+    model = _mask_model(dtype, consumer)
+    if name != "m":
+        for node in model.graph.node:
+            node.input[:] = [name if i == "m" else i for i in node.input]
+        model.graph.input[1].name = name
+    np_dtype = helper.tensor_dtype_to_np_dtype(dtype)
+    feeds = make_inputs([TensorMeta("ids", (2, 6), "int64"), TensorMeta(name, (2, 6), np_dtype.name)], seed=3,
+                        model=model)
+    mask = feeds[name]
+    assert mask.dtype == np_dtype and set(np.unique(mask).tolist()) <= {0, 1}
+    assert (mask[:, 0] == 1).all()  # every row keeps at least its first position
+    assert all((np.diff(row.astype(np.int64)) <= 0).all() for row in mask)  # ones, then padding zeros
+    assert feeds["ids"].min() >= 0 and feeds["ids"].max() < 50
+
+
+def test_a_float_named_mask_without_a_boolean_consumer_keeps_generic_values() -> None:
+    # an additive float mask (0 / -inf style) is not a 0/1 mask: only its consumers could say so
+    model = _mask_model(TensorProto.FLOAT, "mul")
+    feeds = make_inputs([TensorMeta("ids", (2, 6), "int64"), TensorMeta("m", (2, 6), "float32")], seed=3, model=model)
+    assert not set(np.unique(feeds["m"]).tolist()) <= {0.0, 1.0}

@@ -85,3 +85,14 @@ def test_an_unloadable_reference_is_reported_as_unavailable() -> None:
 def test_with_no_candidates_the_reference_still_runs() -> None:
     run = run_and_compare(Recording(), {}, FeedSource(specs=[InputSpec("x", (2, 3))]), Tolerance())
     assert run.comparisons == [] and list(run.reference_outputs) == ["y"]
+
+
+def test_input_summary_states_each_inputs_real_values() -> None:
+    from bridge.validation.run import ComparisonRun
+
+    feeds = {"x": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32),
+             "ids": np.arange(8, dtype=np.int64).reshape(2, 4), "mask": np.array([[1, 1, 0], [1, 0, 0]], np.int64)}
+    summary = ComparisonRun(feeds, {}, "ref").input_summary("generated (standard normal, seed 0)")
+    assert summary["x"]["values"].startswith("floats, mean")
+    assert summary["ids"]["values"] == "integers in [0, 7] (8 distinct)"
+    assert summary["mask"]["values"] == "0/1 (50% ones)"

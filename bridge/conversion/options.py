@@ -1,0 +1,297 @@
+"""Every convert option, declared once; the CLI, ``bridge.api.convert``, ``bridge debug``, the migrate
+manifest (and its JSON Schema) and the migrate worker are derived from these declarations.
+
+``CORE`` holds the options of the conversion itself; adapters and targets declare their own groups in
+their ``options`` attribute (as Polygraphy's backends own their args), found through their registries
+(``convert_options`` stamps each with its owner). Choices are read from the registries when asked,
+so a runtime or target added with one class and one registry line is accepted everywhere at once.
+``build_config`` turns API keyword values into the ``ConvertConfig`` the recipe runs (every value is also in
+``ConvertConfig.values``, so a new option is one declaration here plus the code that reads it);
+``cli_parameters`` and ``api_signature`` give the typer parameters and the Python signature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+from bridge.config import (
+    DEFAULT_OPSET,
+    DEFAULT_TOLERANCE,
+    INPUT_KINDS,
+    ConvertConfig,
+    DynamicAxis,
+    ExportSpec,
+    InputSpec,
+    InputValues,
+    Option,
+    Source,
+    Tolerance,
+)
+from bridge.errors import UsageError
+from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
+from bridge.validation.run import FeedSource
+
+
+def _frameworks() -> list[str]:
+    from adapters import registered_frameworks
+
+    return registered_frameworks()
+
+
+def _runtimes() -> list[str]:
+    from bridge.runtimes import available_runtimes
+
+    return available_runtimes()
+
+
+def _targets() -> list[str]:
+    from bridge.targets import registered_targets
+
+    return registered_targets()
+
+
+def _detection_formats() -> Sequence[str]:
+    from bridge.passes.contrib.nms import OUTPUT_FORMATS
+
+    return OUTPUT_FORMATS
+
+
+def _comma_list(text: Any) -> Any:
+    return [t.strip() for t in text.split(",") if t.strip()] if isinstance(text, str) else text
+
+
+def _runtime_list(text: Any) -> Any:
+    """``onnxruntime,tensorflow`` -> names; ``none`` -> [] (no validation); None -> the target's default."""
+    if isinstance(text, str) and text.strip().lower() == "none":
+        return []
+    return _comma_list(text)
+
+
+PARSERS = {"validate": _runtime_list, "output_names": _comma_list, "outputs": _comma_list}
+
+CORE: tuple[Option, ...] = (
+    Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks),
+    Option("inputs", list[str], [], "NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)", flags=("--input", "-i")),
+    Option("dynamic", list[str], [], "NAME:AXIS=LABEL, e.g. images:0=batch (repeatable)", flags=("--dynamic", "-d")),
+    Option("opset", int | None, None, "target default-domain opset (default: the exporter's, at least "
+           f"{DEFAULT_OPSET})"),
+    Option("validate", list[str] | None, None, "runtimes to validate in, comma-separated, or none (default: the "
+           "target's)", cli_type=str | None, choices=_runtimes, debug=False, manifest="runtimes"),
+    Option("atol", float, DEFAULT_TOLERANCE.atol, "absolute tolerance", manifest="tolerance"),
+    Option("rtol", float, DEFAULT_TOLERANCE.rtol, "relative tolerance", manifest="tolerance"),
+    Option("tolerance", list[str], [], "per output: NAME=ATOL,RTOL (repeatable)", manifest="tolerance"),
+    Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None),
+    Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params")),
+    Option("outputs", list[str] | None, None, "comma-separated internal output names to cut the graph at",
+           cli_type=str | None, route="source"),
+    Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
+           cli_type=str | None),
+    Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",
+           choices=_detection_formats),
+    Option("max_detections", int | None, None, "rows of the boxes-scores-classes format"),
+    Option("feeds", Path | None, None, "validation inputs: .npz keyed by input name (default: seeded noise)"),
+    Option("to", str, "onnx", "delivery format; a target's artefact is validated in its runtimes", choices=_targets,
+           debug=False),
+    Option("artefact_dir", Path | None, None, "folder for the target's artefacts (default: beside the .onnx)",
+           debug=False),
+    Option("seed", int, 0, "seed for generated validation inputs"),
+    Option("trust_source", bool, False, "run the source for validation even if its graph has side effects "
+           "(file writes, Python callbacks)", route="source"),
+    Option("isolated", bool, True, "run the source reference and each runtime in a child process with time and "
+           "memory limits", flags=("--isolate/--no-isolate",), debug=False),
+    Option("timeout", float, DEFAULT_TIMEOUT_S, "seconds each reference/runtime step may take in its child process",
+           manifest="step_timeout"),
+    Option("strict", bool, False, "a vacuous verdict (nothing real compared: no detections, all-NaN outputs, a "
+           "0-sized dim) or a validation that could not run fails (exit 1)", debug=False),
+    Option("max_memory", str | None, None, "limit for sizes files declare and for reference/runtime children, "
+           "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)"),
+    Option("external_data", bool | None, None, "weights in <output>.data beside the model (default: only past "
+           "protobuf's 2 GiB limit)", flags=("--external-data/--inline-data",), debug=False),
+    Option("detections", list[str], [], "detector outputs to compare detection by detection: boxes=NAME,"
+           "scores=NAME[,labels=NAME][,batch_index=NAME][,num=NAME] (repeatable; NMS-fed outputs are found "
+           "without it)"),
+    Option("input_kind", str | None, None, "generated inputs (tracing and validation): normal (default) | image "
+           "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS),
+    Option("input_range", str | None, None, "LO,HI: generated float inputs in this range (e.g. 0,255 for a model "
+           "that normalises raw pixels itself)"),
+    Option("strip_provenance", bool, False, "write nodes without the metadata naming their source node and the "
+           "translator or pass that made them", debug=False),
+    Option("bench", bool, False, "then time the written model in the validated runtimes against the source "
+           "(bridge bench; recorded in the report)", debug=False),
+)
+
+
+def convert_options() -> list[Option]:
+    """The core options, then each registered adapter's and target's own group (stamped with its owner)."""
+    from adapters import get_adapter
+    from bridge.targets import get_target
+
+    found: list[Option] = list(CORE)
+    for framework in _frameworks():
+        found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")
+                  for o in getattr(get_adapter(framework), "options", ())]
+    for name in _targets():
+        found += [dataclasses.replace(o, group=f"target:{name}", route="target", debug=False)
+                  for o in getattr(get_target(name), "options", ())]
+    names = [o.name for o in found]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:  # two groups claiming one name would make one of them unreachable
+        raise AssertionError(f"convert options declared twice: {', '.join(repeated)}")
+    return found
+
+
+def option(name: str) -> Option:
+    return next(o for o in convert_options() if o.name == name)
+
+
+def defaults() -> dict[str, Any]:
+    return {o.name: o.default for o in convert_options()}
+
+
+def from_cli(values: Mapping[str, Any]) -> dict[str, Any]:
+    """CLI values (comma-separated strings, ...) as the API takes them."""
+    return {k: PARSERS[k](v) if k in PARSERS else v for k, v in values.items()}
+
+
+# ------------------------------------------------------------------------------------------------ derived
+
+
+def _api_type(o: Option) -> Any:
+    return o.type if o.cli_type is None else o.type | o.cli_type
+
+
+def api_signature(head: Sequence[inspect.Parameter], tail: Sequence[inspect.Parameter] = (),
+                  *, debug: bool = False) -> inspect.Signature:
+    """``head`` (positional parameters), every option as a keyword (``debug``: those debug takes), ``tail``."""
+    params = [*head, *(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default,
+                                         annotation=_api_type(o))
+                       for o in convert_options() if o.debug or not debug), *tail]
+    return inspect.Signature(params)
+
+
+def cli_parameters(*, debug: bool = False, help_overrides: Mapping[str, str] | None = None) -> list[inspect.Parameter]:
+    """typer parameters (``Annotated[type, typer.Option(...)]``) for every option (``debug``: debug's)."""
+    import typer
+
+    params = []
+    for o in convert_options():
+        if debug and not o.debug:
+            continue
+        text = (help_overrides or {}).get(o.name, o.help)
+        if o.choices is not None:
+            text += f" (one of: {'|'.join(o.choices())})"
+        if o.group != "convert":
+            text += f" ({o.group.replace(':', ' ')} option)"
+        cli_type = o.cli_type if o.cli_type is not None else o.type
+        default = (None if o.cli_type is not None else list(o.default)) if isinstance(o.default, list) else o.default
+        params.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=Annotated[cli_type, typer.Option(*o.cli_flags, help=text)]))
+    return params
+
+
+# ------------------------------------------------------------------------------------------------ config
+
+
+def _specs(items: Any) -> tuple[InputSpec, ...]:
+    return tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in items or ())
+
+
+def _axes(items: Any) -> tuple[DynamicAxis, ...]:
+    return tuple(i if isinstance(i, DynamicAxis) else DynamicAxis.parse(i) for i in items or ())
+
+
+def _tolerance(values: Mapping[str, Any]) -> Tolerance:
+    """``atol``/``rtol`` plus per-output ``NAME=ATOL,RTOL`` overrides, or a Tolerance given as ``tolerance``."""
+    given = values["tolerance"]
+    if isinstance(given, Tolerance):
+        atol = given.atol if values["atol"] == DEFAULT_TOLERANCE.atol else values["atol"]
+        rtol = given.rtol if values["rtol"] == DEFAULT_TOLERANCE.rtol else values["rtol"]
+        return Tolerance(atol, rtol, given.per_output)
+    if isinstance(given, Mapping):  # NAME -> (ATOL, RTOL)
+        return Tolerance(values["atol"], values["rtol"], dict(given))
+    return Tolerance.parse_override(Tolerance(values["atol"], values["rtol"]), list(given or ()))
+
+
+def _source_option(value: Any) -> str | None:
+    if value is None or value is False or value == []:
+        return None
+    if value is True:
+        return "1"
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def resolve(values: Mapping[str, Any], *, where: str = "convert") -> dict[str, Any]:
+    """Every option's value (defaults filled in); TypeError for a keyword no option declares, UsageError
+    for a value outside its registry's choices."""
+    known = defaults()
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise TypeError(f"{where}() got an unexpected keyword argument '{unknown[0]}'")
+    merged = {**known, **values}
+    for o in convert_options():
+        if o.choices is not None:
+            o.check_choice(merged[o.name])
+    return merged
+
+
+def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
+                 raw_options: Mapping[str, str] | None = None) -> ConvertConfig:
+    """The ConvertConfig of one conversion from option values (API keywords); routes adapter options into
+    ``Source.options`` and the chosen target's into ``target_options``; the target places its artefacts."""
+    from bridge.targets import get_target
+
+    v = resolve(values)
+    opts = convert_options()
+    target_name = v["to"]
+    for o in opts:  # an option of another target would be silently unused
+        if o.route == "target" and o.group != f"target:{target_name}" and v[o.name] != o.default:
+            raise UsageError(f"{o.cli_flags[0]} belongs to --to {o.group.split(':', 1)[1]}, not --to {target_name}")
+    source_options = dict(raw_options or {})
+    source_options.update({o.name: s for o in opts if o.route == "source"
+                           for s in [_source_option(v[o.name])] if s is not None})
+    target_options = {o.name: v[o.name] for o in opts if o.group == f"target:{target_name}"}
+    weights = Path(v["weights"]) if v["weights"] else None
+    if isinstance(source, Source):
+        src = dataclasses.replace(source, options={**source.options, **source_options}, weights=source.weights or weights)
+    elif isinstance(source, (str, Path)):
+        src = Source(location=str(source), weights=weights, options=source_options)
+    else:
+        src = Source(obj=source, weights=weights, options=source_options)
+    target = get_target(target_name)
+    artefact_dir = Path(v["artefact_dir"]) if v["artefact_dir"] else None
+    onnx_path, artefacts = target.place(Path(output), artefact_dir, target_options)
+    validate = v["validate"]
+    input_values = InputValues.parse(v["input_kind"], v["input_range"])
+    feeds = Path(v["feeds"]) if v["feeds"] else None
+    examples = partial(example_inputs, feeds, input_values, v["seed"])
+    examples.description = FeedSource(feeds, (), v["seed"], values=input_values).describe()  # type: ignore[attr-defined]
+    return ConvertConfig(
+        source=src, output=onnx_path, framework=v["framework"],
+        export=ExportSpec(_specs(v["inputs"]), _axes(v["dynamic"]), DEFAULT_OPSET if v["opset"] is None else v["opset"],
+                          tuple(v["output_names"] or ()), examples=examples, opset_asked=v["opset"] is not None),
+        validate=tuple(validate) if validate is not None else None, tolerance=_tolerance(v),
+        report=Path(v["report"]) if v["report"] else None, seed=v["seed"], detection_format=v["detection_format"],
+        max_detections=v["max_detections"], feeds=feeds, to=target_name,
+        target_options=target_options, artefact_dir=artefact_dir, artefacts=artefacts, isolate=v["isolated"],
+        timeout=v["timeout"], detections=tuple(v["detections"] or ()),
+        input_values=input_values, external_data=v["external_data"],
+        strict=v["strict"], validate_given=validate is not None and len(validate) > 0, values=v,
+        strip_provenance=v["strip_provenance"],
+    )
+
+
+def example_inputs(feeds: Path | None, values: InputValues, seed: int, specs: Sequence[InputSpec]) -> dict[str, Any]:
+    """The arrays a tracing exporter runs the model on: the ``--feeds`` arrays, or generated ones like
+    validation's (same seed and ``--input-kind/--input-range``, at the sample sizes)."""
+    from bridge.validation.inputs import load_feeds, make_inputs
+
+    metas = [TensorMeta(s.name, s.shape, s.dtype) for s in specs]
+    if feeds is not None:
+        return load_feeds(feeds, metas)
+    return make_inputs(metas, specs, seed=seed, vary_dynamic=False, values=values)

@@ -1,0 +1,269 @@
+"""The one conversion recipe: pick the adapter, export, run the ONNX stage, record the detection groups,
+build the validation inputs - each with a status (as torch.onnx reports one status per stage).
+
+``convert``, ``validate``, ``debug`` (and ``--localize``) and the migrate worker all go through these
+functions, so they export with the same inputs, generate the same feeds (graph-derived values for
+indices, shapes, axes) and compare the same detection groups. ``bridge.conversion.delivery`` runs
+the rest of ``convert`` (target artefacts, validation of every written file, writing) and is its entry.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from bridge.config import DETECTION_META, ConvertConfig, InputSpec, check_names
+from bridge.errors import UsageError
+from bridge.io import tensor_size
+from bridge.model import ModelContainer, PassRecord
+from bridge.runtimes.base import TensorMeta
+from bridge.validation.compare import Comparison
+from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
+from bridge.validation.run import FeedSource, saved_detection_outputs
+
+Progress = Callable[[str], None]
+STAGES = ("adapter", "export", "onnx_stage", "target", "validation", "write")
+# why validation did not run: asked not to / the source cannot run here / the model holds ops no runtime runs
+SKIP_DISABLED, SKIP_SOURCE, SKIP_UNRUNNABLE = "disabled", "source", "unrunnable"
+
+
+@dataclass
+class StageStatus:
+    """One stage of the recipe: ``ok``, ``failed``, ``skipped`` (``reason``, ``cause``) or ``not run``."""
+
+    status: str = "not run"
+    reason: str | None = None
+    cause: str | None = None
+    seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def new_stages() -> dict[str, StageStatus]:
+    return {name: StageStatus() for name in STAGES}
+
+
+class staged:
+    """``with staged(stages, "export"):`` marks the stage ok (with its time) or failed (with the error)."""
+
+    def __init__(self, stages: dict[str, StageStatus], name: str) -> None:
+        self.stage, self.start = stages[name], time.perf_counter()
+
+    def __enter__(self) -> StageStatus:
+        return self.stage
+
+    def __exit__(self, kind: Any, exc: BaseException | None, _tb: Any) -> None:
+        self.stage.seconds = time.perf_counter() - self.start
+        if exc is not None:
+            self.stage.status, self.stage.reason = "failed", f"{type(exc).__name__}: {exc}"
+        elif self.stage.status == "not run":
+            self.stage.status = "ok"
+
+
+@dataclass
+class ConvertResult:
+    source: str
+    framework: str
+    output: Path
+    exporter: str
+    opset: int
+    inputs: list[TensorMeta]
+    outputs: list[TensorMeta]
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    passes: list[PassRecord] = field(default_factory=list)
+    validation: list[Comparison] = field(default_factory=list)
+    validation_skipped: str | None = None
+    validation_inputs: dict[str, list[int]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    written: bool = False
+    target: dict[str, Any] | None = None  # the target's artefact report (e.g. the TensorFlow SavedModel)
+    strict: bool = False  # a vacuous verdict (nothing real was compared) counts as a failure
+    detections: list[dict[str, Any]] = field(default_factory=list)  # detector output groups compared detection-aware
+    validation_feeds: dict[str, dict[str, Any]] = field(default_factory=dict)  # per input: shape, dtype, range, source
+    export_inputs: str = ""  # what the exporter traced with
+    warning_details: list[str] = field(default_factory=list)  # every grouped warning in full (report only)
+    stages: dict[str, StageStatus] = field(default_factory=new_stages)
+    files: list[dict[str, Any]] = field(default_factory=list)  # every delivered file and the verdicts covering it
+    validation_required: bool = False  # --strict or an explicit --validate: a validation that cannot run fails
+    bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
+    config: ConvertConfig | None = field(default=None, repr=False, compare=False)  # what ran (not reported)
+
+    @property
+    def passed(self) -> bool:
+        return (all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
+                and not self.unproved)
+
+    @property
+    def vacuous(self) -> bool:
+        return any(c.vacuous for c in self.validation)
+
+    @property
+    def unproved(self) -> bool:
+        """Validation was required (``--strict`` or an explicit ``--validate``) but could not run."""
+        stage = self.stages["validation"]
+        return self.validation_required and stage.status == "skipped" and stage.cause != SKIP_DISABLED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": "convert", "source": self.source, "framework": self.framework, "output": str(self.output),
+            "written": self.written, "exporter": self.exporter, "opset": self.opset,
+            "inputs": [asdict(m) for m in self.inputs], "outputs": [asdict(m) for m in self.outputs],
+            "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
+            "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
+            "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
+            "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
+            "detections": self.detections, "validation_feeds": self.validation_feeds,
+            "export_inputs": self.export_inputs, "warning_details": self.warning_details,
+            "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files, "bench": self.bench,
+        }
+
+
+# ---------------------------------------------------------------------------------------------- stages
+
+
+def pick_adapter(cfg: ConvertConfig) -> Any:
+    """``--framework``'s adapter (which must claim the source), or the first registered one that claims it."""
+    from adapters import detect_adapter, get_adapter
+
+    adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
+    if not adapter.claims(cfg.source):
+        raise UsageError(f"'{cfg.source.describe()}' does not look like a {adapter.framework} source")
+    return adapter
+
+
+def with_inputs_from(cfg: ConvertConfig, model: onnx.ModelProto | None) -> ConvertConfig:
+    """``cfg`` with input shapes taken from an already converted ``model`` (every fixed input) or from the
+    ``--feeds`` arrays, when the user gave no ``--input``: a source whose shapes cannot be inferred (an
+    MXNet symbol) exports at the sizes the candidate was made for."""
+    if cfg.export.inputs:
+        return cfg
+    specs: list[InputSpec] = []
+    if cfg.feeds is not None:
+        import numpy as np
+
+        with np.load(cfg.feeds) as data:
+            specs = [InputSpec(k, tuple(data[k].shape), data[k].dtype.name) for k in data.files]
+    elif model is not None:
+        from adapters.onnx import graph_input_specs
+
+        specs = [s for s in graph_input_specs(model) if s.shape is not None]
+    return replace(cfg, export=replace(cfg.export, inputs=tuple(specs))) if specs else cfg
+
+
+def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress) -> Any:
+    progress(f"exporting with the {adapter.framework} adapter")
+    from opsets.target import target_opset
+
+    with staged(stages, "export"):
+        exported = adapter.export(cfg.source, cfg.export)
+    exported.opset, why = target_opset(cfg.export, exported.model)
+    if why:
+        exported.notes = [*exported.notes, why]
+    return exported
+
+
+def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:
+    """The ONNX stage's passes for this conversion (``run_pipeline`` runs them, ``debug`` traces them)."""
+    from bridge.passes.pipeline import conversion_pipeline
+    from bridge.validation.probe import probe_output_shapes
+
+    return conversion_pipeline(opset=export.opset or cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
+                               detection_format=cfg.detection_format, max_detections=cfg.max_detections,
+                               probe=probe_output_shapes)
+
+
+def container_of(adapter: Any, export: Any, cfg: ConvertConfig) -> ModelContainer:
+    return ModelContainer.from_proto(export.model, source_framework=adapter.framework, exporter=export.exporter,
+                                     inputs=export.inputs, dynamic=cfg.export.dynamic, warnings=list(export.warnings))
+
+
+def feed_source(cfg: ConvertConfig, export: Any, model: onnx.ModelProto, *, vary_dynamic: bool = True) -> FeedSource:
+    """The validation inputs: ``--feeds``, or seeded data at the export's sizes, with values valid for the
+    consumers in both the source's export and the converted ``model`` (indices in bounds, shapes, axes)."""
+    graphs = (export.model, model) if isinstance(export.model, onnx.ModelProto) and export.model is not model else model
+    return FeedSource(cfg.feeds, export.inputs, cfg.seed, vary_dynamic=vary_dynamic, values=cfg.input_values,
+                      model=graphs)
+
+
+def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[DetectionSpec]:
+    """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
+    ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
+    those a lowering pass recorded plus those found fed by NonMaxSuppression."""
+    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
+
+    outputs = [o.name for o in proto.graph.output]
+    if declared:
+        specs = as_detection_specs(list(declared))
+        for spec in specs:
+            check_names("--detections", spec.candidate_names(), outputs, "output")
+    else:
+        specs = saved_detection_outputs(proto)
+        covered = {n for s in specs for n in s.candidate_names()}
+        if _has_op(proto.graph, "NonMaxSuppression"):  # shape inference inside is not free: only for detectors
+            found = detect_detection_outputs(without_weights(proto))
+            specs += [s for s in found if not covered & set(s.candidate_names())]
+    if specs:
+        props = {p.key: p for p in proto.metadata_props}
+        entry = props.get(DETECTION_META) or proto.metadata_props.add(key=DETECTION_META)
+        entry.value = dump_detection_specs(specs)
+    return specs
+
+
+def _has_op(graph: onnx.GraphProto, op_type: str) -> bool:
+    return any(n.op_type == op_type or any(_has_op(a.g, op_type) for a in n.attribute if a.type == a.GRAPH)
+               or any(_has_op(g, op_type) for a in n.attribute for g in a.graphs) for n in graph.node)
+
+
+def without_weights(proto: onnx.ModelProto, keep_bytes: int = 4096) -> onnx.ModelProto:
+    """``proto`` with its large initializers turned into typed graph inputs: what shape inference needs
+    (small ones - shapes, axes - stay as values), without copying the weights (a copy of a 400 MB model
+    was the peak of a whole conversion)."""
+    light = onnx.ModelProto(ir_version=proto.ir_version, producer_name=proto.producer_name)
+    light.opset_import.extend(proto.opset_import)
+    light.metadata_props.extend(proto.metadata_props)
+    light.functions.extend(proto.functions)
+    g = light.graph
+    g.name = proto.graph.name
+    g.node.extend(proto.graph.node)
+    g.input.extend(proto.graph.input)
+    g.output.extend(proto.graph.output)
+    g.value_info.extend(proto.graph.value_info)
+    for init in proto.graph.initializer:
+        if tensor_size(init) <= keep_bytes:  # not ByteSize(): upb encodes the tensor to measure it
+            g.initializer.append(init)
+        else:
+            g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    return light
+
+
+def source_output_names(model: onnx.ModelProto, detections: Sequence[DetectionSpec]) -> tuple[str, ...]:
+    """The model's outputs as the source names them: a lowered detection group stands for its source output."""
+    group: dict[str, str] = {}
+    for spec in detections:
+        refs = spec.reference_names()
+        if len(refs) == 1:
+            group.update({name: refs[0] for name in spec.candidate_names()})
+    names: list[str] = []
+    for o in model.graph.output:
+        name = group.get(o.name, o.name)
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def failure_report(cfg: ConvertConfig, exc: BaseException, stages: dict[str, StageStatus] | None = None) -> None:
+    """The report of a conversion that raised: the error and how far each stage got."""
+    from bridge.report import write_report
+
+    assert cfg.report is not None
+    write_report({"command": "convert", "source": cfg.source.describe(), "output": str(cfg.output), "written": False,
+                  "passed": False, "stages": {k: v.to_dict() for k, v in (stages or {}).items()},
+                  "error": {"type": type(exc).__name__, "message": str(exc),
+                            "exit_code": getattr(exc, "exit_code", None)}}, cfg.report)

@@ -1,0 +1,287 @@
+"""ONNX -> .tflite (LiteRT) through the TensorFlow target's SavedModel and ``tf.lite.TFLiteConverter``.
+
+The path is the TF target's (``export_saved_model``: onnx-tf with everything it cannot take settled
+first) followed by ``TFLiteConverter.from_saved_model``. By default (``ops="builtin"``) the .tflite may
+use LiteRT builtin ops only, the ones every LiteRT interpreter has; ``ops="select"`` also allows select
+TF ops (Flex), which need an interpreter linked with the Flex delegate (the ``ai-edge-litert`` wheel is
+not: such a model converts but does not run there).
+
+For builtin ops, two things the SSD decode and NMS lower to are changed on the way:
+
+1. float64 islands (``Cast(f64) -> Exp -> Cast(f32)``, the correctly rounded exp of the MXNet-exact box
+   decode) run in float32 (``Float32IslandsPass``; its docstring states the error bound, tests check it):
+   LiteRT has no float64 Exp, only FlexExp.
+2. onnx-tf's NonMaxSuppression handler calls ``tf.image.non_max_suppression`` on boxes it gathered per
+   batch, typed [?, ?]; the converter legalises NonMaxSuppression to LiteRT's builtin only when the box
+   width is statically 4. While this target exports, the handler's boxes are reshaped to [-1, 4] first
+   (a no-op on the values: ONNX NonMaxSuppression boxes are [.., 4] by definition).
+
+What LiteRT cannot run is named before conversion: nodes still computing in float64 after 1 (LiteRT has
+no float64 kernels but Cast) by ONNX node; then any TF op the converter could only keep as a select op,
+with the ONNX node it came from (onnx-tf opens a name scope per node), as ``LiteRtUnsupportedError``.
+
+The ONNX -> signature key maps (``input.1`` -> ``input_1``) are stored in the .tflite's own metadata
+(``TFLITE_NAME_MAP``), which the LiteRT runtime reads; the file is written atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from bridge.chatter import quiet
+from bridge.config import Option
+from bridge.errors import ExportError, UnsupportedOpError, UsageError
+from bridge.frameworks import import_tensorflow
+from bridge.runtimes import Runtime, get_runtime
+from bridge.runtimes.litert import TFLITE_NAME_MAP
+from bridge.targets.base import TargetResult, onnx_output
+
+logger = logging.getLogger(__name__)
+
+TARGET_NAME = "tflite (LiteRT)"
+OPS = ("builtin", "select")
+# a converter error names each op it could not legalise: loc(... fused["Exp:", "onnx_tf_prefix_<node>/Exp_110@...
+_LOC = re.compile(r"fused\[\"(?P<op>\w+):\", \"(?P<scope>[^\"@]*)[^\"]*\"\].*?'tf\.(?P<tfop>\w+)' op is neither")
+_SELECT = re.compile(r"TF Select ops: (?P<ops>[^\n]+)")
+
+
+class LiteRtUnsupportedError(UnsupportedOpError):
+    """Nodes LiteRT's builtin ops cannot run (float64 compute, ops only available as select TF ops)."""
+
+    def __init__(self, unsupported: Mapping[str, Iterable[str]], reasons: Mapping[str, str] | None = None) -> None:
+        super().__init__(unsupported, reasons=reasons)
+        lines = str(self).split("\n", 1)[1]
+        self.args = (f"{len(self.unsupported)} op type(s) cannot run on LiteRT builtin ops "
+                     f"(--tflite-ops select keeps them as select TF ops, which need the Flex delegate):\n{lines}",)
+
+
+def prepare_for_litert(model: onnx.ModelProto, ops: str = "builtin") -> tuple[onnx.ModelProto, list[str]]:
+    """The model for the TF converter and notes: float64 islands in float32 (builtin ops only); then, for
+    builtin ops, every node still computing in float64 is refused (``LiteRtUnsupportedError``)."""
+    if ops != "builtin":
+        return model, []
+    from onnx_ir.passes.common import ShapeInferencePass
+
+    from bridge.passes.contrib.float32_islands import Float32IslandsPass
+
+    work = ir.from_proto(model)
+    notes = []
+    with contextlib.suppress(Exception):  # dtypes for both steps; a model inference rejects still converts
+        ShapeInferencePass(strict_mode=False)(work)
+    if Float32IslandsPass()(work).modified:
+        notes.append("float64 exp of the box decode runs in float32 on LiteRT (no builtin float64 Exp; "
+                     "error bound in bridge.passes.contrib.float32_islands)")
+        model = ir.to_proto(work)
+    found = float64_nodes(work)
+    if found:
+        raise LiteRtUnsupportedError(found, {op: "LiteRT builtin kernels have no float64" for op in found})
+    return model, notes
+
+
+def float64_nodes(model: ir.Model) -> dict[str, list[str]]:
+    """``{op (float64): [node names]}``: nodes with a float64 input or output other than Cast and shape
+    plumbing (LiteRT's builtin kernels are float32/int/bool)."""
+    found: dict[str, list[str]] = {}
+    for index, node in enumerate(model.graph):
+        if node.op_type in ("Cast", "Constant", "Shape", "Identity"):
+            continue
+        if any(v is not None and v.dtype == ir.DataType.DOUBLE for v in (*node.inputs, *node.outputs)):
+            found.setdefault(f"{node.op_type} (float64)", []).append(node.name or f"<unnamed {node.op_type} #{index}>")
+    return found
+
+
+class _StaticBoxesImage:
+    """``tf.image`` whose ``non_max_suppression`` gets its boxes as [N, 4] (see module docstring)."""
+
+    def __init__(self, tf: Any) -> None:
+        self._tf = tf
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tf.image, name)
+
+    def non_max_suppression(self, boxes: Any, scores: Any, *args: Any, **kwargs: Any) -> Any:
+        # the converter legalises NonMaxSuppression to a builtin only with a static box width of 4
+        return self._tf.image.non_max_suppression(self._tf.reshape(boxes, [-1, 4]), scores, *args, **kwargs)
+
+
+class _StaticBoxesTf:
+    def __init__(self, tf: Any) -> None:
+        self._tf = tf
+        self.image = _StaticBoxesImage(tf)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tf, name)
+
+
+@contextlib.contextmanager
+def builtin_nms() -> Iterator[None]:
+    """While active, onnx-tf's NonMaxSuppression handler emits the form LiteRT has a builtin for."""
+    from bridge.targets.onnx_tf_compat import load_onnx_tf
+
+    load_onnx_tf()
+    import onnx_tf.handlers.backend.non_max_suppression as handler
+
+    original = handler.tf
+    handler.tf = _StaticBoxesTf(original)
+    try:
+        yield
+    finally:
+        handler.tf = original
+
+
+def _unsupported_from_converter(message: str, scopes: Mapping[str, str]) -> dict[str, list[str]]:
+    """``{tf op: [ONNX node names]}`` from a converter error listing ops that need select TF ops."""
+    found: dict[str, list[str]] = {}
+    for m in _LOC.finditer(message):
+        scope = m.group("scope").split("/")[0].removeprefix("onnx_tf_prefix_")
+        nodes = found.setdefault(f"tf.{m.group('tfop')}", [])
+        node = scopes.get(scope, scope)
+        if node not in nodes:
+            nodes.append(node)
+    select = _SELECT.search(message)
+    if select:
+        for op in (o.strip() for o in select.group("ops").split(",")):
+            found.setdefault(f"tf.{op}", [])
+    return {op: nodes or ["(node not named by the converter)"] for op, nodes in found.items()}
+
+
+def with_name_map(content: bytes, names: Mapping[str, Mapping[str, str]]) -> bytes:
+    """``content`` (a .tflite flatbuffer) with the ONNX -> signature key maps as metadata ``TFLITE_NAME_MAP``."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(content, 0))
+    buffer = schema.BufferT()
+    buffer.data = list(json.dumps(names).encode())
+    model.buffers.append(buffer)
+    entry = schema.MetadataT()
+    entry.name = TFLITE_NAME_MAP
+    entry.buffer = len(model.buffers) - 1
+    model.metadata = [m for m in (model.metadata or []) if m.name != TFLITE_NAME_MAP.encode()] + [entry]
+    builder = flatbuffers.Builder(len(content) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin") -> TargetResult:
+    """Convert ``model`` (ModelProto, bytes or .onnx path) to a .tflite at ``path`` (module docstring)."""
+    from bridge.targets.tensorflow import export_saved_model
+
+    if ops not in OPS:
+        raise UsageError(f"--tflite-ops {ops}: choose one of {', '.join(OPS)}")
+    start = time.perf_counter()
+    proto = _as_proto(model)
+    proto, notes = prepare_for_litert(proto, ops)
+    tf = import_tensorflow("converting to TFLite")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        with builtin_nms() if ops == "builtin" else contextlib.nullcontext():
+            saved = export_saved_model(proto, tmp / "saved_model")
+        converter = tf.lite.TFLiteConverter.from_saved_model(str(saved.path))
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + (
+            [tf.lite.OpsSet.SELECT_TF_OPS] if ops == "select" else [])
+        with quiet(["tensorflow", "absl"], "TFLite converter", stderr=True):
+            try:
+                content = converter.convert()
+            except Exception as exc:
+                text = str(exc)
+                scopes = {_scope(n.name): n.name for n in proto.graph.node if n.name}
+                found = _unsupported_from_converter(text, scopes)
+                if found:
+                    raise LiteRtUnsupportedError(found) from exc
+                raise ExportError(f"the TFLite converter failed: {text.strip()[:2000]}") from exc
+        content = with_name_map(content, {"inputs": saved.input_names, "outputs": saved.output_names})
+        staged = tmp / out.name
+        staged.write_bytes(content)
+        os.replace(staged, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.perf_counter() - start
+    logger.info("wrote %s in %.1f s", out, seconds)
+    if ops == "select":
+        notes.append("select TF ops allowed (--tflite-ops select): the .tflite needs an interpreter with the Flex delegate")
+    return TargetResult(target=TARGET_NAME, path=out, converter=f"onnx-tf + TFLiteConverter (tensorflow {tf.__version__})",
+                        opset_in=saved.opset_in, opset_out=saved.opset_out, input_names=saved.input_names,
+                        output_names=saved.output_names, notes=[*saved.notes, *notes], warnings=saved.warnings,
+                        seconds=seconds)
+
+
+def _scope(name: str) -> str:
+    """The TF name scope onnx-tf opens for an ONNX node name (``bridge.targets.tensorflow`` makes names scope-safe)."""
+    return re.sub(r"[^A-Za-z0-9_.\\/>-]", "_", name)
+
+
+def _as_proto(model: Any) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, bytes):
+        return onnx.load_from_string(model)
+    from bridge.io import load_model
+
+    return load_model(model)
+
+
+def tflite_destination(destination: Path) -> Path:
+    """Where the .tflite goes for convert's artefact destination: ``X.tflite`` as given, else ``<stem>.tflite``."""
+    if destination.suffix == ".tflite":
+        return destination
+    return destination.with_name(destination.name.removesuffix("_saved_model") + ".tflite")
+
+
+def move_tflite(src: Path, destination: Path) -> Path:
+    """Move a staged .tflite to ``destination`` atomically (staged beside it: one filesystem)."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    tmp = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, destination)
+    return destination
+
+
+class TfliteTarget:
+    """``--to tflite``: a .tflite (LiteRT) converted through the TF target's SavedModel, run by LiteRT."""
+
+    name = "tflite"
+    artefact = True  # writes something besides the validated .onnx
+    runtimes = ("litert",)
+    default_runtimes = ("onnxruntime", "litert")
+    options = (Option("tflite_ops", str, "builtin", "--to tflite: builtin (default) or select (also select TF ops, "
+                      "which need the Flex delegate)", choices=lambda: OPS),)
+
+    def __init__(self, tflite_ops: str = "builtin") -> None:
+        if tflite_ops not in OPS:
+            raise UsageError(f"--tflite-ops {tflite_ops}: choose one of {', '.join(OPS)}")
+        self.ops = tflite_ops
+
+    def place(self, output: Path, artefact_dir: Path | None, options: Mapping[str, Any]) -> tuple[Path, dict[str, Path]]:
+        """``-o X.tflite`` names the .tflite (the validated ONNX goes beside it as X.onnx); else ``<stem>.tflite``
+        goes to ``--artefact-dir`` or beside the .onnx."""
+        if output.suffix.lower() == ".tflite":
+            return output.with_suffix(".onnx"), {"tflite": output}
+        return onnx_output(output), {"tflite": (artefact_dir or output.parent) / f"{output.stem}.tflite"}
+
+    def export(self, model: onnx.ModelProto, staging: Path) -> TargetResult:
+        return export_tflite(model, staging / "model.tflite", ops=self.ops)
+
+    def commit(self, staged: Path, destination: Path) -> Path:
+        return move_tflite(Path(staged), tflite_destination(Path(destination)))
+
+    def runtime(self, name: str, model: Any, workdir: Path) -> Runtime:
+        # the .tflite is built when the runtime is activated (loading apart from running)
+        ops = self.ops
+        return get_runtime(name, lambda: export_tflite(model, Path(workdir) / "model.tflite", ops=ops).path)

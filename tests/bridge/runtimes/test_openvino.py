@@ -1,0 +1,81 @@
+"""The OpenVINO runtime: ONNX and IR models, names kept, dynamic batch, threads, isolation, clear errors."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from deploy_models import custom_op_model, decode_model, feeds, onnxruntime_outputs, save
+
+pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
+
+from bridge.errors import RuntimeLoadError, UsageError
+from bridge.runtimes import activated, get_runtime
+from bridge.runtimes.isolated import isolate
+from bridge.runtimes.openvino import OpenVinoRuntime
+from bridge.targets import candidate_runtime
+
+
+@pytest.fixture(scope="module")
+def model() -> onnx.ModelProto:
+    return decode_model()
+
+
+def _check(runtime: OpenVinoRuntime | object, model: onnx.ModelProto) -> None:
+    with activated(runtime) as rt:  # type: ignore[arg-type]
+        for batch in (1, 3):  # one compiled model, any batch: the dynamic axis stays dynamic
+            x = feeds(batch, seed=batch)
+            got, want = rt.infer(x), onnxruntime_outputs(model, x)
+            assert list(got) == ["feat:0", "boxes"]  # ONNX names and order
+            for name in want:
+                assert got[name].shape == want[name].shape and got[name].dtype == np.float32
+                np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["proto", "bytes", "path", "loader"])
+def test_runs_an_onnx_model_given_in_any_form(model: onnx.ModelProto, tmp_path: Path, form: str) -> None:
+    path = save(model, tmp_path / "m.onnx")
+    source = {"proto": model, "bytes": model.SerializeToString(), "path": path, "loader": lambda: path}[form]
+    _check(OpenVinoRuntime(source, threads=1), model)
+
+
+def test_metadata_names_inputs_and_leaves_the_batch_dynamic(model: onnx.ModelProto) -> None:
+    rt = get_runtime("openvino", model, threads=2)
+    with activated(rt):
+        (meta,) = rt.input_metadata()
+        assert (meta.name, meta.shape, meta.dtype) == ("input.1", (None, 3, 8, 8), "float32")
+        assert [m.name for m in rt.output_metadata()] == ["feat:0", "boxes"]  # type: ignore[attr-defined]
+
+
+def test_isolated_through_candidate_runtime(model: onnx.ModelProto, tmp_path: Path) -> None:
+    """As `--validate openvino` runs it: built by the openvino target (IR in the work folder) in a child process."""
+    path = save(model, tmp_path / "m.onnx")
+    rt = isolate(partial(candidate_runtime, "openvino", path, tmp_path / "work"), name="openvino",
+                 stage="the openvino candidate")
+    _check(rt, model)
+    assert (tmp_path / "work" / "openvino" / "model.xml").is_file()
+
+
+def test_bad_feeds_and_files_are_usage_errors(model: onnx.ModelProto, tmp_path: Path) -> None:
+    with activated(OpenVinoRuntime(model)) as rt:
+        with pytest.raises(UsageError, match="not inputs of the OpenVINO model"):
+            rt.infer({"x": np.zeros((1, 3, 8, 8), np.float32)})
+        with pytest.raises(UsageError, match=r"no feed .*input\.1"):
+            rt.infer({})
+    with pytest.raises(UsageError, match="no such model file"):
+        OpenVinoRuntime(tmp_path / "missing.xml").activate()
+
+
+def test_a_model_openvino_cannot_read_is_a_load_error_naming_the_op() -> None:
+    with pytest.raises(RuntimeLoadError, match="Frobnicate"):
+        OpenVinoRuntime(custom_op_model()).activate()
+
+
+def test_set_threads_before_activate_sizes_the_pool(model: onnx.ModelProto) -> None:
+    rt = OpenVinoRuntime(model)
+    rt.set_threads(1)
+    with activated(rt):
+        assert int(rt._compiled.get_property("INFERENCE_NUM_THREADS")) == 1

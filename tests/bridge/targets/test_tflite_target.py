@@ -1,0 +1,140 @@
+"""ONNX -> .tflite: builtin ops only by default (float32 decode exp within its bound), what LiteRT cannot run
+named before conversion, select TF ops on request, tampering caught, convert end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from deploy_models import (
+    SSD_ARGS,
+    SSD_SYMBOL,
+    compare_with_onnxruntime,
+    decode_model,
+    feeds,
+    initializer,
+    onnxruntime_outputs,
+    save,
+    tamper,
+)
+from onnx import TensorProto, helper
+from support import make_model, mxnet_available
+
+pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'bridge[litert]')")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+pytest.importorskip("tensorflow", reason="TensorFlow (the .tflite converter) is not installed")
+if importlib.util.find_spec("onnx_tf") is None:
+    pytest.skip("onnx-tf (the ONNX -> TF step of the tflite target) is not installed", allow_module_level=True)
+
+import bridge
+from bridge.errors import RuntimeLoadError, UsageError
+from bridge.passes.contrib.float32_islands import EXP_ULPS
+from bridge.runtimes import activated
+from bridge.runtimes.litert import LiteRtRuntime
+from bridge.targets import get_target
+from bridge.targets.tflite import LiteRtUnsupportedError, TfliteTarget, export_tflite
+
+
+@pytest.fixture(scope="module")
+def model() -> onnx.ModelProto:
+    return decode_model()
+
+
+@pytest.fixture(scope="module")
+def tflite(model: onnx.ModelProto, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tflite")
+    result = export_tflite(model, folder / "m.tflite")
+    assert any("float32" in n for n in result.notes)
+    assert [p.name for p in folder.iterdir()] == ["m.tflite"]  # no temp left behind
+    return result.path
+
+
+def test_builtin_tflite_matches_the_float64_decode_within_the_stated_bound(model: onnx.ModelProto, tflite: Path) -> None:
+    """The float64 exp island runs in float32 on LiteRT: boxes within EXP_ULPS ulp of the exp (plus the
+    rounding of the multiply by the anchor size) of the MXNet-exact float64 decode run by onnxruntime."""
+    with activated(LiteRtRuntime(tflite)) as rt:
+        for batch in (1, 3):
+            x = feeds(batch, seed=batch)
+            got, want = rt.infer(x), onnxruntime_outputs(model, x)
+            np.testing.assert_allclose(got["feat:0"], want["feat:0"], rtol=1e-5, atol=1e-5)
+            err = np.abs(got["boxes"] - want["boxes"])
+            assert np.all(err <= (EXP_ULPS + 0.5) * np.spacing(np.abs(want["boxes"]))), err.max()
+
+
+def test_float64_compute_is_refused_before_conversion(tmp_path: Path) -> None:
+    f64 = TensorProto.DOUBLE
+    model = make_model([helper.make_node("Cast", ["x"], ["x64"], to=f64),
+                        helper.make_node("Add", ["x64", "x64"], ["s"], name="double_add"),
+                        helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    with pytest.raises(LiteRtUnsupportedError) as info:
+        export_tflite(model, tmp_path / "out" / "m.tflite")
+    assert info.value.unsupported == {"Add (float64)": ["double_add"]}
+    assert "no float64" in str(info.value) and "--tflite-ops select" in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_op_litert_has_no_builtin_for_is_named_with_its_onnx_node(tmp_path: Path) -> None:
+    """Det becomes TF's MatrixDeterminant, which LiteRT has only as a select (Flex) op."""
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                        helper.make_node("Det", ["r"], ["y"], name="det_1")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])], opset=13)
+    with pytest.raises(LiteRtUnsupportedError) as info:
+        export_tflite(model, tmp_path / "m.tflite")
+    assert info.value.unsupported == {"tf.MatrixDeterminant": ["det_1"]}
+    assert not (tmp_path / "m.tflite").exists()
+
+
+def test_select_ops_keep_the_float64_exp_which_litert_then_cannot_load(model: onnx.ModelProto, tmp_path: Path) -> None:
+    result = export_tflite(model, tmp_path / "m.tflite", ops="select")
+    assert any("Flex delegate" in n for n in result.notes)
+    with pytest.raises(RuntimeLoadError, match="FlexExp"):
+        LiteRtRuntime(result.path).activate()
+
+
+def test_a_tampered_tflite_fails_validation_in_litert(model: onnx.ModelProto, tflite: Path, tmp_path: Path) -> None:
+    assert compare_with_onnxruntime(model, LiteRtRuntime(tflite)).passed  # type: ignore[attr-defined]
+    copy = tmp_path / "m.tflite"
+    copy.write_bytes(tflite.read_bytes())
+    tamper(copy, initializer(model, "sizes"))
+    verdict = compare_with_onnxruntime(model, LiteRtRuntime(copy))
+    assert not verdict.passed  # type: ignore[attr-defined]
+    assert [o.name for o in verdict.failures] == ["boxes"]  # type: ignore[attr-defined]
+
+
+def test_commit_and_options(tflite: Path, tmp_path: Path) -> None:
+    target = get_target("tflite")
+    placed = target.commit(tflite, tmp_path / "out" / "m_saved_model")
+    assert placed == tmp_path / "out" / "m.tflite" and placed.read_bytes() == tflite.read_bytes()
+    assert target.commit(tflite, tmp_path / "x.tflite") == tmp_path / "x.tflite"
+    with pytest.raises(UsageError, match="--tflite-ops"):
+        TfliteTarget(tflite_ops="flex")
+
+
+def test_convert_an_onnx_model_to_tflite(model: onnx.ModelProto, tmp_path: Path) -> None:
+    source = save(model, tmp_path / "src.onnx")
+    result = bridge.convert(source, output=tmp_path / "out" / "m.onnx", to="tflite",
+                            inputs=["input.1:2,3,8,8"], dynamic=["input.1:0=N"])
+    assert result.passed and result.written
+    assert {c.candidate for c in result.validation} == {"onnxruntime", "litert"}
+    written = tmp_path / "out" / "m.tflite"
+    assert result.target is not None and result.target["path"] == str(written)
+    with activated(LiteRtRuntime(written)) as rt:  # the written .tflite keeps the batch dynamic
+        assert rt.input_metadata()[0].shape == (None, 3, 8, 8)
+        assert rt.infer(feeds(5))["boxes"].shape == (5, 64, 4)
+
+
+@pytest.mark.skipif(not mxnet_available(), reason="MXNet (the reference of the bundled SSD) is not installed")
+def test_bundled_mxnet_ssd_to_tflite_matches_mxnet_detections(tmp_path: Path) -> None:
+    result = bridge.convert(SSD_SYMBOL, output=tmp_path / "ssd.onnx", to="tflite", **SSD_ARGS)
+    assert result.passed and (tmp_path / "ssd.tflite").is_file()
+    (litert,) = [c for c in result.validation if c.candidate == "litert"]
+    (out,) = litert.outputs
+    assert out.detection is not None and out.detection["matched"] > 0 and out.max_abs < 1e-5
+    assert out.detection["unmatched_reference"] == 0 and out.detection["unmatched_candidate"] == 0

@@ -1,0 +1,101 @@
+"""Small models for the deployment targets and runtimes (OpenVINO, LiteRT), built in code.
+
+``decode_model``: a Conv feature map and an SSD-style box decode with the float64 exp island of
+``bridge.passes.contrib.nms`` (Cast f64 -> Exp -> Cast f32), a dynamic batch, and tensor names that are
+not TF signature keys (``input.1``, ``feat:0``). ``custom_op_model``: a node no runtime has a kernel for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from support import REPO, make_model
+
+SSD_SYMBOL = REPO / "examples" / "mxnet_ssd" / "model-symbol.json"
+SSD_FEEDS = REPO / "examples" / "mxnet_ssd" / "sample_inputs.npz"
+SSD_ARGS = {"inputs": ["data:4,3,64,64"], "dynamic": ["data:0=batch"], "feeds": SSD_FEEDS}
+
+
+def decode_model(opset: int = 17) -> onnx.ModelProto:
+    """input.1 [N, 3, 8, 8] -> Conv -> Relu -> feat:0 [N, 4, 8, 8]; the conv map as [N, 64, 4] deltas decoded
+    as exp(d * 0.2) (in float64, rounded once) * anchor sizes -> boxes [N, 64, 4]."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3
+    b = rng.standard_normal(4).astype(np.float32) * 0.1
+    sizes = rng.uniform(0.05, 0.9, (1, 64, 4)).astype(np.float32)
+    f64, f32 = TensorProto.DOUBLE, TensorProto.FLOAT
+    return make_model(
+        [helper.make_node("Conv", ["input.1", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+         helper.make_node("Relu", ["c"], ["feat:0"], name="relu"),
+         helper.make_node("Reshape", ["c", "shape"], ["deltas"], name="to_deltas"),
+         helper.make_node("Mul", ["deltas", "var"], ["t"], name="scale"),
+         helper.make_node("Cast", ["t"], ["t64"], to=f64, name="up"),
+         helper.make_node("Exp", ["t64"], ["e64"], name="exp"),
+         helper.make_node("Cast", ["e64"], ["e"], to=f32, name="down"),
+         helper.make_node("Mul", ["e", "sizes"], ["boxes"], name="decode")],
+        [helper.make_tensor_value_info("input.1", f32, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("feat:0", f32, ["N", 4, 8, 8]),
+         helper.make_tensor_value_info("boxes", f32, ["N", 64, 4])],
+        opset=opset,
+        initializers=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+                      numpy_helper.from_array(np.array([0, -1, 4], np.int64), "shape"),
+                      numpy_helper.from_array(np.array(0.2, np.float32), "var"),
+                      numpy_helper.from_array(sizes, "sizes")],
+    )
+
+
+def custom_op_model() -> onnx.ModelProto:
+    """x -> Relu -> my.ops::Frobnicate (no runtime has it) -> y."""
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Frobnicate", ["r"], ["y"], domain="my.ops", name="frob_1")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    model.opset_import.append(helper.make_opsetid("my.ops", 1))
+    return model
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path
+
+
+def feeds(batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    return {"input.1": np.random.default_rng(seed).standard_normal((batch, 3, 8, 8)).astype(np.float32)}
+
+
+def onnxruntime_outputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, inputs), strict=True))
+
+
+def initializer(model: onnx.ModelProto, name: str) -> np.ndarray:
+    return next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name)
+
+
+def tamper(path: Path, original: np.ndarray) -> None:
+    """Scale the weights ``original`` by 1.5 where the artefact stores them (fails when they are not there)."""
+    data = path.read_bytes()
+    raw = np.ascontiguousarray(original).tobytes()
+    assert data.count(raw) == 1, f"{path.name} does not hold the weights verbatim"
+    path.write_bytes(data.replace(raw, (original * np.float32(1.5)).astype(original.dtype).tobytes()))
+
+
+def compare_with_onnxruntime(model: onnx.ModelProto, candidate: object, batch: int = 2) -> object:
+    """The validation verdict for ``candidate`` (a Runtime) against onnxruntime on ``model``."""
+    from bridge.config import DEFAULT_TOLERANCE
+    from bridge.validation.results import RunResults
+    from bridge.validation.run import FeedSource, run_and_compare
+
+    x = feeds(batch, seed=7)
+    reference = RunResults(x, onnxruntime_outputs(model, x), "onnxruntime", {})
+    run = run_and_compare(reference, {"candidate": candidate}, FeedSource(), DEFAULT_TOLERANCE)  # type: ignore[dict-item]
+    (comparison,) = run.comparisons
+    return comparison
