@@ -31,7 +31,7 @@ from onnxscript.version_converter import _version_converter as onnxscript_vc
 from bridge.errors import UsageError
 from bridge.model import min_ir_version
 from bridge.rewriting import apply_rewrites, default_opset, node_label
-from bridge.rewriting.protos import call_without_weights
+from bridge.rewriting.protos import call_without_weights, infer_shapes
 from opsets import legalize, registry, version_adapters
 from opsets.errors import OpsetConversionError
 
@@ -264,6 +264,6 @@ def _through_proto(model: ir.Model, func: Callable[[onnx.ModelProto], onnx.Model
 
 def _infer_shapes(model: ir.Model) -> None:
     try:
-        common_passes.ShapeInferencePass(strict_mode=False)(model)
+        infer_shapes(model, data_prop=False)
     except Exception as exc:  # best effort: adapters that need a type or shape say so when it is missing
         logger.debug("shape inference failed before an opset hop: %s", exc)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import onnx
 
 from bridge.config import DEFAULT_OPSET, ExportSpec
+from bridge.rewriting import default_opset
 from opsets.conversion import newest_runtime_opset
 
 
 def exported_opset(model: onnx.ModelProto) -> int | None:
-    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    found: int | None = default_opset(model, missing=None)
+    return found
 
 
 def target_opset(spec: ExportSpec, exported: onnx.ModelProto) -> tuple[int, str | None]:

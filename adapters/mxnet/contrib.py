@@ -50,6 +50,20 @@ decimal strings in the symbol file, booleans are INT 0/1.
     clip                    FLOAT  default -1.0   (<= 0: no clipping of the exp() terms)
     format                  STRING default "center"  (anchor format: "center" or "corner")
 
+``Proposal`` (from ``_contrib_Proposal`` / ``_contrib_MultiProposal``; proposal.cc, multi_proposal.cc)
+    inputs:  cls_prob [B, 2A, H, W], bbox_pred [B, 4A, H, W], im_info [B, 3] (height, width, scale)
+    outputs: rois float32 [B * rpn_post_nms_top_n, 5] (batch index, x1, y1, x2, y2); with output_score
+             also scores [B * rpn_post_nms_top_n, 1]
+    rpn_pre_nms_top_n   INT     default 6000
+    rpn_post_nms_top_n  INT     default 300
+    threshold           FLOAT   default 0.7
+    rpn_min_size        INT     default 16
+    scales              FLOATS  default [4, 8, 16, 32]
+    ratios              FLOATS  default [0.5, 1, 2]
+    feature_stride      INT     default 16
+    output_score        INT     default 0
+    iou_loss            INT     default 0
+
 Attributes a newer MXNet adds that are not listed above are carried as STRING (the raw text) with a
 warning, so nothing is silently dropped.
 """
@@ -88,8 +102,13 @@ BOX_DECODE: Schema = {
     "std0": ("float", 1.0), "std1": ("float", 1.0), "std2": ("float", 1.0), "std3": ("float", 1.0),
     "clip": ("float", -1.0), "format": ("str", "center"),
 }
+PROPOSAL: Schema = {
+    "rpn_pre_nms_top_n": ("int", 6000), "rpn_post_nms_top_n": ("int", 300), "threshold": ("float", 0.7),
+    "rpn_min_size": ("int", 16), "scales": ("floats", (4.0, 8.0, 16.0, 32.0)), "ratios": ("floats", (0.5, 1.0, 2.0)),
+    "feature_stride": ("int", 16), "output_score": ("bool", False), "iou_loss": ("bool", False),
+}
 SCHEMAS = {"MultiBoxPrior": MULTIBOX_PRIOR, "MultiBoxDetection": MULTIBOX_DETECTION, "box_nms": BOX_NMS,
-           "box_decode": BOX_DECODE}
+           "box_decode": BOX_DECODE, "Proposal": PROPOSAL}
 
 
 def typed_attributes(ctx: ConversionContext, node: MXNode, schema: Schema) -> dict[str, Any]:
@@ -113,9 +132,12 @@ def typed_attributes(ctx: ConversionContext, node: MXNode, schema: Schema) -> di
     return result
 
 
-def _emit(ctx: ConversionContext, node: MXNode, op: str, inputs: list[str], out_type: TensorType) -> list[str]:
+def _emit(ctx: ConversionContext, node: MXNode, op: str, inputs: list[str], *out_types: TensorType,
+          suffixes: tuple[str, ...] = ()) -> list[str]:
+    """The contrib node; output names are MXNet's (``<name>_output``, or ``<name>_<suffix>`` per output)."""
     attrs = typed_attributes(ctx, node, SCHEMAS[op])
-    return ctx.emit(op, inputs, [out(ctx, node)], name=node.name, domain=CONTRIB_DOMAIN, out_types=[out_type],
+    names = [ctx.reserve(f"{node.name}_{s}") for s in suffixes] if suffixes else [out(ctx, node)]
+    return ctx.emit(op, inputs, names, name=node.name, domain=CONTRIB_DOMAIN, out_types=list(out_types),
                     doc=f"MXNet {node.op} '{node.name}'", **attrs)
 
 
@@ -148,3 +170,16 @@ def _contrib_box_nms(ctx: ConversionContext, node: MXNode, inputs: list[str]) ->
 def _contrib_box_decode(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     t = ctx.type(inputs[0])
     return _emit(ctx, node, "box_decode", inputs[:2], TensorType(t.elem or TensorProto.FLOAT, t.shape))
+
+
+@translator("_contrib_Proposal", "_contrib_MultiProposal")
+def _contrib_Proposal(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    """The legacy rcnn RPN: one bridge.contrib Proposal for both ops (Proposal is MultiProposal at batch 1)."""
+    a = node.attrs
+    post = int(a.optional_int("rpn_post_nms_top_n", 300) or 0)
+    batch = (ctx.shape(inputs[0]) or (None,))[0]
+    rows = batch * post if isinstance(batch, int) else None
+    types = [TensorType(TensorProto.FLOAT, (rows, 5))]
+    if a.optional_bool("output_score", False):
+        types.append(TensorType(TensorProto.FLOAT, (rows, 1)))
+    return _emit(ctx, node, "Proposal", inputs[:3], *types, suffixes=("output", "score")[: len(types)])

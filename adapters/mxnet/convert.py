@@ -46,8 +46,8 @@ from adapters.mxnet.context import CONTRIB_DOMAIN, ConversionContext, np_to_onnx
 from adapters.mxnet.infer_range import resolve_infer_range
 from adapters.mxnet.infer_states import resolve_rnn_states
 from adapters.mxnet.params import split_arg_aux
-from adapters.mxnet.registry import NOT_TRANSLATED, TRANSLATORS
-from adapters.mxnet.symbol import SymbolGraph
+from adapters.mxnet.registry import INFERENCE_INPUTS, NOT_TRANSLATED, TRANSLATORS
+from adapters.mxnet.symbol import MXNode, SymbolGraph
 from bridge import provenance
 from bridge.config import ExportSpec, InputSpec
 from bridge.errors import BadInputFileError, BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
@@ -130,6 +130,12 @@ def resolve_heads(graph: SymbolGraph, outputs: str | None) -> list[tuple[int, in
     return heads
 
 
+def inference_inputs(node: MXNode) -> list[tuple[int, int]]:
+    """The inputs ``node`` reads at inference: a loss head's label (``INFERENCE_INPUTS``) is left out."""
+    used = INFERENCE_INPUTS.get(node.op)
+    return list(node.inputs if used is None else node.inputs[:used])
+
+
 def needed_nodes(graph: SymbolGraph, heads: list[tuple[int, int]]) -> set[int]:
     seen: set[int] = set()
     stack = [h for h, _ in heads]
@@ -138,7 +144,7 @@ def needed_nodes(graph: SymbolGraph, heads: list[tuple[int, int]]) -> set[int]:
         if i in seen:
             continue
         seen.add(i)
-        stack.extend(src for src, _ in graph.nodes[i].inputs)
+        stack.extend(src for src, _ in inference_inputs(graph.nodes[i]))
     return seen
 
 
@@ -209,12 +215,12 @@ def convert_graph(
         node = graph.nodes[i]
         if node.is_variable:
             continue
-        absent = [(src, k) for src, k in node.inputs if (src, k) not in entries]
+        absent = [(src, k) for src, k in inference_inputs(node) if (src, k) not in entries]
         if absent:  # the file reads an output its producer does not have (the reader checks what it can)
             src, k = absent[0]
             raise BadInputFileError(f"{graph.source}: node '{node.name}' ({node.op}) reads output {k} of node "
                                     f"'{graph.nodes[src].name}' ({graph.nodes[src].op}), which has no such output")
-        inputs = [entries[(src, k)] for src, k in node.inputs]
+        inputs = [entries[(src, k)] for src, k in inference_inputs(node)]
         fn = TRANSLATORS[node.op]
         ctx.origin = provenance.Provenance("mxnet", original.get(i, node.name), node.op, provenance.made_by(
             provenance.TRANSLATOR, f"{fn.__module__}:{getattr(fn, '__qualname__', fn.__name__)}"))

@@ -15,10 +15,8 @@ infer nothing backwards, or used before another consumer) stay as they are and a
 
 from __future__ import annotations
 
-import dataclasses
-
 from adapters.mxnet.ops_math import BINARY
-from adapters.mxnet.symbol import MXNode, SymbolGraph
+from adapters.mxnet.symbol import MXNode, SymbolGraph, consumers_of, move_before_consumers
 
 # MXNet's same-shape binary ops (ElemwiseShape<2, 1>): the tensor-tensor forms that are not broadcast_*
 SAME_SHAPE_BINARY = frozenset(op for op in BINARY if not op.startswith("broadcast_"))
@@ -30,10 +28,7 @@ def _infers_range(node: MXNode) -> bool:
 
 def resolve_infer_range(graph: SymbolGraph) -> SymbolGraph:
     """``graph`` with every resolvable ``_arange(infer_range=True)`` replaced (see the module docstring)."""
-    consumers: dict[int, list[tuple[int, int]]] = {}
-    for n in graph.nodes:
-        for pos, (src, _) in enumerate(n.inputs):
-            consumers.setdefault(src, []).append((n.index, pos))
+    consumers = consumers_of(graph)
     moves: dict[int, tuple[int, tuple[int, int]]] = {}  # arange -> (its first consumer, the operand giving its shape)
     for n in graph.nodes:
         if not _infers_range(n) or not consumers.get(n.index):
@@ -45,24 +40,9 @@ def resolve_infer_range(graph: SymbolGraph) -> SymbolGraph:
         other = consumer.inputs[1 - pos]
         if other[0] != n.index and not _infers_range(graph.nodes[other[0]]):
             moves[n.index] = (first, other)
-    if not moves:
-        return graph
-    order: list[int] = []
-    for i in range(len(graph.nodes)):
-        if i in moves:
-            continue
-        order += [a for a, (c, _) in moves.items() if c == i]
-        order.append(i)
-    new = {old: k for k, old in enumerate(order)}
-    nodes = []
-    for old in order:
-        n = graph.nodes[old]
-        if old in moves:
-            src, out = moves[old][1]
-            attrs = {k: v for k, v in n.raw_attrs.items() if k in ("start", "step", "repeat")}
-            nodes.append(MXNode(new[old], "_contrib_arange_like", n.name, [(new[src], out)], attrs, dict(n.hidden)))
-        else:
-            nodes.append(MXNode(new[old], n.op, n.name, [(new[s], k) for s, k in n.inputs], dict(n.raw_attrs),
-                                dict(n.hidden)))
-    return dataclasses.replace(graph, nodes=nodes, heads=[(new[h], k) for h, k in graph.heads],
-                               arg_nodes=[new[a] for a in graph.arg_nodes], node_row_ptr=None)
+
+    def arange_like(n: MXNode, index: int, operand: tuple[int, int]) -> MXNode:
+        attrs = {k: v for k, v in n.raw_attrs.items() if k in ("start", "step", "repeat")}
+        return MXNode(index, "_contrib_arange_like", n.name, [operand], attrs, dict(n.hidden))
+
+    return move_before_consumers(graph, moves, arange_like)

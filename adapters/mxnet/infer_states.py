@@ -12,9 +12,7 @@ reference still line up. Fills this cannot resolve stay as they are and are refu
 
 from __future__ import annotations
 
-import dataclasses
-
-from adapters.mxnet.symbol import MXNode, SymbolGraph
+from adapters.mxnet.symbol import MXNode, SymbolGraph, consumers_of, move_before_consumers
 
 FILLS = frozenset({"_zeros", "_ones", "_full"})
 DIMS_LIKE = "__dims_like__"
@@ -27,10 +25,7 @@ def _has_unknown_dims(node: MXNode) -> bool:
 
 def resolve_rnn_states(graph: SymbolGraph) -> SymbolGraph:
     """``graph`` with every resolvable RNN begin state fill reading the RNN's data (see the module docstring)."""
-    consumers: dict[int, list[tuple[int, int]]] = {}
-    for n in graph.nodes:
-        for pos, (src, _) in enumerate(n.inputs):
-            consumers.setdefault(src, []).append((n.index, pos))
+    consumers = consumers_of(graph)
     moves: dict[int, tuple[int, tuple[int, int]]] = {}  # fill -> (its first consumer, the RNN's data)
     for n in graph.nodes:
         if not _has_unknown_dims(n) or not consumers.get(n.index):
@@ -39,24 +34,8 @@ def resolve_rnn_states(graph: SymbolGraph) -> SymbolGraph:
         consumer = graph.nodes[first]
         if consumer.op == "RNN" and pos in _RNN_STATES and len(n.attrs.optional_ints("shape")) == 3:
             moves[n.index] = (first, consumer.inputs[0])
-    if not moves:
-        return graph
-    order: list[int] = []
-    for i in range(len(graph.nodes)):
-        if i in moves:
-            continue
-        order += [f for f, (c, _) in moves.items() if c == i]
-        order.append(i)
-    new = {old: k for k, old in enumerate(order)}
-    nodes = []
-    for old in order:
-        n = graph.nodes[old]
-        if old in moves:
-            src, k = moves[old][1]
-            nodes.append(MXNode(new[old], n.op, n.name, [(new[src], k)], {**n.raw_attrs, DIMS_LIKE: "True"},
-                                dict(n.hidden)))
-        else:
-            nodes.append(MXNode(new[old], n.op, n.name, [(new[s], k) for s, k in n.inputs], dict(n.raw_attrs),
-                                dict(n.hidden)))
-    return dataclasses.replace(graph, nodes=nodes, heads=[(new[h], k) for h, k in graph.heads],
-                               arg_nodes=[new[a] for a in graph.arg_nodes], node_row_ptr=None)
+
+    def reading_data(n: MXNode, index: int, data: tuple[int, int]) -> MXNode:
+        return MXNode(index, n.op, n.name, [data], {**n.raw_attrs, DIMS_LIKE: "True"}, dict(n.hidden))
+
+    return move_before_consumers(graph, moves, reading_data)

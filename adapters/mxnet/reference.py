@@ -11,6 +11,7 @@ AttributeError in user code on numpy >= 1.24, as they would without bridge.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from adapters.base import source_failures
+from adapters.mxnet.registry import INFERENCE_INPUTS
 from bridge.config import InputSpec
 from bridge.errors import AdapterUnavailableError, BadInputFileError, UsageError
 from bridge.runtimes.base import TensorMeta
@@ -115,7 +117,7 @@ class MXNetReferenceRuntime:
         unknown = [w for w, i in zip(self.outputs.values(), wanted, strict=True) if i is None]
         if unknown:
             raise UsageError(f"MXNet symbol {self.symbol_path} has no internal outputs {unknown}")
-        self._group = mx.sym.Group([internals[i] for i in wanted])
+        self._group = _without_label_branches(mx, mx.sym.Group([internals[i] for i in wanted]))
         loaded: Any = {}
         if self.params_path:
             with source_failures("mxnet", f"loading the parameters {self.params_path}", None,
@@ -209,6 +211,31 @@ class MXNetReferenceRuntime:
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         return [TensorMeta(s.name, s.shape, s.dtype) for s in self.inputs]
+
+
+def _without_label_branches(mx: ModuleType, group: Any) -> Any:
+    """``group`` with each loss head's label inputs (``INFERENCE_INPUTS``) read from a fresh variable, whose shape
+    MXNet infers from the head's data: the forward pass ignores the label, and the training branch that computed
+    it (MultiBoxTarget on a label variable) needs inputs an inference run does not have."""
+    graph = json.loads(group.tojson())
+    nodes = graph["nodes"]
+    changed = False
+    for node in list(nodes):
+        used = INFERENCE_INPUTS.get(node["op"])
+        if used is None or len(node["inputs"]) <= used:
+            continue
+        for k in range(used, len(node["inputs"])):
+            source = nodes[node["inputs"][k][0]]
+            if source["op"] == "null":
+                continue  # a plain label variable: MXNet infers its shape already
+            nodes.append({"op": "null", "name": f"{node['name']}_inference_label{k}", "inputs": []})
+            graph["arg_nodes"].append(len(nodes) - 1)
+            node["inputs"][k] = [len(nodes) - 1, 0, 0]
+            changed = True
+    if not changed:
+        return group
+    graph.pop("node_row_ptr", None)
+    return mx.sym.load_json(json.dumps(graph))
 
 
 def _internal_index(wanted: str, available: Sequence[str]) -> int | None:

@@ -23,6 +23,13 @@ TRANSLATORS: dict[str, Translator] = {}
 
 # MXNet ops bridge does not translate, with the reason (shown in UnsupportedOpError and the README table).
 # Training-only ops that have an inference meaning (SoftmaxOutput, ...) are translated, not listed here.
+# Loss heads whose label inputs only feed the gradient: op -> how many leading inputs inference reads. The
+# converter does not follow the other inputs, so a training symbol's label branch (MultiBoxTarget, the label
+# variable) is not needed when the graph is cut at an inference output.
+INFERENCE_INPUTS: dict[str, int] = dict.fromkeys(
+    ("SoftmaxOutput", "Softmax", "LinearRegressionOutput", "MAERegressionOutput", "LogisticRegressionOutput",
+     "SVMOutput"), 1)
+
 NOT_TRANSLATED: dict[str, str] = {
     "_contrib_Proposal": "anchors, decode, NMS and top-N fused in one op with training-time RPN parameters; "
                          "cut the graph before it (--outputs) and graft NMS with `bridge graft-nms`",

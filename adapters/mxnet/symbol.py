@@ -13,10 +13,12 @@ UpgradeJSON_FixParsing does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,3 +306,39 @@ def read_symbol_json(path: str | Path) -> SymbolGraph:
         raise BadInputFileError(f"{p}: not UTF-8 text (byte offset {e.start}); is this a symbol JSON?") from None
     return parse_symbol_json(text, str(p))
 
+
+def consumers_of(graph: SymbolGraph) -> dict[int, list[tuple[int, int]]]:
+    """node index -> [(consumer index, input position), ...] in graph order."""
+    consumers: dict[int, list[tuple[int, int]]] = {}
+    for n in graph.nodes:
+        for pos, (src, _) in enumerate(n.inputs):
+            consumers.setdefault(src, []).append((n.index, pos))
+    return consumers
+
+
+def move_before_consumers(graph: SymbolGraph, moves: dict[int, tuple[int, tuple[int, int]]],
+                          remake: Callable[[MXNode, int, tuple[int, int]], MXNode]) -> SymbolGraph:
+    """``graph`` with each moved node (index -> (its first consumer, a new input entry)) placed just before that
+    consumer, so the new input exists when it is translated; ``remake(node, new_index, new_input)`` builds the
+    moved node. Every other node keeps its op, name and inputs (renumbered); names do not change, so output
+    names and the MXNet reference still line up. Used by the backward shape resolutions (infer_range, RNN states)."""
+    if not moves:
+        return graph
+    order: list[int] = []
+    for i in range(len(graph.nodes)):
+        if i in moves:
+            continue
+        order += [m for m, (c, _) in moves.items() if c == i]
+        order.append(i)
+    new = {old: k for k, old in enumerate(order)}
+    nodes = []
+    for old in order:
+        n = graph.nodes[old]
+        if old in moves:
+            src, out = moves[old][1]
+            nodes.append(remake(n, new[old], (new[src], out)))
+        else:
+            nodes.append(MXNode(new[old], n.op, n.name, [(new[s], k) for s, k in n.inputs], dict(n.raw_attrs),
+                                dict(n.hidden)))
+    return dataclasses.replace(graph, nodes=nodes, heads=[(new[h], k) for h, k in graph.heads],
+                               arg_nodes=[new[a] for a in graph.arg_nodes], node_row_ptr=None)

@@ -27,6 +27,7 @@ from bridge.passes.contrib import (
     LowerBoxNMSPass,
     LowerMultiBoxDetectionPass,
     LowerMultiBoxPriorPass,
+    LowerProposalPass,
 )
 from bridge.passes.layout import SoftmaxLastAxisPass, TransposePairPass
 from bridge.passes.opset import ConvertOpsetPass
@@ -87,6 +88,7 @@ def conversion_pipeline(
         Step(LowerMultiBoxPriorPass(),
              "anchors depend only on feature-map shapes: lowered to exact MXNet arithmetic, folded to a constant next"),
         Step(LowerBoxDecodePass(), "box_decode (GluonCV) -> standard ONNX arithmetic"),
+        Step(LowerProposalPass(), "legacy rcnn RPN Proposal -> anchors, decode, clip, NonMaxSuppression, top-N"),
         Step(LowerBoxNMSPass(), "box_nms (GluonCV) -> class-aware NonMaxSuppression, as MXNet does it"),
         Step(LowerMultiBoxDetectionPass(detection_format, max_detections),
              "MultiBoxDetection -> decode + class-aware NonMaxSuppression + MXNet's row layout; after the anchor "

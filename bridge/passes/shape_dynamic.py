@@ -12,7 +12,8 @@ symbolic shapes after release, and
   input dim becomes 0 (copy) or a ``Shape(x)[j]`` slice; a Slice end equal to the old full size becomes
   "to the end"; an Expand/ConstantOfShape/Tile element equal to the old size of a label, at the axis
   position the label has on its graph input, becomes ``Shape(input)[axis]`` (that last one is a
-  guess checked by validating at other sizes - ``make_dynamic`` always does);
+  guess checked by validating at other sizes - ``make_dynamic`` always does); new nodes and constants
+  come from the rewrite Builder (``bridge.rewriting.builder``), like every rewrite's;
 * report the rest by node (merged sizes like ``4*3=12``, per-sample initializers, Split sizes).
 """
 
@@ -30,6 +31,7 @@ from bridge.config import DEFAULT_OPSET, DynamicAxis
 from bridge.errors import UsageError
 from bridge.passes.shapes import ClearStaleValueInfoPass, input_for_axis
 from bridge.rewriting import default_opset, node_label
+from bridge.rewriting.builder import Builder, existing_names
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +148,7 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         self.rewrite = rewrite
         self.findings: list[BakedShape] = []
         self._seen: set[tuple[str, str]] = set()
+        self._taken: set[str] = set()
 
     # ------------------------------------------------------------------------------------------ helpers
     def _tainted(self, model: ir.Model) -> set[int]:
@@ -190,19 +193,27 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         tensor = ir.convenience.get_const_tensor(value)
         return None if tensor is None else np.asarray(tensor.numpy())
 
+    def _builder(self, graph: ir.Graph, before: ir.Node, opset: int) -> Builder:
+        base = node_label(before).replace("<", "").replace(">", "").replace(" ", "_").replace("#", "")
+        return Builder(graph, opset, prefix=f"{base}_dyn", taken=self._taken)
+
+    @staticmethod
+    def _splice(graph: ir.Graph, before: ir.Node, builder: Builder) -> None:
+        """Put what ``builder`` emitted before ``before`` (the caller rewires ``before``'s input)."""
+        for init in builder.initializers:
+            graph.register_initializer(init)
+        if builder.nodes:
+            graph.insert_before(before, list(builder.nodes))
+
     def _shape_vector(self, graph: ir.Graph, before: ir.Node, pieces: Sequence[_Piece], opset: int) -> ir.Value:
         """Build ``Concat(pieces)`` (int64, 1-D) before ``before``; constant runs become one initializer."""
+        b = self._builder(graph, before, opset)
         parts: list[ir.Value] = []
         run: list[int] = []
-        new_nodes: list[ir.Node] = []
-        base = node_label(before).replace("<", "").replace(">", "").replace(" ", "_").replace("#", "")
 
         def flush() -> None:
             if run:
-                init = ir.Value(name=f"{base}_dyn_const{len(parts)}", const_value=ir.tensor(np.array(run, np.int64)),
-                                shape=ir.Shape([len(run)]), type=ir.TensorType(ir.DataType.INT64))
-                graph.register_initializer(init)
-                parts.append(init)
+                parts.append(b.initializer(np.array(run, np.int64)))
                 run.clear()
 
         for p in pieces:
@@ -211,28 +222,12 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
                 run.append(p.const)
                 continue
             flush()
-            if opset >= 15:
-                shape = ir.node("Shape", [p.source], {"start": p.index, "end": p.index + 1},
-                                name=f"{base}_dyn_shape{len(parts)}")
-                new_nodes.append(shape)
-                parts.append(shape.outputs[0])
-            else:
-                full = ir.node("Shape", [p.source], name=f"{base}_dyn_shape{len(parts)}")
-                idx = ir.Value(name=f"{base}_dyn_idx{len(parts)}", const_value=ir.tensor(np.array([p.index], np.int64)),
-                               shape=ir.Shape([1]), type=ir.TensorType(ir.DataType.INT64))
-                graph.register_initializer(idx)
-                gather = ir.node("Gather", [full.outputs[0], idx], {"axis": 0}, name=f"{base}_dyn_gather{len(parts)}")
-                new_nodes += [full, gather]
-                parts.append(gather.outputs[0])
+            # Shape's start/end (opset 15) reads one dim without a Gather
+            parts.append(b.op("Shape", p.source, start=p.index, end=p.index + 1) if opset >= 15
+                         else b.dim(p.source, p.index))
         flush()
-        if len(parts) == 1 and not new_nodes:
-            out = parts[0]
-        else:
-            concat = ir.node("Concat", parts, {"axis": 0}, name=f"{base}_dyn_concat")
-            new_nodes.append(concat)
-            out = concat.outputs[0]
-        if new_nodes:
-            graph.insert_before(before, new_nodes)
+        out = parts[0] if len(parts) == 1 and not b.nodes else b.op("Concat", *parts, axis=0)
+        self._splice(graph, before, b)
         return out
 
     # ------------------------------------------------------------------------------------------- rules
@@ -245,25 +240,32 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         if not dyn:
             return False
         allowzero = node.attributes.get_int("allowzero", 0)
+        values = [int(v) for v in t.tolist()]
+        # Which target element carries which dynamic input dim. Only one element per input dim may follow it:
+        # the element count must scale with the axis exactly as the input's does, so an element that merely
+        # equals the old size (the 4 box coordinates in [4, 8192, 4] at batch 4) stays a constant. An element
+        # at the input dim's own position wins; otherwise the single equal element, if there is one.
+        assigned: dict[int, int] = {}  # target element -> input dim
+        for i, v in enumerate(values):
+            if i in dyn and (v == dyn[i] or (v == 0 and not allowzero)):
+                assigned[i] = i
+        unresolved = []
+        for j, old in sorted(dyn.items()):
+            if j in assigned.values() or old <= 1:
+                continue
+            candidates = [i for i, v in enumerate(values) if v == old and i not in assigned]
+            if len(candidates) == 1:
+                assigned[candidates[0]] = j
+            elif candidates:
+                unresolved.append(f"elements {candidates} all equal the old size {old} of dynamic input dim {j}")
         pieces: list[_Piece] = []
-        changed, notes, unresolved = False, [], []
-        covered = False
-        for i, v in enumerate(t.tolist()):
-            if v == -1 or (v == 0 and not allowzero):
-                covered = covered or v == -1 or i in dyn
+        changed, notes = False, []
+        for i, v in enumerate(values):
+            source_dim = assigned.get(i)
+            if source_dim is None or v == 0:
                 pieces.append(_Piece(const=v))
                 continue
-            matches = [j for j, old in dyn.items() if old == v]
-            if i in matches:
-                j = i
-            elif len(matches) == 1 and v > 1:
-                j = matches[0]
-            else:
-                if matches and v > 1:
-                    unresolved.append(f"element {i}={v} matches the old size of several dynamic dims {matches}")
-                pieces.append(_Piece(const=v))
-                continue
-            covered = True
+            j = source_dim
             changed = True
             if j == i and not allowzero:
                 pieces.append(_Piece(const=0))
@@ -271,10 +273,11 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
             else:
                 pieces.append(_Piece(source=data, index=j))
                 notes.append(f"[{i}] {v} -> Shape({data.name})[{j}]")
+        covered = -1 in values or set(dyn) <= set(assigned.values())
         if not covered and not unresolved:
-            olds = {j: dyn[j] for j in sorted(dyn)}
-            unresolved.append(f"target is static but input '{data.name}' has dynamic dims {olds} (old sizes); "
-                              "a merged or baked size cannot be derived")
+            olds = {j: dyn[j] for j in sorted(dyn) if j not in assigned.values()}
+            unresolved.append(f"target is static but input '{data.name}' has dynamic dims {olds} (old sizes) that no "
+                              "element follows; a merged or baked size cannot be derived")
         if unresolved:
             self._record(node, target, t, "; ".join(unresolved), "unresolved")
         if changed and self.rewrite and not unresolved:
@@ -312,9 +315,9 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         if not self.rewrite:
             self._record(node, ends_v, ends, "Slice ends at the old full size of a dynamic axis", "unresolved")
             return False
-        init = ir.Value(name=f"{ends_v.name}_dyn_{node_label(node)}".replace(" ", "_"), const_value=ir.tensor(new),
-                        shape=ir.Shape([len(new)]), type=ir.TensorType(ir.DataType.INT64))
-        graph.register_initializer(init)
+        b = self._builder(graph, node, opset)
+        init = b.initializer(new)
+        self._splice(graph, node, b)
         node.replace_input_with(2, init)
         self._record(node, ends_v, ends, "Slice ends at the old full size of a dynamic axis", "rewritten", ", ".join(notes))
         return True
@@ -432,6 +435,7 @@ class RewriteBakedShapesPass(ir.passes.InPlacePass):
         # unresolved findings are re-derived every call: an earlier rewrite may have resolved them
         self.findings = [f for f in self.findings if f.action == "rewritten"]
         self._seen = {(f.node, f.reason) for f in self.findings}
+        self._taken = existing_names(graph)  # one name set for every rewrite of this run
         tainted = self._tainted(model)
         opset = default_opset(model, missing=DEFAULT_OPSET)
         modified = False

@@ -14,18 +14,21 @@ from collections.abc import Callable, Sequence
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import ShapeInferencePass
 
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import ExportError, UsageError
 from bridge.passes.base import BridgePass, all_values
+from bridge.rewriting.protos import infer_shapes
 
 # (model, labelled axes, input specs) -> per run: (size of each axis label, output shapes by name)
 Probe = Callable[[onnx.ModelProto, Sequence[DynamicAxis], Sequence[InputSpec]],
                  list[tuple[dict[str, int], dict[str, tuple[int, ...]]]]]
 
 # ops whose output sizes depend on data, so a "static" model may legitimately keep unknown dims there
-DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If"})
+# (a sequence's length and its elements' shapes are data: what is read out of one is too)
+DATA_DEPENDENT_OPS = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If",
+                                "SplitToSequence", "ConcatFromSequence", "SequenceAt", "SequenceMap",
+                                "OptionalGetElement"})
 
 
 def _dims(value: ir.Value) -> list[int | str | None]:
@@ -161,7 +164,8 @@ class RequireStaticShapesPass(BridgePass):
     """Static means static: every input, output and value_info dim must be a number after inference.
 
     Intermediate values whose shape inference could not make concrete lose their (stale) shape;
-    a symbolic graph input or output fails loudly, naming each tensor and axis. Outputs of
+    a symbolic graph input or output fails loudly, naming each tensor and axis. Sequence, optional and
+    map inputs/outputs are not held to it (their element shapes may differ from element to element). Outputs of
     data-dependent ops (NonZero, NonMaxSuppression, ...) may keep an unknown dim; that is reported
     as a warning, since no export can make them static.
     """
@@ -173,10 +177,14 @@ class RequireStaticShapesPass(BridgePass):
         boundary = {id(v) for v in (*graph.inputs, *graph.outputs)}
         data_dependent = {id(v) for node in graph if node.op_type in DATA_DEPENDENT_OPS for v in node.outputs}
         for v in graph.inputs:
+            if not _is_tensor(v):
+                continue
             bad = [(i, d) for i, d in enumerate(_dims(v)) if not isinstance(d, int)]
             if bad or v.shape is None:
                 problems.append(f"input '{v.name}' shape {_dims(v) if v.shape is not None else 'unknown'}")
         for v in graph.outputs:
+            if not _is_tensor(v):
+                continue
             bad = [(i, d) for i, d in enumerate(_dims(v)) if not isinstance(d, int)]
             if bad and _depends_on_data(v, data_dependent):
                 self.warnings.append(f"output '{v.name}' has data-dependent dims {_dims(v)}; they cannot be static")
@@ -196,6 +204,12 @@ class RequireStaticShapesPass(BridgePass):
                 + "\nGive every input a concrete --input NAME:SHAPE, or name the axis with --dynamic."
             )
         return ir.passes.PassResult(model, modified)
+
+
+def _is_tensor(value: ir.Value) -> bool:
+    """A plain tensor (or untyped) value; sequences, optionals and maps have no static shape to require:
+    a sequence's length is data and its elements may differ in shape."""
+    return value.type is None or isinstance(value.type, ir.TensorType)
 
 
 def _depends_on_data(value: ir.Value, data_dependent: set[int]) -> bool:
@@ -220,20 +234,17 @@ def _is_anonymous(dim: int | ir.SymbolicDim) -> bool:
 
 
 class InferShapesPass(ir.passes.InPlacePass):
-    """onnx shape inference (via onnx_ir), keeping the named dims of graph outputs.
+    """onnx shape inference (``bridge.rewriting.protos.infer_shapes``: sequence and optional values keep
+    their types), keeping the named dims of graph outputs.
 
     onnx's inference cannot always follow a dim through data-dependent subgraphs (NMS, TopK), and
     then invents a fresh ``unk__N`` symbol; merged naively, that would replace a ``batch`` label the
     exporter or NameDynamicAxesPass put on an output. Concrete inferred dims still win.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._inner = ShapeInferencePass(strict_mode=False, data_prop=True)
-
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         before = {id(v): v.shape for v in model.graph.outputs}
-        modified = self._inner(model).modified
+        modified = infer_shapes(model)
         for v in model.graph.outputs:
             old = before[id(v)]
             if old is None or v.shape is None or len(old) != len(v.shape):

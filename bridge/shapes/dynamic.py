@@ -15,24 +15,29 @@ carries the label) - equal the original run chunk by chunk, sample by sample.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, ShapeInferencePass, TopologicalSortPass
+from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, TopologicalSortPass
 
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, Tolerance
 from bridge.errors import ExportError, UsageError, ValidationMismatch
-from bridge.io import refuse_overwriting_inputs
+from bridge.io import refuse_overwriting_inputs, save_model
+from bridge.limits import max_memory
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import BakedShape, ReleaseAxesPass, ResetShapesPass, RewriteBakedShapesPass
-from bridge.runtimes.base import TensorMeta
+from bridge.passes.shapes import InferShapesPass
+from bridge.runtimes.base import Runtime, TensorMeta, activated
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.shapes.common import (
     Progress,
     dims,
@@ -43,7 +48,9 @@ from bridge.shapes.common import (
     static_dims,
     write_checked,
 )
-from bridge.validation.compare import Comparison, compare_outputs
+from bridge.validation.compare import Comparison
+from bridge.validation.results import RunResults
+from bridge.validation.run import FeedSource, run_and_compare
 
 logger = logging.getLogger(__name__)
 _MAX_ROUNDS = 4  # a rewrite can expose the next baked constant downstream; real models settle in 1-2
@@ -176,7 +183,7 @@ def make_dynamic(
     for _ in range(_MAX_ROUNDS):
         run_pipeline(container, [
             Step(ResetShapesPass("all"), "forget every shape derived from the old static sizes"),
-            Step(ShapeInferencePass(strict_mode=False, data_prop=True),
+            Step(InferShapesPass(),
                  "propagate the labels: values that lose them show where a constant baked the old size"),
             Step(baked, "rewrite (or report) constants holding the old size of a released axis"),
         ], say)
@@ -185,7 +192,7 @@ def make_dynamic(
     run_pipeline(container, [
         Step(RemoveUnusedNodesPass(), "drop the constants the rewrites replaced"),
         Step(ResetShapesPass("all"), "final inference starts from the released inputs only"),
-        Step(ShapeInferencePass(strict_mode=False, data_prop=True), "label every value the labels reach"),
+        Step(InferShapesPass(), "label every value the labels reach"),
         Step(CheckerPass(full_check=True), "the result must pass the full checker"),
     ], say)
     timings["passes_s"] = time.perf_counter() - start
@@ -205,8 +212,12 @@ def make_dynamic(
     # the runs are not optional: output dims inference cannot size are named from the measured shapes
     start = time.perf_counter()
     say("running the original and the dynamic model")
-    _check_and_name(proto, new, parsed, labels, batch_like, [] if unresolved else sizes, tolerance, seed, result,
-                    validate=validate)
+    with tempfile.TemporaryDirectory(prefix="bridge-dynamic-") as tmp:
+        sessions = _Sessions(Path(tmp) / "original.onnx", Path(tmp) / "dynamic.onnx")
+        save_model(proto, sessions.original)
+        save_model(new, sessions.new)
+        _check_and_name(sessions, new, parsed, labels, batch_like, [] if unresolved else sizes, tolerance, seed,
+                        result, validate=validate)
     timings["validate_s"] = time.perf_counter() - start
     result.inputs = {vi.name: dims(vi) or [] for vi in graph_inputs(new)}
     result.outputs = {vi.name: dims(vi) or [] for vi in new.graph.output}
@@ -252,15 +263,36 @@ def _shapes_for(metas: Sequence[TensorMeta], sizes: Mapping[str, int]) -> dict[s
     return out
 
 
-def _run(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from bridge.runtimes.onnxruntime import OnnxRuntime
+@dataclass
+class _Sessions:
+    """The original and the dynamic model, saved once, each run in an isolated onnxruntime child (time and
+    memory limits, a crash reported as such) like every other run; comparisons go through
+    ``run_and_compare`` against the saved reference outputs."""
 
-    rt = OnnxRuntime(proto, log_severity=4)  # failures are raised and reported, not logged twice
-    rt.activate()
-    try:
-        return rt.infer(feeds)
-    finally:
-        rt.deactivate()
+    original: Path
+    new: Path
+
+    @staticmethod
+    def session(path: Path, what: str) -> Runtime:
+        from bridge.runtimes.onnxruntime import OnnxRuntime
+
+        # failures are raised and reported, not logged twice
+        return isolate(partial(OnnxRuntime, str(path), log_severity=4, describe=what), name="onnxruntime",
+                       stage=f"onnxruntime on {what}", timeout=DEFAULT_TIMEOUT_S, max_memory=2 * max_memory())
+
+    def run(self, which: str, feeds_list: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+        """Outputs of the original or new model for each feed dict (one child for them all)."""
+        path = self.original if which == "original" else self.new
+        with activated(self.session(path, f"the {which} model")) as rt:
+            return [rt.infer(dict(f)) for f in feeds_list]
+
+    def compare(self, feeds: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray], reference_name: str,
+                candidate_name: str, tolerance: Tolerance, shape_only: Sequence[str] = ()) -> Comparison:
+        """The new model on ``feeds`` against the reference outputs, through the one run-and-compare path."""
+        saved = RunResults(dict(feeds), dict(reference), reference_name)
+        run = run_and_compare(saved, {candidate_name: self.session(self.new, "the dynamic model")}, FeedSource(),
+                              tolerance, reference_name=reference_name, shape_only=shape_only)
+        return run.comparisons[0]
 
 
 def _fit_dim(values: Sequence[int], label_values: Mapping[str, Sequence[int]]) -> int | str | None:
@@ -310,29 +342,30 @@ def _eval_dim(dim: int | str | None, sizes: Mapping[str, int]) -> int | None:
     return None
 
 
-def _check_and_name(original: onnx.ModelProto, new: onnx.ModelProto, axes: Sequence[DynamicAxis],
+def _check_and_name(sessions: _Sessions, new: onnx.ModelProto, axes: Sequence[DynamicAxis],
                     labels: Mapping[str, int], batch_like: Mapping[str, bool], others: Sequence[dict[str, int]],
                     tolerance: Tolerance, seed: int, result: DynamicResult, *, validate: bool) -> None:
     """Run at the original and other sizes, name the output dims from the measured shapes, check them."""
     metas = input_metas(new)
     orig_sizes = dict(labels)
     feeds0 = _feeds(metas, orig_sizes, seed)
-    new0 = _run(new, feeds0)
     if validate:
-        ref0 = _run(original, feeds0)
-        comp = compare_outputs(ref0, new0, tolerance, reference_name="original model",
-                               candidate_name="dynamic model")
+        (ref0,) = sessions.run("original", [feeds0])
+        comp = sessions.compare(feeds0, ref0, "original model", "dynamic model", tolerance)
         result.checks.append(SizeCheck(orig_sizes, "original", comp.passed, comp.summary(), comp))
     runs: list[tuple[dict[str, int], dict[str, np.ndarray]]] = []
-    for sizes in others:
-        try:
-            runs.append((sizes, _run(new, _feeds(metas, sizes, seed))))
-        except Exception as exc:  # onnxruntime's own error names the node that cannot take the new size
-            if not validate:
-                result.warnings.append(f"the model does not run at {sizes}: {exc}")
-                return
-            result.checks.append(SizeCheck(sizes, "consistency", False, f"onnxruntime failed: {exc}"))
+    try:
+        # the original size first: output dims are named from the sizes measured in these runs
+        measured = sessions.run("dynamic", [feeds0, *(_feeds(metas, sizes, seed) for sizes in others)])
+    except Exception as exc:  # onnxruntime's own error names the node that cannot take the new size
+        if not validate:
+            result.warnings.append(f"the model does not run at {list(others)}: {exc}")
             return
+        result.checks.append(SizeCheck(others[0] if others else orig_sizes, "consistency", False,
+                                       f"onnxruntime failed: {exc}"))
+        return
+    new0 = measured[0]
+    runs = list(zip(others, measured[1:], strict=True))
     if runs:
         _name_outputs(new, new0, orig_sizes, runs, result)
     if not validate or not runs:
@@ -355,7 +388,7 @@ def _check_and_name(original: onnx.ModelProto, new: onnx.ModelProto, axes: Seque
     for sizes in others:
         bsizes = dict(orig_sizes)
         bsizes[blabel] = sizes[blabel]
-        result.checks.append(_per_sample(original, new, metas, blabel, orig_sizes[blabel], bsizes, out_dims,
+        result.checks.append(_per_sample(sessions, metas, blabel, orig_sizes[blabel], bsizes, out_dims,
                                          tolerance, seed))
 
 
@@ -393,15 +426,13 @@ def _name_outputs(new: onnx.ModelProto, out0: Mapping[str, np.ndarray], sizes0: 
                 d.dim_param = name
 
 
-def _per_sample(original: onnx.ModelProto, new: onnx.ModelProto, metas: Sequence[TensorMeta], label: str, n0: int,
-                sizes: dict[str, int], out_dims: Mapping[str, list[Any]], tolerance: Tolerance,
-                seed: int) -> SizeCheck:
+def _per_sample(sessions: _Sessions, metas: Sequence[TensorMeta], label: str, n0: int, sizes: dict[str, int],
+                out_dims: Mapping[str, list[Any]], tolerance: Tolerance, seed: int) -> SizeCheck:
     """New model at batch B versus the original run on chunks of its static batch n0, sample by sample."""
     feeds = _feeds(metas, sizes, seed + 1)
-    got = _run(new, feeds)
     batch_axis = {o: d.index(label) for o, d in out_dims.items() if label in d}
     big = sizes[label]
-    pieces: dict[str, list[np.ndarray]] = {o: [] for o in batch_axis}
+    chunks, counts = [], []
     for start in range(0, big, n0):
         idx = list(range(start, min(start + n0, big)))
         take = idx + [idx[0]] * (n0 - len(idx))  # the original needs exactly n0 samples: repeat one
@@ -410,17 +441,20 @@ def _per_sample(original: onnx.ModelProto, new: onnx.ModelProto, metas: Sequence
             assert m.shape is not None
             carries = bool(m.shape) and m.shape[0] == label
             chunk[m.name] = feeds[m.name][take] if carries else feeds[m.name]
-        ref = _run(original, chunk)
-        for o, ax in batch_axis.items():
-            pieces[o].append(np.take(ref[o], range(len(idx)), axis=ax))
-    reference = {o: np.concatenate(p, axis=batch_axis[o]) for o, p in pieces.items()}
-    candidate = {o: got[o] for o in batch_axis}
-    skipped = sorted(set(got) - set(batch_axis))
-    if not reference:
+        chunks.append(chunk)
+        counts.append(len(idx))
+    refs = sessions.run("original", chunks)
+    if not batch_axis:
         return SizeCheck(sizes, "per-sample", True, f"no output carries '{label}'; nothing to compare per sample")
-    comp = compare_outputs(reference, candidate, tolerance, reference_name=f"original, {n0} samples at a time",
-                           candidate_name=f"dynamic model at {label}={big}")
-    detail = comp.summary() + (f"; outputs without a '{label}' axis not compared: {skipped}" if skipped else "")
+    reference = {o: np.concatenate([np.take(r[o], range(n), axis=ax) for r, n in zip(refs, counts, strict=True)],
+                                   axis=ax) for o, ax in batch_axis.items()}
+    # outputs without the batch axis do not depend on how the batch is split: checked by shape and dtype
+    skipped = sorted(set(refs[0]) - set(batch_axis))
+    reference.update({o: refs[0][o] for o in skipped})
+    comp = sessions.compare(feeds, reference, f"original, {n0} samples at a time", f"dynamic model at {label}={big}",
+                            tolerance, shape_only=skipped)
+    detail = comp.summary() + (f"; outputs without a '{label}' axis compared by shape only: {skipped}"
+                               if skipped else "")
     return SizeCheck(sizes, "per-sample", comp.passed, detail, comp)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-from onnx_ir.passes.common import CheckerPass, ShapeInferencePass, TopologicalSortPass
+from onnx_ir.passes.common import CheckerPass, TopologicalSortPass
 
 from bridge.config import DEFAULT_TOLERANCE, InputSpec, Tolerance
 from bridge.errors import UsageError, ValidationMismatch
@@ -30,7 +30,12 @@ from bridge.model import ModelContainer, PassRecord
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import ResetShapesPass
-from bridge.passes.shapes import ClearStaleValueInfoPass, FixInputShapesPass, RequireStaticShapesPass
+from bridge.passes.shapes import (
+    ClearStaleValueInfoPass,
+    FixInputShapesPass,
+    InferShapesPass,
+    RequireStaticShapesPass,
+)
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.shapes.common import (
@@ -56,12 +61,12 @@ def fix_pipeline(specs: Sequence[InputSpec]) -> list[Step]:
         Step(FixInputShapesPass(specs), "pin the graph inputs to the requested shapes"),
         Step(ResetShapesPass("symbolic"),
              "forget intermediate shapes and the symbolic dims of outputs: they name the old symbols"),
-        Step(ShapeInferencePass(strict_mode=False, data_prop=True),
+        Step(InferShapesPass(),
              "size every value from the pinned inputs, so the folder can see static Shape() results"),
         Step(FoldConstantsPass(),
              "fold Shape->Gather->Concat chains (e.g. Reshape targets built from the batch) into constants"),
         Step(ClearStaleValueInfoPass(), "folding replaced values; drop their shapes before the final inference"),
-        Step(ShapeInferencePass(strict_mode=False, data_prop=True), "re-derive every shape from the static graph"),
+        Step(InferShapesPass(), "re-derive every shape from the static graph"),
         Step(RequireStaticShapesPass(), "static means static: fail naming every tensor that is still symbolic"),
         Step(CheckerPass(full_check=True), "the result must pass the full checker (strict shape inference)"),
     ]

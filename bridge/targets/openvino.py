@@ -27,6 +27,7 @@ import onnx
 
 from bridge.config import Option
 from bridge.errors import ExportError, UnsupportedOpError, UsageError
+from bridge.rewriting import default_opset
 from bridge.runtimes import Runtime, get_runtime
 from bridge.runtimes.openvino import import_openvino
 from bridge.targets.base import TargetResult, onnx_output
@@ -108,7 +109,7 @@ def export_ir(model: Any, xml: str | Path, *, compress: str = "fp32") -> TargetR
         replace_ir(tmp / xml.name, xml)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    opset = next((o.version for o in _opsets(onnx_path) if o.domain in ("", "ai.onnx")), 0)
+    opset = _opset(onnx_path)
     seconds = time.perf_counter() - start
     logger.info("wrote OpenVINO IR %s in %.1f s", xml, seconds)
     notes = [f"OpenVINO IR weights stored as {compress.upper()}" + (" (decompressed to f32 at load)"
@@ -117,8 +118,10 @@ def export_ir(model: Any, xml: str | Path, *, compress: str = "fp32") -> TargetR
                         opset_in=opset, opset_out=opset, notes=notes, seconds=seconds)
 
 
-def _opsets(onnx_path: Path) -> list[Any]:
-    return list(onnx.load(str(onnx_path), load_external_data=False).opset_import) if onnx_path.exists() else []
+def _opset(onnx_path: Path) -> int:
+    if not onnx_path.exists():
+        return 0
+    return int(default_opset(onnx.load(str(onnx_path), load_external_data=False), missing=0))
 
 
 def ir_files(xml: Path) -> tuple[Path, Path]:

@@ -3,7 +3,7 @@
 Adapters record such layers faithfully as ``bridge.contrib`` nodes (the attribute contract is in
 adapters/mxnet/contrib.py); these passes replace them, so every framework's detector shares one
 implementation: ``LowerMultiBoxPriorPass`` (anchors), ``LowerMultiBoxDetectionPass`` (SSD decode +
-NMS), ``LowerBoxNMSPass`` and ``LowerBoxDecodePass`` (GluonCV). The NMS and assembly building blocks
+NMS), ``LowerProposalPass`` (the legacy rcnn RPN), ``LowerBoxNMSPass`` and ``LowerBoxDecodePass`` (GluonCV). The NMS and assembly building blocks
 in ``nms`` are also what ``bridge.graft`` uses to add NMS to a headless detector.
 """
 
@@ -12,5 +12,6 @@ from __future__ import annotations
 from bridge.passes.contrib.anchors import LowerMultiBoxPriorPass
 from bridge.passes.contrib.box_ops import LowerBoxDecodePass, LowerBoxNMSPass
 from bridge.passes.contrib.detection import LowerMultiBoxDetectionPass
+from bridge.passes.contrib.proposal import LowerProposalPass
 
-__all__ = ["LowerBoxDecodePass", "LowerBoxNMSPass", "LowerMultiBoxDetectionPass", "LowerMultiBoxPriorPass"]
+__all__ = ["LowerBoxDecodePass", "LowerBoxNMSPass", "LowerMultiBoxDetectionPass", "LowerMultiBoxPriorPass", "LowerProposalPass"]

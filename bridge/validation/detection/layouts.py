@@ -352,7 +352,23 @@ def _to_xyxy(d: Detections, box_format: str) -> Detections:
 def read_detection_pair(spec: DetectionSpec, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
                         ) -> tuple[list[Detections], list[Detections]]:
     """Both sides' detections with equal image counts (a batch-index layout's missing empty images are added)."""
-    ref, cand = spec.read(reference, "reference"), spec.read(candidate, "candidate")
+    ref = spec.read(reference, "reference")
+    try:
+        cand = spec.read(candidate, "candidate")
+    except ValueError:
+        # the reference fits the layout: a candidate that does not, with outputs shaped otherwise, computes
+        # something else (e.g. one mask for 21 boxes); that is not a question of layout
+        differ = [f"{role} {list(np.shape(candidate[name]))} vs {list(np.shape(reference[spec.ref_outputs[role]]))}"
+                  for role, name in spec.outputs.items() if role in spec.ref_outputs and name in candidate
+                  and spec.ref_outputs[role] in reference and spec.ref_layout == spec.layout
+                  and np.shape(candidate[name]) != np.shape(reference[spec.ref_outputs[role]])]
+        if differ:
+            raise ValueError(f"the candidate's outputs are shaped unlike the reference's ({', '.join(differ)}) and do "
+                             "not fit together: the converted model computes something else") from None
+        raise
+    capacity = _padded_capacity(spec, candidate)
+    if capacity is not None:
+        ref = [best_rows(d, capacity) for d in ref]
     if len(ref) != len(cand):
         short, implicit = (ref, spec.implicit_images("reference")) if len(ref) < len(cand) else \
             (cand, spec.implicit_images("candidate"))
@@ -361,6 +377,34 @@ def read_detection_pair(spec: DetectionSpec, reference: Mapping[str, np.ndarray]
         empty = Detections(np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
         short.extend([empty] * abs(len(ref) - len(cand)))
     return ref, cand
+
+
+def _padded_capacity(spec: DetectionSpec, candidate: Mapping[str, np.ndarray]) -> int | None:
+    """K, when the candidate keeps at most K rows per image (the padded boxes-scores-classes layout, e.g.
+    ``--max-detections K``) and the reference is not cut the same way; None otherwise."""
+    if spec.layout != "boxes-scores-classes" or spec.ref_layout == "boxes-scores-classes":
+        return None
+    boxes = candidate.get(spec.outputs["boxes"])
+    if boxes is None or np.ndim(boxes) < 2:
+        return None
+    return int(np.shape(boxes)[-2])
+
+
+def best_rows(d: Detections, k: int) -> Detections:
+    """The ``k`` best rows of ``d`` as a top-K output keeps them: score descending, equal scores in row order
+    (a stable sort; NaN scores first, as TopK ranks NaN above every number). The rows cut off stay as tie
+    evidence (``suppressed_scores``): a candidate that kept another row of a score tied at the K-th is excused
+    like a tie swap, not reported as a difference."""
+    if len(d) <= k:
+        return d
+    key = np.where(np.isnan(d.scores), np.inf, d.scores)
+    order = np.argsort(-key, kind="stable")
+    kept, dropped = np.sort(order[:k]), order[k:]
+    cut = d.take(kept)
+    evidence = d.scores[dropped]
+    if d.suppressed_scores is not None:
+        evidence = np.concatenate([np.asarray(d.suppressed_scores, np.float64), evidence])
+    return Detections(cut.boxes, cut.scores, cut.classes, cut.rows, evidence, cut.masks)
 
 
 # -- serialisation of a model's groups ----------------------------------------------------------------

@@ -45,6 +45,7 @@ DEFAULT_IOU = 0.999
 DEFAULT_SCORE_TOL = 1e-5
 DEFAULT_MATCH_IOU = 0.5
 DEFAULT_TIE_ULPS = 4
+NONFINITE_RTOL = 1e-5  # finite values of two rows that saturate at the same places: equal within float32 noise
 DEGENERATE_EPS = 1e-6  # corners this close make two zero-area boxes "the same box"
 PAIR_CHUNK = 1 << 20  # candidate pairs examined at once: bounds the matcher's memory
 MAX_LISTED = 50  # rows listed per category in a DetectionComparison (counts are always complete)
@@ -142,7 +143,7 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pairwise IoU of corner boxes a [K, 4] and b [M, 4] (float64); K x M memory, for small sets.
 
     Degenerate (zero-area) boxes - common after clipping to [0, 1] - have no overlap to measure; they
-    count as IoU 1 with a box whose corners are the same within 1e-6 and 0 otherwise, so identical
+    count as IoU 1 with a box whose corners are the same within 1e-6 (relative, past magnitude 1) and 0 otherwise, so identical
     degenerate detections still match.
     """
     a = np.asarray(a, np.float64).reshape(-1, 4)
@@ -173,7 +174,8 @@ def _iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> np.ndarra
         if len(degenerate):  # zero-area pairs: the same box (corners within DEGENERATE_EPS) or nothing
             same = np.ones(len(degenerate), bool)
             for ac, bc in zip(a, b, strict=True):
-                same &= np.abs(ac[degenerate] - bc[degenerate]) <= DEGENERATE_EPS
+                ad, bd = ac[degenerate], bc[degenerate]  # relative beyond 1: saturated models reach 1e2..1e38
+                same &= np.abs(ad - bd) <= DEGENERATE_EPS * np.maximum(1.0, np.abs(ad))
             iou[degenerate] = same.astype(np.float64)
     return iou
 
@@ -279,16 +281,32 @@ def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float) -> Iterator[
         s = e
 
 
-def _match_nonfinite(ref: Detections, cand: Detections) -> tuple[np.ndarray, np.ndarray]:
-    """Rows with a NaN/inf box or score match only an identical row (NaN equal to NaN)."""
-    def key(d: Detections, k: int) -> tuple[Any, ...]:
+def _match_nonfinite(ref: Detections, cand: Detections, rtol: float = NONFINITE_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with a NaN/inf box or score match a row of the same class with NaN and inf (of the same sign) at the
+    same positions and the finite values equal within float32 noise (``rtol`` of the larger magnitude, at least
+    of 1): a saturated model (exp overflowing to inf) agrees with its source when both overflow at the same
+    places. Each reference row takes the closest such candidate row."""
+    def pattern(d: Detections, k: int) -> tuple[Any, ...]:
         values = np.concatenate([d.boxes[k], [d.scores[k]]])
-        return (int(d.classes[k]), *("nan" if np.isnan(v) else float(v) for v in values))
+        return (int(d.classes[k]), *("nan" if np.isnan(v) else float(v) if np.isinf(v) else "f" for v in values))
+
+    def finite(d: Detections, k: int) -> np.ndarray:
+        values = np.concatenate([d.boxes[k], [d.scores[k]]])
+        return values[np.isfinite(values)]
 
     pool: dict[tuple[Any, ...], list[int]] = {}
     for k in range(len(cand)):
-        pool.setdefault(key(cand, k), []).append(k)
-    pairs = [(k, pool[key(ref, k)].pop(0)) for k in range(len(ref)) if pool.get(key(ref, k))]
+        pool.setdefault(pattern(cand, k), []).append(k)
+    pairs = []
+    for k in range(len(ref)):
+        options = pool.get(pattern(ref, k))
+        if not options:
+            continue
+        r = finite(ref, k)
+        gaps = [float(np.max(np.abs(finite(cand, j) - r) / np.maximum(1.0, np.abs(r)), initial=0.0)) for j in options]
+        best = int(np.argmin(gaps))
+        if gaps[best] <= rtol:
+            pairs.append((k, options.pop(best)))
     return (np.asarray([p[0] for p in pairs], np.int64), np.asarray([p[1] for p in pairs], np.int64))
 
 
@@ -447,6 +465,7 @@ def compare_detections(
     problems: list[tuple[int, Detections, Detections, dict[str, Any]]] = []
     clean_total = 0
     nonfinite_reference = 0
+    finite_clean = 0  # clean pairs of finite rows: what proves the model beyond NaN/inf rows equal on both sides
     for image, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
         m, clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, (mask_tol, mask_rtol))
         if detail["mask_diff"] is not None:
@@ -460,6 +479,7 @@ def compare_detections(
         result.reference_count += len(ref)
         result.candidate_count += len(cand)
         nonfinite_reference += int((~_finite_rows(ref)).sum())
+        finite_clean += clean - detail["nonfinite_matched"]
         clean_total += clean
         problems.append((image, ref, cand, detail))
     # near ties: the largest score difference among clean matches is the runtimes' own score error
@@ -491,8 +511,9 @@ def compare_detections(
     reasons = []
     if result.reference_count == 0 and result.candidate_count == 0:
         reasons.append("no detections on either side")
-    if nonfinite_reference:
-        reasons.append(f"{nonfinite_reference} reference detections have NaN/inf boxes or scores")
+    if nonfinite_reference and not finite_clean:
+        reasons.append(f"{nonfinite_reference} reference detections have NaN/inf boxes or scores and no finite "
+                       "detection matched")
     if result.tie_ambiguous and result.tie_ambiguous >= clean_total:
         reasons.append(f"{result.tie_ambiguous} rows differ only by tied scores, more than the {clean_total} clean matches")
     result.vacuous, result.vacuous_reason = bool(reasons), "; ".join(reasons)
@@ -541,6 +562,7 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
         "all_pair_iou": np.concatenate([ious[clean], ious[~clean]]),
         "all_pair_diff": np.concatenate([diff[clean], diff[~clean]]),
         "mask_diff": mask_diff,
+        "nonfinite_matched": len(ni),
     }
     matched = len(pi) + len(ni)
     m = ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, 0.0, 1.0, failed_pairs=int((~clean).sum()))

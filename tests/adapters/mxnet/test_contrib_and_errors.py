@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from mxnet_testlib import Model, export, hand_json, mx_op, try_mxnet, write_params
+from test_control_flow import COVERED_OPS as CONTROL_FLOW_OPS
 from test_translators import CASES
 from test_translators_indexing import CASES as INDEXING_CASES
 from test_translators_more import CASES as MORE_CASES
@@ -53,6 +54,15 @@ CONTRIB_CASES: list[tuple[str, str, dict[str, Any], list[tuple[str, tuple[int, .
     ("decode", "_contrib_box_decode", {"std0": "0.1", "std1": "0.1", "std2": "0.2", "std3": "0.2", "clip": "4.135"},
      [("data", (1, 8, 4)), ("anchors", (1, 8, 4))], "box_decode",
      {"std0": 0.1, "std1": 0.1, "std2": 0.2, "std3": 0.2, "clip": 4.135, "format": "center"}, [1, 8, 4]),
+    ("proposal", "_contrib_Proposal", {"rpn_post_nms_top_n": "50", "scales": "(8, 16)", "ratios": "(1,)"},
+     [("cls_prob", (1, 4, 3, 3)), ("bbox_pred", (1, 8, 3, 3)), ("im_info", (1, 3))], "Proposal",
+     {"rpn_pre_nms_top_n": 6000, "rpn_post_nms_top_n": 50, "threshold": 0.7, "rpn_min_size": 16,
+      "scales": [8.0, 16.0], "ratios": [1.0], "feature_stride": 16, "output_score": 0, "iou_loss": 0}, [50, 5]),
+    ("multi_proposal", "_contrib_MultiProposal", {"rpn_post_nms_top_n": "7", "feature_stride": "8", "scales": "(2,)",
+                                                  "ratios": "(1,)", "iou_loss": "True", "threshold": "0.5"},
+     [("cls_prob", (2, 2, 3, 3)), ("bbox_pred", (2, 4, 3, 3)), ("im_info", (2, 3))], "Proposal",
+     {"rpn_pre_nms_top_n": 6000, "rpn_post_nms_top_n": 7, "threshold": 0.5, "rpn_min_size": 16, "scales": [2.0],
+      "ratios": [1.0], "feature_stride": 8, "output_score": 0, "iou_loss": 1}, [14, 5]),
 ]
 
 
@@ -129,7 +139,7 @@ def test_every_translator_has_a_case() -> None:
     covered = {c.op for c in CASES} | {c[1] for c in CONTRIB_CASES}
     covered |= {c.op for c in NN_EXTRA_CASES if not c.refuse}
     covered |= {c.op for c in INDEXING_CASES if c.check != "raises"}
-    covered |= {c.op for c in MORE_CASES}
+    covered |= {c.op for c in MORE_CASES} | set(CONTROL_FLOW_OPS)
     missing = sorted(set(TRANSLATORS) - covered)
     assert not missing, f"translators without a test case: {missing}"
 

@@ -49,6 +49,10 @@ CASES: dict[str, tuple[Callable[[Any], tuple[Any, dict[str, np.ndarray]]], dict[
 }
 
 
+# the control-flow translators these parity tests cover (read by the every-translator-has-a-case check)
+COVERED_OPS = ("_foreach", "_cond", "_while_loop")
+
+
 @pytest.mark.parametrize("opset", [13, 17])
 @pytest.mark.parametrize("case", list(CASES))
 def test_foreach_matches_mxnet(case: str, opset: int, tmp_path: Path) -> None:

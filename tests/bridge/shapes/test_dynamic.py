@@ -115,3 +115,62 @@ def test_dims_of_written_model_follow_labels(tmp_path: Path, baked: onnx.ModelPr
     make_dynamic(baked, out, axes=["img:0=b", "meta:0=b"])
     m = onnx.load(str(out))
     assert [dims_of(o)[0] for o in m.graph.output] == ["b", "b"]
+
+
+@pytest.mark.parametrize("batch", [3, 4])
+def test_dynamic_leaves_constants_that_only_equal_the_old_batch(batch: int) -> None:
+    """A detector head at batch 4 reshapes to [4, 48, 4] (4 box coordinates) and at batch 3 to [3, 64, 3]
+    (3 classes): only the element that follows the input's batch dim may become the batch."""
+    shapes = {"boxes": nh.from_array(np.array([batch, 48, 4], np.int64), "boxes_shape"),
+              "scores": nh.from_array(np.array([batch, 64, 3], np.int64), "scores_shape")}
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]),
+                        helper.make_node("Reshape", ["r", "boxes_shape"], ["boxes"], name="boxes_view"),
+                        helper.make_node("Reshape", ["r", "scores_shape"], ["scores"], name="scores_view")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16, 12])],
+                       [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [batch, 48, 4]),
+                        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [batch, 64, 3])],
+                       initializers=list(shapes.values()))
+    result = make_dynamic(model, None, axes=["x:0=batch"])
+    assert result.passed
+    assert result.outputs == {"boxes": ["batch", 48, 4], "scores": ["batch", 64, 3]}
+    assert all(b.action == "rewritten" and b.rewrite.count("->") == 1 for b in result.baked)
+
+
+def test_dynamic_runs_every_model_in_isolated_children(baked: onnx.ModelProto, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No onnxruntime session in this process: the runs and comparisons go through the isolated runners and
+    run_and_compare, like every other validation."""
+    import bridge.shapes.dynamic as dynamic
+    from bridge.runtimes import onnxruntime as ort_runtime
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("onnxruntime ran in the parent process")
+
+    monkeypatch.setattr(ort_runtime.OnnxRuntime, "activate", refuse)
+    compared: list[str] = []
+    real = dynamic.run_and_compare
+
+    def spy(*args: object, **kwargs: object) -> object:
+        compared.append(str(kwargs.get("reference_name")))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dynamic, "run_and_compare", spy)
+    result = make_dynamic(baked, None, axes=["img:0=batch", "meta:0=batch"])
+    assert result.passed
+    assert compared[0] == "original model" and len(compared) == 3  # the original size, then per-sample x2
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_dynamic_rewrites_are_built_by_the_rewrite_builder(baked: onnx.ModelProto, opset: int) -> None:
+    """Shape reads are Shape+Gather below opset 15 and Shape(start, end) from 15; every new node gets a fresh
+    name under the rewritten node's prefix."""
+    model = onnx.ModelProto()
+    model.CopyFrom(baked)
+    model.opset_import[0].version = opset
+    result = make_dynamic(model, None, axes=["img:0=batch", "meta:0=batch"])
+    assert result.passed and result.proto is not None
+    new = [n for n in result.proto.graph.node if "_dyn/" in n.name]
+    assert new and all(n.name.startswith("expand_token_dyn/") for n in new)
+    ops = [n.op_type for n in new]
+    assert ops == (["Shape", "Constant", "Gather", "Concat"] if opset < 15 else ["Shape", "Concat"])
+    names = [n.name for n in result.proto.graph.node]
+    assert len(names) == len(set(names))

@@ -163,3 +163,21 @@ def test_fix_without_output_returns_proto(fcn: onnx.ModelProto) -> None:
     assert result.proto is not None and not result.written
     assert result.outputs == {"y": [1, 4, 8, 6]}
     assert result.to_dict()["validation_skipped"] == "validation disabled"
+
+
+def test_fix_keeps_sequence_values_sequences() -> None:
+    """A sequence grown from SequenceEmpty (no recorded type): inference must not make it a tensor."""
+    from onnx import TensorProto, helper
+    from support import make_model
+
+    model = make_model(
+        [helper.make_node("SequenceEmpty", [], ["s0"], dtype=TensorProto.FLOAT),
+         helper.make_node("SequenceInsert", ["s0", "x"], ["s1"]),
+         helper.make_node("SequenceInsert", ["s1", "x"], ["s2"]),
+         helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m", 3])])
+    result = fix_shapes(model, None, inputs=["x:2,3"])
+    assert result.passed and result.proto is not None
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(OnnxRuntime(result.proto).infer({"x": x})["y"], np.concatenate([x, x]))

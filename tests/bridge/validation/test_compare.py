@@ -59,6 +59,18 @@ def test_missing_outputs_fail_on_either_side() -> None:
     assert "missing from candidate" in notes["b"] and "missing from reference" in notes["c"]
 
 
+def test_sequence_outputs_compare_element_by_element() -> None:
+    """onnxruntime returns a sequence output as a list of tensors of different shapes."""
+    from bridge.validation.compare import compare_outputs
+
+    seq = [np.ones((2, 4), np.float32), np.zeros((2, 2), np.float32)]
+    assert compare_outputs({"s": seq}, {"s": [a.copy() for a in seq]}).passed
+    off = compare_outputs({"s": seq}, {"s": [seq[0] + 1, seq[1]]}).outputs[0]
+    assert not off.passed and off.note.startswith("sequence of 2 elements; [0]")
+    short = compare_outputs({"s": seq}, {"s": seq[:1]}).outputs[0]
+    assert not short.passed and "sequence of 1 elements != reference 2" in short.note
+
+
 @pytest.mark.parametrize(("scale", "vacuous"), [(1e-5, True), (1.6e-4, False), (1.0, False), (0.0, True)])
 def test_an_output_no_larger_than_the_tolerance_is_a_vacuous_check(scale: float, vacuous: bool) -> None:
     """~1e-5 logits at atol 1e-4 pass whatever the candidate computes (all zeros here): flagged vacuous."""

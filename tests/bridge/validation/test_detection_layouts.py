@@ -216,3 +216,21 @@ def test_json_round_trip_and_old_form() -> None:
         load_detection_specs("{not json")
     with pytest.raises(UsageError):
         load_detection_specs('{"det": "polygons"}')
+
+
+def test_candidate_shaped_unlike_the_reference_is_not_blamed_on_the_layout() -> None:
+    """One mask for 21 boxes (a broken Loop) on the candidate side: the outputs differ, the layout is fine."""
+    from bridge.validation.compare import compare_outputs
+    from bridge.validation.detection.layouts import DetectionSpec
+
+    rng = np.random.default_rng(0)
+    boxes = np.sort(rng.random((21, 4), dtype=np.float32), axis=1)
+    reference = {"boxes": boxes, "scores": rng.random(21, dtype=np.float32),
+                 "labels": np.arange(21, dtype=np.int64) % 3, "masks": rng.random((21, 1, 8, 8), dtype=np.float32)}
+    candidate = dict(reference, masks=reference["masks"][:1])
+    spec = DetectionSpec("boxes-scores-labels", {"boxes": "boxes", "scores": "scores", "labels": "labels",
+                                                 "masks": "masks"})
+    item = compare_outputs(reference, candidate, detection_outputs=[spec]).outputs[0]
+    assert not item.passed
+    assert "masks [1, 1, 8, 8] vs [21, 1, 8, 8]" in item.note and "computes something else" in item.note
+    assert "do not fit the boxes-scores-labels layout" not in item.note

@@ -124,10 +124,13 @@ def test_non_finite_detections_are_judged(ref_box: list[float], cand_box: list[f
     cand = _with([np.array(cand_box)], [0.5], [3])
     cmp = compare_detections([ref], [cand])
     assert cmp.passed is passed
+    # the finite base detections matched: the verdict is not vacuous; NaN/inf rows alone would be
+    assert not cmp.vacuous
     reference_has_nonfinite = not np.isfinite(ref_box).all()
-    assert cmp.vacuous is reference_has_nonfinite
     if reference_has_nonfinite:
-        assert "NaN/inf" in cmp.vacuous_reason
+        alone = Detections(np.array([ref_box]), np.array([0.5]), np.array([3]))
+        only = compare_detections([alone], [alone])
+        assert only.vacuous and "NaN/inf" in only.vacuous_reason
 
 
 def test_nan_scores_of_a_nan_model_are_not_dropped() -> None:

@@ -87,6 +87,18 @@ def test_with_no_candidates_the_reference_still_runs() -> None:
     assert run.comparisons == [] and list(run.reference_outputs) == ["y"]
 
 
+def test_sequence_outputs_run_compare_and_sensitivity_check() -> None:
+    """A model returning a sequence (onnxruntime gives a list of tensors) validates like any other."""
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("SplitToSequence", ["x"], ["parts"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_sequence_value_info("parts", TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    run = run_and_compare(OnnxRuntime(model), {"onnxruntime": OnnxRuntime(model)},
+                          FeedSource(specs=[InputSpec("x", (2, 3), "float32")]), Tolerance(), check_sensitivity=True)
+    assert run.passed and run.comparisons[0].outputs[0].note == "sequence of 3 elements"
+
+
 def test_input_summary_states_each_inputs_real_values() -> None:
     from bridge.validation.run import ComparisonRun
 

@@ -126,3 +126,18 @@ def test_bad_kind_or_range_is_a_usage_error(kind: str | None, text: str | None) 
 
     with pytest.raises(UsageError):
         InputValues.parse(kind, text)
+
+
+@pytest.mark.parametrize(("candidate", "vacuous", "note"), [
+    (_thresholded_relu(8.0), False, "agrees"),  # right on the wider inputs too: a real check
+    (lambda x: {"y": np.zeros_like(x)}, True, "differs"),  # zeros pass on small values only: still flagged
+])
+def test_outputs_within_the_tolerance_are_compared_again_on_wider_inputs(candidate: Outputs, vacuous: bool,
+                                                                          note: str) -> None:
+    """A reference that is all zeros on the generated inputs would let any near-zero candidate pass; the same
+    output on inputs scaled wider (where it is not that small) decides whether the check proved anything."""
+    run = run_and_compare(Fake(_thresholded_relu(8.0)), {"c": Fake(candidate)},
+                          FeedSource(specs=[InputSpec("x", (2, 3, 8, 8))]), Tolerance())
+    (out,) = run.comparisons[0].outputs
+    assert run.comparisons[0].passed and out.vacuous == vacuous and note in out.note
+    assert ("any output that small passes" in out.vacuous_reason) == vacuous
