@@ -9,7 +9,10 @@ import sys
 import types
 from typing import Any
 
+from bridge import lazy_imports
 from bridge.version import __version__
+
+lazy_imports.install()  # before anything imports onnx_ir (and with it sympy)
 
 _API = ("convert", "inspect", "validate", "graft_nms", "fix_shapes", "make_dynamic", "buckets", "migrate", "debug",
         "bench")

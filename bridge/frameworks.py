@@ -3,18 +3,18 @@
 ``import_tensorflow`` is how the TF adapter, the TF target and the TF runtime import TensorFlow
 (quietly, or with a clear ``AdapterUnavailableError``). ``is_saved_model_dir`` and
 ``read_signature_map`` are the SavedModel conventions the TF target writes and the TF runtime
-reads (the ONNX name -> signature key maps in ``assets.extra/bridge_signature.json``). A leaf:
-it imports only ``bridge.errors``, and TensorFlow only when called.
+reads (the ONNX name -> signature key maps in ``assets.extra/bridge_signature.json``).
+A leaf: it imports only ``bridge.errors`` and ``bridge.registry``, and TensorFlow only when called.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from bridge.errors import AdapterUnavailableError
+from bridge.registry import quiet_framework_logs
 
 TF_INSTALL_HINT = "pip install 'bridge[tensorflow]'"
 SIGNATURE_MAP = Path("assets.extra") / "bridge_signature.json"
@@ -22,7 +22,7 @@ SIGNATURE_MAP = Path("assets.extra") / "bridge_signature.json"
 
 def import_tensorflow(purpose: str) -> Any:
     """Import TensorFlow quietly (no C++ INFO banners) or raise AdapterUnavailableError for ``purpose``."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_framework_logs()
     try:
         import tensorflow as tf
     except ImportError:

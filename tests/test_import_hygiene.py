@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 BLOCK = textwrap.dedent("""
     import sys
     class _Block:
@@ -54,3 +56,27 @@ def test_missing_framework_is_a_clear_error_not_a_traceback() -> None:
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "PyTorch is not installed" in proc.stderr and "bridge[torch]" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+HEAVY = ("sympy.core", "torch", "tensorflow", "mxnet")  # sympy.core: sympy's body actually ran
+
+
+@pytest.mark.parametrize("module", ["bridge.cli.main", "bridge.api", "bridge"])
+def test_entry_points_do_not_import_heavy_modules(module: str) -> None:
+    """The CLI and the API start without running sympy (onnx_ir's import of it is deferred) or a framework."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, {module}
+        print(sorted(m for m in {HEAVY!r} if m in sys.modules))
+    """)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_deferred_sympy_still_works_when_used() -> None:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys, bridge.api, onnx_ir as ir
+        assert "sympy.core" not in sys.modules
+        dim = ir.SymbolicDim("N") * 2 + 1
+        import sympy
+        print(dim.value, sys.modules["sympy"].Max(1, 2), "sympy.core" in sys.modules)
+    """)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["2*N", "+", "1", "2", "True"], proc.stdout + proc.stderr

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from adapters.base import ExportResult
-from adapters.mxnet.convert import convert_graph
+from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
 from adapters.mxnet.nondeterministic import mark_nondeterministic_outputs
 from adapters.mxnet.params import load_params, unused_params
 from adapters.mxnet.reference import MXNetReferenceRuntime, import_mxnet
@@ -43,7 +43,7 @@ def find_params(symbol_json: Path) -> Path | None:
         candidates = found.get(symbol_json.name[: -len("-symbol.json")], [])
     elif len(found) > 1:
         raise UsageError(f"several .params prefixes beside {symbol_json} ({', '.join(sorted(found))}); "
-                         "pass --weights PREFIX-EPOCH.params")
+                         "pass --weights/--params PREFIX-EPOCH.params")
     else:
         candidates = next(iter(found.values()), [])
     if not candidates:
@@ -86,7 +86,8 @@ class MXNetAdapter:
         path = _symbol_path(source)
         if source.weights is not None:
             if not Path(source.weights).is_file():
-                raise SourceNotFoundError(f"--weights {source.weights}: no such file")
+                raise SourceNotFoundError(f"--weights/--params {source.weights}: no such file (the MXNet "
+                                          f"parameters of {path.name}, PREFIX-EPOCH.params)")
             return Path(source.weights)
         return find_params(path)
 
@@ -98,7 +99,8 @@ class MXNetAdapter:
         notes = []
         if params_path is None:
             prefix = path.name[: -len("-symbol.json")] if path.name.endswith("-symbol.json") else "PREFIX"
-            params_desc = f"no .params file found (expected {path.parent / (prefix + '-EPOCH.params')})"
+            params_desc = (f"{NO_PARAMS_FILE} beside {path} (looked for {prefix}-EPOCH.params, e.g. "
+                           f"{prefix}-0000.params, in {path.parent}{'/' if str(path.parent) != '/' else ''})")
             params = {}
             notes.append("no .params file beside the symbol: converted without parameters")
         else:

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -227,10 +227,11 @@ def convert_graph(
         try:
             produced = fn(ctx, node, inputs)
         except BridgeError as e:
-            lacking = [i for i in inputs if i in missing]
-            if lacking:  # the translator needed the type of an input nobody gave a shape for
-                raise UsageError(f"input '{lacking[0]}' needs a shape: pass --input "
-                                 f"{lacking[0]}:{_shape_hint(lacking[0])}") from e
+            # the translator needed the type of a variable nobody gave (a shape or a parameter): name
+            # the variable and the option, not the node that happened to need it
+            lacking = [x for x in inputs if x in missing] or _upstream(graph, i, missing)
+            if lacking:
+                raise _missing_error(lacking, list(missing), params_desc, f"node '{node.name}' ({node.op}): {e}") from e
             raise
         except Exception as e:
             raise BridgeInternalError(f"MXNet translator for {node.op} failed on node '{node.name}': {e!r}") from e
@@ -244,15 +245,7 @@ def convert_graph(
         raise UsageError(f"outputs {bad}: the node has fewer visible outputs than requested")
     really_missing = [m for m in missing if m in consumed or m in heads_names]
     if really_missing:
-        params_like = [m for m in really_missing if re.search(r"_(weight|bias|gamma|beta|moving_mean|moving_var)$", m)]
-        if params_like:
-            raise UsageError(f"parameters {params_like} are missing: {params_desc} does not hold them "
-                             "(wrong prefix or epoch? pass --weights PREFIX-EPOCH.params)")
-        first = really_missing[0]
-        raise UsageError(
-            f"input '{first}' needs a shape: pass --input {first}:{_shape_hint(first)}"
-            + (f" (other inputs without a shape: {really_missing[1:]})" if len(really_missing) > 1 else "")
-        )
+        raise _missing_error(really_missing, list(missing), params_desc)
 
     out_infos = []
     out_names: list[str] = []
@@ -300,6 +293,42 @@ def convert_graph(
                       for h, head_name, name in zip(heads, heads_names, out_names, strict=True)
                       if h[0] in original and head_name is not None}
     return Converted(model, tuple(used_inputs), tuple(out_names), ctx.warnings, n_contrib, source_outputs)
+
+
+# how the adapter's description of the parameters begins when no .params file was found
+NO_PARAMS_FILE = "no .params file"
+_PARAM_NAME = re.compile(r"_(weight|bias|gamma|beta|moving_mean|moving_var|running_mean|running_var)$")
+
+
+def _upstream(graph: SymbolGraph, index: int, missing: Mapping[str, str]) -> list[str]:
+    """The variables in ``missing`` that node ``index`` depends on (first in file order)."""
+    seen: set[int] = set()
+    stack = [src for src, _ in graph.nodes[index].inputs]
+    while stack:
+        j = stack.pop()
+        if j not in seen:
+            seen.add(j)
+            stack.extend(src for src, _ in graph.nodes[j].inputs)
+    return [graph.nodes[j].name for j in sorted(seen) if graph.nodes[j].is_variable and graph.nodes[j].name in missing]
+
+
+def _missing_error(names: Sequence[str], missing: Sequence[str], params_desc: str, where: str = "") -> UsageError:
+    """Variables nobody gave (``names``, of all ``missing`` ones): parameters (named like one) point at
+    the .params file and ``--weights/--params``, listing every missing parameter (first: without them
+    the inputs cannot be checked); else the inputs need ``--input NAME:SHAPE`` (``where`` says why)."""
+    if any(_PARAM_NAME.search(m) for m in names):
+        params_like = [m for m in missing if _PARAM_NAME.search(m)]
+        shown = ", ".join(params_like[:8]) + (f", ... ({len(params_like) - 8} more)" if len(params_like) > 8 else "")
+        if params_desc.startswith(NO_PARAMS_FILE):
+            return UsageError(f"{len(params_like)} parameter(s) are missing ({shown}): {params_desc}; "
+                              "pass --weights/--params PREFIX-EPOCH.params")
+        return UsageError(f"{len(params_like)} parameter(s) are missing ({shown}): {params_desc} does not hold "
+                          "them (wrong prefix or epoch? pass --weights/--params PREFIX-EPOCH.params)")
+    first = names[0]
+    return UsageError(
+        f"input '{first}' needs a shape: pass --input {first}:{_shape_hint(first)}"
+        + (f" (other inputs without a shape: {list(names[1:])})" if len(names) > 1 else "")
+        + (f" ({where})" if where else ""))
 
 
 def _shape_hint(name: str) -> str:

@@ -2,6 +2,11 @@
 
 The reference for validation is the original file in onnxruntime, so ``bridge convert old.onnx``
 proves the upgraded model computes what the old one did.
+
+Older exporters wrote graph outputs with a type but no shape (not even a rank); today's onnx checker
+refuses them ("Field 'shape' of 'type' is required"), which would fail the written model at the very
+end. ``repair_output_shapes`` fills in what shape inference knows (with a warning) and otherwise says,
+before any work, that the source itself fails the checker and which outputs are to blame.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import onnx
 
 from adapters.base import FEEDS_HINT, ExportResult
 from bridge.config import ExportSpec, InputSpec, Source, check_names
-from bridge.errors import UsageError
+from bridge.errors import BadInputFileError, UsageError
 from bridge.io import load_model
 from bridge.runtimes.base import Runtime, TensorMeta
 
@@ -33,6 +38,42 @@ def graph_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     return specs
 
 
+def _unshaped(values: list[onnx.ValueInfoProto]) -> list[onnx.ValueInfoProto]:
+    return [v for v in values if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")]
+
+
+def repair_output_shapes(model: onnx.ModelProto, where: str) -> list[str]:
+    """Give graph outputs declared with a type but no shape the shape inference finds (in place);
+    warnings saying what was filled in. BadInputFileError naming the outputs inference cannot settle."""
+    lacking = _unshaped(list(model.graph.output))
+    if not lacking:
+        return []
+    known: dict[str, onnx.TensorShapeProto] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # inference only helps here; what stays unknown is reported below
+        inferred = None
+    if inferred is not None:
+        g = inferred.graph
+        for vi in (*g.input, *g.value_info, *g.output):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                known.setdefault(vi.name, vi.type.tensor_type.shape)
+    unknown = [o.name for o in lacking if o.name not in known]
+    if unknown:
+        raise BadInputFileError(
+            f"{where}: the source itself fails onnx's checker: graph output(s) {unknown} declare a type but no "
+            "shape (Field 'shape' of 'type' is required), and shape inference cannot tell their rank; re-export "
+            "the model with output shapes, or set them (e.g. onnx.helper.make_tensor_value_info(name, dtype, "
+            "[dims or names])) and convert that file")
+    warnings = []
+    for o in lacking:
+        o.type.tensor_type.shape.CopyFrom(known[o.name])
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in known[o.name].dim]
+        warnings.append(f"{where}: graph output '{o.name}' had a type but no shape (onnx's checker refuses that); "
+                        f"shape inference gives {dims}, written into the converted model")
+    return warnings
+
+
 class OnnxFileAdapter:
     framework = "onnx"
 
@@ -43,6 +84,7 @@ class OnnxFileAdapter:
         start = time.perf_counter()
         assert source.location is not None
         model = load_model(source.location)
+        warnings = repair_output_shapes(model, source.location)
         given = {s.name: s for s in spec.inputs}
         declared = graph_input_specs(model)
         check_names("--input", given, [s.name for s in declared], "input")
@@ -63,7 +105,7 @@ class OnnxFileAdapter:
             for s in declared
         )
         return ExportResult(model=model, exporter="onnx file (loaded as is)", inputs=inputs,
-                            output_names=names,
+                            output_names=names, warnings=warnings,
                             seconds=time.perf_counter() - start)
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:

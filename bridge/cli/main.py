@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect as _inspect
 import logging
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -52,9 +53,20 @@ app = typer.Typer(
     name="bridge", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     help="Convert PyTorch / MXNet / TensorFlow / ONNX models to ONNX and prove them in each target runtime.",
 )
+def _show_version(value: bool) -> None:
+    if value:
+        from bridge.version import __version__
+
+        out.print(f"bridge {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(ctx: typer.Context,
-          verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug")] = 0) -> None:
+          verbose: Annotated[int, typer.Option("--verbose", "-v", count=True,
+                                               help="-v info, -vv debug (before or after the command)")] = 0,
+          version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_show_version,
+                                                help="print bridge's version and exit")] = False) -> None:
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     ctx.with_resource(test_hooks())  # BRIDGE_TEST_BREAK (README: debugging), for this command only
@@ -239,11 +251,22 @@ def _register_command_modules() -> None:
 _register_command_modules()
 
 
+_VERBOSITY = re.compile(r"-v+|--verbose")
+
+
+def hoist_verbosity(args: list[str]) -> list[str]:
+    """``-v``/``-vv``/``--verbose`` anywhere before ``--`` moved to the front, where the root option
+    reads them: the README lists them among a command's options, so ``bridge convert ... -v`` works."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:end] if _VERBOSITY.fullmatch(a)]
+    return [*flags, *(a for a in args[:end] if not _VERBOSITY.fullmatch(a)), *args[end:]]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app and map every outcome to the documented exit code."""
     try:
         # without standalone mode click returns (not raises) the code of a typer.Exit from a command
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=hoist_verbosity(sys.argv[1:] if argv is None else list(argv)), standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:

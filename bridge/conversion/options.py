@@ -274,10 +274,14 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
     feeds = Path(v["feeds"]) if v["feeds"] else None
     examples = partial(example_inputs, feeds, input_values, v["seed"])
     examples.description = FeedSource(feeds, (), v["seed"], values=input_values).describe()  # type: ignore[attr-defined]
+    spec = ExportSpec(_specs(v["inputs"]), _axes(v["dynamic"]), DEFAULT_OPSET if v["opset"] is None else v["opset"],
+                      tuple(v["output_names"] or ()), examples=examples, opset_asked=v["opset"] is not None)
+    from bridge.conversion.preflight import preflight
+
+    preflight(src, spec, feeds)  # before any framework is imported
     return ConvertConfig(
         source=src, output=onnx_path, framework=v["framework"],
-        export=ExportSpec(_specs(v["inputs"]), _axes(v["dynamic"]), DEFAULT_OPSET if v["opset"] is None else v["opset"],
-                          tuple(v["output_names"] or ()), examples=examples, opset_asked=v["opset"] is not None),
+        export=spec,
         validate=tuple(validate) if validate is not None else None, tolerance=_tolerance(v),
         report=Path(v["report"]) if v["report"] else None, seed=v["seed"], detection_format=v["detection_format"],
         max_detections=v["max_detections"], feeds=feeds, to=target_name,

@@ -159,7 +159,11 @@ def with_inputs_from(cfg: ConvertConfig, model: onnx.ModelProto | None) -> Conve
 
 def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress) -> Any:
     progress(f"exporting with the {adapter.framework} adapter")
+    from opsets.conversion import check_target
     from opsets.target import target_opset
+
+    if cfg.export.opset_asked:  # every adapter exports at the asked opset: refuse one nothing runs first
+        check_target(cfg.export.opset)
 
     with staged(stages, "export"):
         exported = adapter.export(cfg.source, cfg.export)

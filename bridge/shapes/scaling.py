@@ -1,7 +1,8 @@
 """The settings of ``bridge shapes buckets`` as one checked value: from a YAML file, options, or both.
 
 ``ScalingConfig`` holds every statistics parameter under the name of its command-line option
-(``--n-std`` is ``n_std``; a YAML key may spell it either way). A YAML file (``--config
+(``--n-std`` is ``n_std``; a YAML key may spell it either way; the source workflow's names in
+``ALIASES``, e.g. MindSpore Lite's ``max_scaling_num``, are accepted too). A YAML file (``--config
 auto_scaling.yaml``) gives a base; options given on the command line (or keyword arguments of
 ``bridge.shapes.buckets``) override it key by key. Unknown keys and values of the wrong type are
 usage errors naming the key, so a typo never silently falls back to a default.
@@ -40,6 +41,8 @@ ASPECTS: tuple[tuple[int, int], ...] = ((1, 1), (4, 3), (16, 9))
 # largest values that can mean something: past them a setting is a typo (1e12 buckets would loop for ever)
 LIMITS: dict[str, float] = {"n_std": 1000.0, "expand_ratio": 1000.0, "interval": 2**16, "max_buckets": 1024,
                             "limit_side_len": 2**20, "size": 2**20}
+# key names of the source workflow (MindSpore Lite / MindOCR auto_scaling.yaml) accepted for ours
+ALIASES: dict[str, str] = {"max_scaling_num": "max_buckets"}
 
 
 def default_scaling_for(long_side: int, interval: int = 32) -> list[tuple[int, int]]:
@@ -165,8 +168,13 @@ class ScalingConfig:
         """This config with ``values`` replacing its settings (None values are ignored: not given)."""
         known = self.keys()
         changes: dict[str, Any] = {}
+        spelled: dict[str, str] = {}
         for raw_key, value in values.items():
             key = str(raw_key).replace("-", "_")
+            key = ALIASES.get(key, key)
+            if key in spelled:
+                raise UsageError(f"{where}: '{spelled[key]}' and '{raw_key}' both set {key}; give one")
+            spelled[key] = str(raw_key)
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""

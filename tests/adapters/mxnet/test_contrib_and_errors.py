@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
-from mxnet_testlib import Model, export, hand_json, mx_op, try_mxnet
+from mxnet_testlib import Model, export, hand_json, mx_op, try_mxnet, write_params
 from test_control_flow import COVERED_OPS as CONTROL_FLOW_OPS
 from test_translators import CASES
 from test_translators_indexing import CASES as INDEXING_CASES
@@ -18,7 +19,7 @@ from test_translators_nn_extra import CASES as NN_EXTRA_CASES
 
 from adapters.mxnet.contrib import SCHEMAS
 from adapters.mxnet.registry import TRANSLATORS
-from bridge.errors import UnsupportedOpError, UsageError
+from bridge.errors import SourceNotFoundError, UnsupportedOpError, UsageError
 
 # (op, attrs as written, inputs (name, shape), expected contrib op, expected attributes, output shape)
 CONTRIB_CASES: list[tuple[str, str, dict[str, Any], list[tuple[str, tuple[int, ...]]], str, dict[str, Any],
@@ -141,3 +142,49 @@ def test_every_translator_has_a_case() -> None:
     covered |= {c.op for c in MORE_CASES} | set(CONTROL_FLOW_OPS)
     missing = sorted(set(TRANSLATORS) - covered)
     assert not missing, f"translators without a test case: {missing}"
+
+
+def _conv_bn_relu(folder: Path, with_params: bool) -> Path:
+    """data -> Convolution -> BatchNorm -> relu as MXNet writes it, with net-0000.params beside it or not."""
+    def var(name: str) -> dict[str, Any]:
+        return {"op": "null", "name": name, "inputs": []}
+
+    nodes = [var("data"), var("c_weight"),
+             {"op": "Convolution", "name": "c", "attrs": {"kernel": "(3, 3)", "num_filter": "4", "no_bias": "True"},
+              "inputs": [[0, 0, 0], [1, 0, 0]]},
+             var("bn_gamma"), var("bn_beta"), var("bn_moving_mean"), var("bn_moving_var"),
+             {"op": "BatchNorm", "name": "bn", "attrs": {}, "inputs": [[2, 0, 0], [3, 0, 0], [4, 0, 0], [5, 0, 1],
+                                                                        [6, 0, 1]]},
+             {"op": "Activation", "name": "r", "attrs": {"act_type": "relu"}, "inputs": [[7, 0, 0]]}]
+    symbol = folder / "net-symbol.json"
+    symbol.write_text(json.dumps({"nodes": nodes, "arg_nodes": [0, 1, 3, 4, 5, 6], "heads": [[8, 0, 0]]}))
+    if with_params:
+        write_params(folder / "net-0000.params", {
+            "arg:c_weight": np.ones((4, 3, 3, 3), np.float32), "arg:bn_gamma": np.ones(4, np.float32),
+            "arg:bn_beta": np.zeros(4, np.float32), "aux:bn_moving_mean": np.zeros(4, np.float32),
+            "aux:bn_moving_var": np.ones(4, np.float32)})
+    return symbol
+
+
+@pytest.mark.parametrize(("case", "error", "expected"), [
+    # no .params beside the symbol: the parameters and where the file was looked for, not "needs a shape"
+    ("no_params", UsageError, [r"5 parameter\(s\) are missing \(c_weight, bn_gamma", r"beside .*net-symbol\.json",
+                               r"net-0000\.params", "--weights/--params"]),
+    # no --input: the input and the option, not a rank error at the first node needing a static shape
+    ("no_input", UsageError, [r"input 'data' needs a shape: pass --input data:1,3,H,W", r"node 'bn'"]),
+    # a --params path that does not exist is reported under the spelling the user may have typed
+    ("missing_weights", SourceNotFoundError, [r"--weights/--params .*nowhere\.params: no such file"]),
+])
+def test_missing_files_and_options_are_named(tmp_path: Path, case: str, error: type[Exception],
+                                             expected: list[str]) -> None:
+    from adapters.mxnet import MXNetAdapter
+    from bridge.config import ExportSpec, InputSpec, Source
+
+    symbol = _conv_bn_relu(tmp_path, with_params=case != "no_params")
+    spec = ExportSpec(inputs=() if case == "no_input" else (InputSpec("data", (1, 3, 8, 8), "float32"),))
+    weights = tmp_path / "nowhere.params" if case == "missing_weights" else None
+    with pytest.raises(error) as err:
+        MXNetAdapter().export(Source(location=str(symbol), weights=weights), spec)
+    for pattern in expected:
+        assert re.search(pattern, str(err.value)), (pattern, str(err.value))
+    assert "needs a shape" not in str(err.value) or case == "no_input"

@@ -78,3 +78,29 @@ def test_integer_clip_before_opset_12_is_repaired(tmp_path: Path, clip_int64_ops
     with activated(get_runtime("onnxruntime", onnx.load(tmp_path / "fixed.onnx"))) as rt:
         np.testing.assert_array_equal(rt.infer({"x": x})["y"], np.clip(x, 0, 5))
     assert api.inspect(tmp_path / "fixed.onnx").problems == []
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_output_without_shape_is_repaired_from_inference(tmp_path: Path, opset: int) -> None:
+    """An older exporter's output with a type but no shape: inference fills it in, with a warning."""
+    model = make_model([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Flatten", ["h"], ["y"], axis=1)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=13)
+    assert not model.graph.output[0].type.tensor_type.HasField("shape")
+    onnx.save(model, tmp_path / "old.onnx")
+    result = api.convert(tmp_path / "old.onnx", tmp_path / "new.onnx", opset=opset)
+    assert result.passed
+    assert any("graph output 'y' had a type but no shape" in w and "[2, 12]" in w for w in result.warnings)
+    assert dims_of(onnx.load(tmp_path / "new.onnx").graph.output[0]) == [2, 12]
+
+
+def test_output_whose_rank_nothing_can_tell_is_refused_up_front(tmp_path: Path) -> None:
+    """Reshape to a shape read from an input of unknown length: the source itself fails the checker."""
+    model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                        helper.make_tensor_value_info("s", TensorProto.INT64, [None])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=13)
+    onnx.save(model, tmp_path / "old.onnx")
+    with pytest.raises(BadInputFileError, match=r"the source itself fails onnx's checker: graph output\(s\) \['y'\]"):
+        api.convert(tmp_path / "old.onnx", tmp_path / "new.onnx", opset=17)
+    assert not (tmp_path / "new.onnx").exists()

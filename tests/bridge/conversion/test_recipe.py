@@ -4,6 +4,7 @@ from the candidate model when none are given."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,15 @@ def test_validate_localize_without_input_names_the_culprit(tmp_path: Path) -> No
                    "--params", str(SSD / "model-0000.params"), "--no-isolate", "--localize")
     assert proc.returncode == 1, proc.stderr
     assert "culprit" in proc.stdout and relu.name.split("_fwd")[0].split(":")[0][:8] in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("opset", [5, 29, 99])
+@pytest.mark.parametrize("source", ["mxnet", "onnx"])
+def test_opset_out_of_range_is_a_usage_error_naming_the_range(tmp_path: Path, relu: Path, source: str,
+                                                             opset: int) -> None:
+    """Checked before any adapter exports at it (the MXNet adapter failed inside with exit 70)."""
+    args = ([str(SSD / "model-symbol.json"), "--input", "data:1,3,64,64"] if source == "mxnet" else [str(relu)])
+    done = run_cli("convert", *args, "--opset", str(opset), "--validate", "none", "-o", str(tmp_path / "o.onnx"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(rf"--opset {opset}: bridge converts between opsets 7 and \d+", done.stderr), done.stderr
+    assert not (tmp_path / "o.onnx").exists()

@@ -16,6 +16,7 @@ from bridge.errors import BadInputFileError, UsageError
 from bridge.shapes import bucket_report, buckets, candidates
 from bridge.shapes.buckets import Bucket, read_manifest, smallest_fitting
 from bridge.shapes.datasets import limit_side, load_samples, read_annotations, read_image_size
+from bridge.shapes.scaling import ALIASES
 
 
 @pytest.mark.parametrize(("values", "kwargs", "expected"), [
@@ -310,6 +311,7 @@ def test_config_file_and_overrides(tmp_path: Path, fcn: onnx.ModelProto) -> None
     ("validate: maybe\n", "validate must be true or false"),
     ("layout: dynamic\n", "layout 'dynamic'"),
     ("- 1\n- 2\n", "expected a mapping"),
+    ("max_scaling_num: 2\nmax_buckets: 3\n", "'max_scaling_num' and 'max_buckets' both set max_buckets"),
 ])
 def test_config_file_errors(tmp_path: Path, text: str, match: str) -> None:
     from bridge.shapes.scaling import ScalingConfig
@@ -318,6 +320,17 @@ def test_config_file_errors(tmp_path: Path, text: str, match: str) -> None:
     path.write_text(text)
     with pytest.raises(UsageError, match=match):
         ScalingConfig.load(path)
+
+
+@pytest.mark.parametrize(("alias", "ours"), sorted(ALIASES.items()))
+def test_source_workflow_key_names_are_aliases(tmp_path: Path, alias: str, ours: str) -> None:
+    """An auto_scaling.yaml written for MindSpore Lite loads unchanged: its key names mean ours."""
+    from bridge.shapes.scaling import ScalingConfig
+
+    path = tmp_path / "auto_scaling.yaml"
+    path.write_text(f"{alias}: 3\n")
+    assert getattr(ScalingConfig.load(path), ours) == 3
+    assert getattr(ScalingConfig.from_mapping({alias.replace("_", "-"): 2}), ours) == 2
 
 
 def test_unknown_keyword_is_a_usage_error(tmp_path: Path, fcn: onnx.ModelProto) -> None:
