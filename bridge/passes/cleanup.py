@@ -43,7 +43,7 @@ from bridge.config import CONTRIB_DOMAIN
 from bridge.errors import BridgeInternalError
 from bridge.limits import fold_fits
 from bridge.passes.base import graph_fingerprint
-from bridge.rewriting.driver import DEFAULT_DOMAINS
+from bridge.rewriting.driver import DEFAULT_DOMAINS, default_opset
 
 _ROUNDS = 2  # folding can expose new dead nodes and vice versa; two rounds reach the fixpoint in practice
 _ITERATING = frozenset({"Loop", "Scan"})
@@ -174,7 +174,7 @@ def _fold(model: ir.Model) -> None:
     before = {id(n) for n in model.graph.all_nodes()}
     with _split_shapes_hidden(model):
         fold_constants_ir(model, onnx_shape_inference=False, should_fold=_should_fold)
-    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    opset = default_opset(model, missing=None)
     if opset is not None and opset < 18:
         for node in list(model.graph.all_nodes()):
             if id(node) not in before:

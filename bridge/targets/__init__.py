@@ -10,10 +10,10 @@ target's SavedModel, converted into a work folder). Target modules import their 
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import UsageError
 from bridge.registry import LazyRegistry
 from bridge.runtimes import Runtime, get_runtime
 from bridge.targets.base import Target, TargetResult
@@ -31,13 +31,15 @@ def registered_targets() -> list[str]:
     return _REGISTRY.names()
 
 
-def get_target(name: str, **options: str) -> Target:
-    """Target ``name``, with its own options (e.g. ``compress="fp16"`` for openvino)."""
+def get_target(name: str, **options: Any) -> Target:
+    """Target ``name``, given the values of its declared options (e.g. ``compress="fp16"`` for openvino) that
+    its constructor takes; a target that reads its options only in ``place`` takes none. Options of other
+    targets never get here (``bridge.conversion.options`` refuses them, naming their target)."""
     cls = _REGISTRY.load(name)
-    try:
-        target: Target = cls(**options)
-    except TypeError:
-        raise UsageError(f"--to {name} takes none of the options {', '.join(sorted(options))}") from None
+    params = inspect.signature(cls).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        options = {k: v for k, v in options.items() if k in params}
+    target: Target = cls(**options)
     return target
 
 

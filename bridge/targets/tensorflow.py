@@ -347,9 +347,6 @@ class TensorFlowTarget:
     options = (Option("saved_model", Path | None, None, "SavedModel folder (default: <artefact-dir or the .onnx's "
                       "folder>/<output stem>_saved_model)"),)
 
-    def __init__(self, saved_model: Path | None = None) -> None:
-        pass  # its one option names where the SavedModel goes: ``place`` reads it
-
     def place(self, output: Path, artefact_dir: Path | None, options: Mapping[str, Any]) -> tuple[Path, dict[str, Path]]:
         """``-o OUT_DIR`` (not .onnx) names the SavedModel, the validated ONNX goes beside it as OUT_DIR.onnx."""
         given = options.get("saved_model")

@@ -87,4 +87,5 @@ def test_a_new_option_is_one_declaration(monkeypatch: pytest.MonkeyPatch, tmp_pa
     (entry,) = load_manifest([{"name": "m", "source": "m.onnx", "frobnicate": 5}], base_dir=tmp_path)
     _src, _out, kwargs = convert_kwargs(entry.to_dict(), tmp_path)
     assert kwargs["frobnicate"] == 5
+    (tmp_path / "m.onnx").touch()  # build_config checks the source exists before anything else
     assert build_config(tmp_path / "m.onnx", tmp_path / "o.onnx", {"frobnicate": 7}).values["frobnicate"] == 7
