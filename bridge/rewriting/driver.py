@@ -55,7 +55,7 @@ def default_opset(model: ir.Model | onnx.ModelProto, missing: Any = _NO_DEFAULT)
     if version is None:
         if missing is _NO_DEFAULT:
             raise ValueError("model imports no default-domain opset")
-        return int(missing)
+        return missing  # as given (None: "no default-domain import")
     return int(version)
 
 

@@ -56,6 +56,7 @@ def test_default_opset_reads_protos_and_ir_models(domain: str) -> None:
     assert default_opset(proto) == default_opset(ir.serde.deserialize_model(proto)) == 13
     other = _proto("com.example", 1)
     assert default_opset(other, missing=0) == 0
+    assert default_opset(other, missing=None) is None  # an ai.onnx.ml-only model: "no default-domain import"
     with pytest.raises(ValueError, match="no default-domain opset"):
         default_opset(other)
 

@@ -3,6 +3,8 @@ SplitToSequence with a split computed at run time, folds at old opsets, models u
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -165,3 +167,15 @@ def test_default_domain_ops_without_the_import_are_refused_by_name() -> None:
     with pytest.raises(PassFailedError, match="default-domain ops \\(Relu\\)") as info:
         run_pipeline(container, [Step(ConvertOpsetPass(17), "test")])
     assert info.value.exit_code == 3
+
+
+def test_model_with_only_ai_onnx_ml_converts_with_no_opset_asked(tmp_path: Path) -> None:
+    """No --opset: the recipe keeps the exporter's opset, and a model with no default-domain import has none
+    (was exit 70 in the opset choice, before the ONNX stage)."""
+    from bridge.cli.main import main
+
+    source = tmp_path / "ml.onnx"
+    onnx.save(ml_only(3), str(source))
+    assert main(["convert", str(source), "-o", str(tmp_path / "out.onnx"), "--no-isolate"]) == 0
+    feeds = {"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)}
+    np.testing.assert_array_equal(_run(onnx.load(str(tmp_path / "out.onnx")), feeds)["y"], _run(ml_only(3), feeds)["y"])
