@@ -77,11 +77,11 @@ class _NSizedMultiBoxDetectionPass:
 
     def __new__(cls) -> Any:
         from bridge.passes.contrib import LowerMultiBoxDetectionPass
-        from bridge.passes.contrib.common import attr_floats
+        from bridge.rewriting.attrs import required_floats
 
         class Legacy(LowerMultiBoxDetectionPass):
             def rewrite(self, b: Any, node: Any) -> Any:
-                return [self._parts(b, node, attr_floats(node, "variances")).mxnet_rows(b)]
+                return [self._parts(b, node, required_floats(node, "variances")).mxnet_rows(b)]
 
         return Legacy()
 

@@ -31,9 +31,6 @@ INFERENCE_INPUTS: dict[str, int] = dict.fromkeys(
      "SVMOutput"), 1)
 
 NOT_TRANSLATED: dict[str, str] = {
-    "_contrib_Proposal": "anchors, decode, NMS and top-N fused in one op with training-time RPN parameters; "
-                         "cut the graph before it (--outputs) and graft NMS with `bridge graft-nms`",
-    "_contrib_MultiProposal": "as _contrib_Proposal, batched",
     "_contrib_DeformableConvolution": "no ONNX equivalent (DeformConv exists only from opset 19, with other offsets)",
     "_contrib_PSROIPooling": "position-sensitive pooling has no ONNX equivalent",
     "_zeros_without_dtype": "its dtype comes from the consumer at bind time; re-export with an explicit dtype",
@@ -64,9 +61,6 @@ NOT_TRANSLATED.update({
                      "_contrib_dgl_csr_neighbor_non_uniform_sample", "_contrib_dgl_graph_compact",
                      "_contrib_dgl_subgraph", "_contrib_edge_id"),
                     "DGL graph op on CSR sparse storage; ONNX has no sparse graph tensors"),
-    **dict.fromkeys(("_foreach", "_while_loop", "_cond"),
-                    "control flow whose body is a subgraph of the symbol (ONNX Scan / Loop / If); bridge's symbol "
-                    "reader does not read subgraphs yet, so it is not translated"),
     **dict.fromkeys(_NO_SAMPLER, "ONNX has no gamma / Poisson / negative-binomial sampler and no exact "
                                  "transform of uniform or normal draws into one"),
     "_sample_unique_zipfian": "sampling without replacement until unique (a data-dependent loop); no ONNX form",
