@@ -12,7 +12,6 @@ Every function is module-level so it pickles by name; each takes the runtime fir
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +22,7 @@ import numpy as np
 from bridge.bench.timing import peak_rss_bytes, time_calls
 from bridge.errors import AdapterUnavailableError
 from bridge.runtimes.base import Runtime
+from bridge.runtimes.isolated import in_isolated_child
 
 # the variables OpenMP, MKL, OpenBLAS, MXNet, TensorFlow and PyTorch size their CPU thread pools from
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS",
@@ -35,7 +35,7 @@ _STAGED: dict[tuple[int, int], Mapping[str, np.ndarray]] = {}
 def limited(threads: int | None, name: str, factory: Callable[[], Runtime]) -> Runtime:
     """``factory()``'s runtime, built with ``threads`` CPU threads when running in a child process (the
     parent's environment is never changed); a missing framework becomes AdapterUnavailableError."""
-    if threads and multiprocessing.parent_process() is not None:
+    if threads and in_isolated_child():
         for var in THREAD_VARIABLES:
             os.environ[var] = str(threads)
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools sleep instead of stealing the cores

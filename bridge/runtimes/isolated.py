@@ -466,9 +466,19 @@ def _limit_memory(max_memory: int | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+_IN_CHILD = False  # set in the isolated children (fresh interpreters running _child_main)
+
+
+def in_isolated_child() -> bool:
+    """True in a child process started by this module (work there may change its own environment)."""
+    return _IN_CHILD
+
+
 def _child_main(fd: int, parent: int, main_thread: bool) -> None:
     """The child: rebuild the factory (or function), then answer commands until deactivate (or the parent
     goes away)."""
+    global _IN_CHILD
+    _IN_CHILD = True
     _die_with_parent(parent, main_thread)
     conn = multiprocessing.connection.Connection(fd)
     try:
