@@ -16,7 +16,7 @@ import pytest
 from mxnet_testlib import Model, assert_close, export, need_mxnet, run_mxnet, run_onnx
 
 from adapters.mxnet.params import load_params
-from bridge.errors import ExportError, UnsupportedOpError
+from bridge.errors import ExportError
 
 
 @dataclass
@@ -365,9 +365,9 @@ def test_parameterless_graph_converts(tmp_path: Path) -> None:
     assert_close(run_onnx(result.model, feeds), run_mxnet(model, result))
 
 
-def test_legacy_rcnn_proposal_is_refused_with_every_op_named(tmp_path: Path) -> None:
-    """Legacy MXNet rcnn's _contrib_Proposal (anchor decode + NMS + top-N in one op) has no translator:
-    conversion stops with UnsupportedOpError naming it (and nothing is emitted)."""
+def test_legacy_rcnn_proposal_into_roialign_converts_and_matches_mxnet(tmp_path: Path) -> None:
+    """Legacy MXNet rcnn's _contrib_Proposal (anchor decode + NMS + top-N in one op) feeding ROIAlign: lowered
+    to standard ONNX (no bridge.contrib node left) and equal to MXNet on random, untied scores."""
     mx = need_mxnet()
     cls = mx.sym.var("rpn_cls_prob")
     bbox = mx.sym.var("rpn_bbox_pred")
@@ -377,8 +377,16 @@ def test_legacy_rcnn_proposal_is_refused_with_every_op_named(tmp_path: Path) -> 
     feat = mx.sym.var("feat")
     out = mx.sym.contrib.ROIAlign(feat, rois, pooled_size=(2, 2), spatial_scale=1 / 16.0, name="roi_align")
     out.save(str(tmp_path / "rcnn-symbol.json"))
-    feeds = {"rpn_cls_prob": np.zeros((1, 12, 4, 4), np.float32), "rpn_bbox_pred": np.zeros((1, 24, 4, 4), np.float32),
-             "im_info": np.asarray([[64, 64, 1]], np.float32), "feat": np.zeros((1, 4, 4, 4), np.float32)}
-    with pytest.raises(UnsupportedOpError) as err:
-        export(Model(tmp_path / "rcnn-symbol.json", None, feeds))
-    assert err.value.unsupported == {"_contrib_Proposal": ["rois"]}
+    rng = np.random.default_rng(0)
+    feeds = {"rpn_cls_prob": rng.random((1, 12, 4, 4), np.float32),
+             "rpn_bbox_pred": rng.normal(0, 0.1, (1, 24, 4, 4)).astype(np.float32),
+             "im_info": np.asarray([[64, 64, 1]], np.float32), "feat": rng.random((1, 4, 4, 4), np.float32)}
+    model = Model(tmp_path / "rcnn-symbol.json", None, feeds)
+    result = export(model)
+    import onnx_ir as ir
+
+    from bridge.passes.contrib import LowerProposalPass
+
+    lowered = ir.serde.serialize_model(LowerProposalPass()(ir.serde.deserialize_model(result.model)).model)
+    assert not {n.domain for n in lowered.graph.node} & {"bridge.contrib"}
+    assert_close(run_onnx(lowered, feeds), run_mxnet(model, result))
