@@ -139,7 +139,7 @@ def test_pytorch_to_tensorflow_saved_model(torch_leg: dict[str, Any], request: p
     err = _max_abs(torch_leg["ref"], got)
     _record(request, "max_abs_torch_tensorflow", err)
     _record(request, "onnx_tf_seconds", target.seconds)
-    assert target.opset_in == 17 and target.opset_out == 16
+    assert target.opset_in >= 17 and target.opset_out == 16  # the exporter's opset (kept), lowered for onnx-tf
     assert err < 1e-4
 
 

@@ -38,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bridge.migrate.outdir import MARKER
+
 OUTCOME = "outcome.json"
 LOG = "log.txt"
 _LOG_TAIL = 2000  # characters of the child's log quoted in a crash reason
@@ -96,6 +98,7 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
     folder = model_dir(task["out_dir"], name)
     shutil.rmtree(folder, ignore_errors=True)  # a redone model never mixes with an earlier attempt's files
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).touch()  # bridge's folder from its first moment: a run killed here may still clear it
     task_file = folder / ".task.json"
     task_file.write_text(json.dumps({**task, "supervisor_pid": os.getpid()}), encoding="utf-8")
     if on_start is not None:

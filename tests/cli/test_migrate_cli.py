@@ -59,7 +59,7 @@ def test_example_migration_reports_the_broken_model_and_passes_the_rest(tmp_path
                       "broken_custom_ops": "failed", "tiny_detector_tf": "disabled"}, proc.stdout
     broken = next(m for m in report["models"] if m["name"] == "broken_custom_ops")
     assert broken["kind"] == "conversion" and "UnsupportedOpError" in broken["reason"]
-    assert "_contrib_Proposal x1: rpn_proposal" in broken["reason"] and "_contrib_PSROIPooling" in broken["reason"]
+    assert "_contrib_PSROIPooling x1: psroipool" in broken["reason"]  # (its _contrib_Proposal converts now)
     for m in report["models"]:
         if m["status"] == "passed":
             assert (out / m["outputs"]["onnx"]).is_file() and m["parity"] and all(p["passed"] for p in m["parity"])
