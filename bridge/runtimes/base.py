@@ -14,6 +14,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import onnx
 
+from bridge.errors import UsageError
+
 Dim = int | str | None  # concrete size, symbolic name, or unknown
 
 
@@ -66,3 +68,20 @@ def activated(runtime: Runtime) -> Iterator[Runtime]:
         yield runtime
     finally:
         runtime.deactivate()
+
+
+def signature_feeds(feeds: Mapping[str, np.ndarray], to_key: Mapping[str, str], inputs: Sequence[str],
+                    what: str) -> dict[str, np.ndarray]:
+    """``feeds`` (by ONNX name) keyed by a signature's own input names (``to_key``: ONNX name -> key), for
+    runtimes whose artefact renames inputs (a SavedModel, a .tflite); a UsageError names a feed that is not
+    an input of ``what`` and the inputs left without a feed."""
+    keyed = {}
+    for name, value in feeds.items():
+        key = to_key.get(name, name)
+        if key not in inputs:
+            raise UsageError(f"feed '{name}' is not an input of the {what} (inputs: {', '.join(inputs)})")
+        keyed[key] = value
+    missing = sorted(set(inputs) - set(keyed))
+    if missing:
+        raise UsageError(f"no feed for {what.split(' signature')[0]} input(s) {missing}")
+    return keyed

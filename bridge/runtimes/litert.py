@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from bridge.errors import AdapterUnavailableError, InferenceError, RuntimeLoadError, UsageError
-from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.base import TensorMeta, signature_feeds
 
 logger = logging.getLogger(__name__)
 
@@ -145,16 +145,8 @@ class LiteRtRuntime:
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self._ensure()
         details = self._runner.get_input_details()
-        kwargs = {}
-        for name, value in feeds.items():
-            key = self._to_key.get(name, name)
-            if key not in details:
-                raise UsageError(f"feed '{name}' is not an input of the .tflite signature '{self._signature}' "
-                                 f"(inputs: {', '.join(details)})")
-            kwargs[key] = np.ascontiguousarray(value, dtype=details[key]["dtype"])
-        missing = sorted(set(details) - set(kwargs))
-        if missing:
-            raise UsageError(f"no feed for .tflite input(s) {missing}")
+        keyed = signature_feeds(feeds, self._to_key, list(details), f".tflite signature '{self._signature}'")
+        kwargs = {k: np.ascontiguousarray(v, dtype=details[k]["dtype"]) for k, v in keyed.items()}
         try:
             out = self._runner(**kwargs)
         except Exception as exc:

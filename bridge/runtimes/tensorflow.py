@@ -19,7 +19,7 @@ import numpy as np
 
 from bridge.errors import RuntimeLoadError, UsageError
 from bridge.frameworks import import_tensorflow, is_saved_model_dir, read_signature_map
-from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.base import TensorMeta, signature_feeds
 
 logger = logging.getLogger(__name__)
 
@@ -87,16 +87,8 @@ class TensorFlowRuntime:
         import tensorflow as tf
 
         specs = self._specs()
-        kwargs = {}
-        for name, value in feeds.items():
-            key = self._to_tf.get(name, name)
-            if key not in specs:
-                raise UsageError(f"feed '{name}' is not an input of the SavedModel signature "
-                                 f"'{self._signature_name}' (inputs: {', '.join(specs)})")
-            kwargs[key] = tf.constant(np.ascontiguousarray(value), dtype=specs[key].dtype)
-        missing = sorted(set(specs) - set(kwargs))
-        if missing:
-            raise UsageError(f"no feed for SavedModel input(s) {missing}")
+        keyed = signature_feeds(feeds, self._to_tf, list(specs), f"SavedModel signature '{self._signature_name}'")
+        kwargs = {k: tf.constant(np.ascontiguousarray(v), dtype=specs[k].dtype) for k, v in keyed.items()}
         out = self._fn(**kwargs)
         named = {self._to_onnx.get(k, k): np.asarray(v.numpy()) for k, v in out.items()}
         order = [n for n in self._to_onnx.values() if n in named]  # the ONNX graph's output order
