@@ -62,6 +62,9 @@ def _require_torch() -> None:
 
 class PyTorchAdapter:
     framework = "torch"
+    # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
+    # bridge's own process, which holds only the ONNX model while validation children run
+    export_in_child = True
     options = (Option("exporter", str, "auto", "PyTorch exporter: auto (dynamo unless torch.export finds "
                       "data-dependent control flow, then TorchScript) | dynamo | torchscript",
                       choices=lambda: EXPORTERS),)

@@ -44,6 +44,9 @@ _UNK = re.compile(r"^unk__\d+$")
 
 class TensorFlowAdapter:
     framework = "tensorflow"
+    # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
+    # bridge's own process, which holds only the ONNX model while validation children run
+    export_in_child = True
     # this adapter's own options, handed to it in Source.options (read by adapters.tensorflow.loading)
     options = (Option("graph_inputs", str | None, None, "GraphDef .pb: comma-separated input tensor names",
                       flags=("--inputs",), manifest="graph_inputs"),
