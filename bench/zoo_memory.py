@@ -143,23 +143,97 @@ def resnet_small():  # type: ignore[no-untyped-def]
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 1000)).eval()
 
 
-TORCH_MODELS = {"convnext_atto": "3,224,224", "resnet_small": "3,224,224"}
-KERAS_MODELS = {"keras_convnext": "ConvNeXtTiny", "keras_mobilenet": "MobileNetV2"}
+def _hf(config_name: str, model_name: str, **config: object):  # type: ignore[no-untyped-def]
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = getattr(transformers, config_name)(**config)
+    model = getattr(transformers, model_name)(cfg).eval()
+    model.config.return_dict = False  # tuples: the same outputs for torch.onnx.export and bridge
+    return model
+
+
+def hf_bert():  # type: ignore[no-untyped-def]
+    """BERT (random weights; 4 layers, hidden 256): needs ``transformers`` on the path."""
+    return _hf("BertConfig", "BertModel", hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+               intermediate_size=1024)
+
+
+def hf_distilbert():  # type: ignore[no-untyped-def]
+    return _hf("DistilBertConfig", "DistilBertModel", dim=256, n_layers=4, n_heads=4, hidden_dim=1024)
+
+
+def hf_gpt2():  # type: ignore[no-untyped-def]
+    return _hf("GPT2Config", "GPT2Model", n_embd=256, n_layer=4, n_head=4)
+
+
+def hf_vit():  # type: ignore[no-untyped-def]
+    """ViT-tiny-sized (hidden 192, 12 layers, 224 px, patch 16)."""
+    return _hf("ViTConfig", "ViTModel", hidden_size=192, num_hidden_layers=12, num_attention_heads=3,
+               intermediate_size=768)
+
+
+def hf_t5_encoder():  # type: ignore[no-untyped-def]
+    return _hf("T5Config", "T5EncoderModel", d_model=256, d_ff=1024, num_layers=4, num_heads=4, d_kv=64)
+
+
+def hf_whisper_encoder():  # type: ignore[no-untyped-def]
+    model = _hf("WhisperConfig", "WhisperModel", d_model=256, encoder_layers=4, decoder_layers=1,
+                encoder_attention_heads=4, decoder_attention_heads=4, max_source_positions=100)
+    return model.get_encoder()
+
+
+def detector_standin():  # type: ignore[no-untyped-def]
+    """A torchvision-like detector (conv backbone, decode, NMS per image; ``tests/adapters/pytorch/detectors.py``)."""
+    from tests.adapters.pytorch.detectors import torchvision_separated
+
+    return torchvision_separated()
+
+
+TEXT = ("input_ids:1,16:int64", "attention_mask:1,16:int64")
+TORCH_MODELS: dict[str, tuple[str, ...]] = {
+    "convnext_atto": ("input:1,3,224,224",), "resnet_small": ("input:1,3,224,224",),
+    "hf_bert": TEXT, "hf_distilbert": TEXT, "hf_gpt2": TEXT, "hf_t5_encoder": TEXT,
+    "hf_vit": ("pixel_values:1,3,224,224",), "hf_whisper_encoder": ("input_features:1,80,200",),
+    "detector_standin": ("images:1,3,32,32",),
+}
+KERAS_MODELS = {"keras_convnext": "ConvNeXtTiny", "keras_mobilenet": "MobileNetV2", "keras_densenet": "DenseNet121",
+                "keras_efficientnet": "EfficientNetB0"}
 
 PLAIN_TORCH = """
-import sys, time, numpy as np, torch, onnxruntime as ort
+import sys, numpy as np, torch, onnxruntime as ort
 sys.path.insert(0, {root!r})
-from bench.zoo_memory import {name} as factory
+from bench.zoo_memory import {name} as factory, plain_inputs
 model = factory()
-x = torch.randn(1, {shape})
-torch.onnx.export(model, (x,), {out!r}, input_names=["x"], dynamo=True)
-sess = ort.InferenceSession({out!r}, providers=["CPUExecutionProvider"])
+names, args = plain_inputs({inputs!r})
 with torch.no_grad():
-    ref = model(x).numpy()
-got = sess.run(None, {{"x": x.numpy()}})[0]
-print("max_abs", float(np.abs(ref - got).max()))
+    ref = model(*args)
+torch.onnx.export(model, tuple(args), {out!r}, input_names=names, dynamo={dynamo!r})
+sess = ort.InferenceSession({out!r}, providers=["CPUExecutionProvider"])
+got = sess.run(None, {{i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}})
+first = ref if isinstance(ref, torch.Tensor) else ref[0]
+first = first if isinstance(first, torch.Tensor) else next(iter(first.values()))
+print("max_abs", float(np.abs(first.numpy() - got[0]).max()) if first.shape == got[0].shape else "shape-differs")
 """
 
+
+def plain_inputs(specs: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """The plain exporter's inputs: ids in [0, 100), masks of ones, floats standard normal (seeded)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    names, args = [], []
+    for spec in specs:
+        name, shape_text, *dtype = spec.split(":")
+        shape = [int(d) for d in shape_text.split(",")]
+        if dtype and dtype[0].startswith("int"):
+            value = torch.ones(shape, dtype=torch.int64) if "mask" in name else torch.randint(0, 100, shape, generator=gen)
+        else:
+            value = torch.randn(shape, generator=gen)
+        names.append(name)
+        args.append(value)
+    return names, args
 PLAIN_KERAS = """
 import numpy as np, keras, tensorflow as tf, tf2onnx, onnxruntime as ort
 model = keras.models.load_model({src!r}, compile=False)
@@ -183,19 +257,26 @@ def _keras_file(name: str, folder: Path) -> Path:
 
 
 def _max_abs(output: str) -> str:
-    for line in output.splitlines()[::-1]:
-        if "max_abs" in line:
-            return line.split("max_abs")[-1].split()[0]
-    return "?"
+    """The largest ``max_abs`` figure printed (bridge prints one per output and candidate)."""
+    values = []
+    for line in output.splitlines():
+        parts = line.split("max_abs")
+        if len(parts) > 1 and parts[-1].split():
+            try:
+                values.append(float(parts[-1].split()[0]))
+            except ValueError:
+                continue
+    return f"{max(values):.2g}" if values else "?"
 
 
 def measure(name: str, folder: Path, extra: list[str]) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     if name in TORCH_MODELS:
-        shape = TORCH_MODELS[name]
+        inputs = TORCH_MODELS[name]
         bridge_cmd = [sys.executable, "-m", "bridge", "convert", f"bench.zoo_memory:{name}", "-o",
-                      str(folder / f"{name}.onnx"), "--input", f"input:1,{shape}", *extra]
-        plain = PLAIN_TORCH.format(root=str(ROOT), name=name, shape=shape, out=str(folder / f"{name}_plain.onnx"))
+                      str(folder / f"{name}.onnx"), *(a for i in inputs for a in ("--input", i)), *extra]
+        plain = PLAIN_TORCH.format(root=str(ROOT), name=name, inputs=inputs, out=str(folder / f"{name}_plain.onnx"),
+                                   dynamo=name != "detector_standin")
     else:
         src = _keras_file(name, folder)
         bridge_cmd = [sys.executable, "-m", "bridge", "convert", str(src), "-o", str(folder / f"{name}.onnx"), *extra]

@@ -299,7 +299,8 @@ def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec
             f"recorded by tracing); "
             + ("" if dynamo_failed else "trace with dynamo (--exporter dynamo), or ")
             + f"export at a fixed size: remove --dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label} "
-              f"(for a batch: export batch 1 and run the images one by one)")
+              f"(for a batch: export batch 1 and run the images one by one, e.g. with "
+              f"examples/batch_loop/run_batches.py, which pads per-image detections and stacks them)")
 
 
 def _output_names(module: Any, example: tuple[Any, ...]) -> list[str]:
