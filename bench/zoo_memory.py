@@ -28,11 +28,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _children(pid: int) -> list[int]:
+    """Child pids of ``pid``, whichever of its threads started them."""
+    found: list[int] = []
     try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
-        return []
-    return [int(p) for p in text.split()]
+        return found
+    for task in tasks:
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def _rss(pid: int) -> int:
