@@ -201,7 +201,8 @@ def detector_standin():  # type: ignore[no-untyped-def]
 TEXT = ("input_ids:1,16:int64", "attention_mask:1,16:int64")
 TORCH_MODELS: dict[str, tuple[str, ...]] = {
     "convnext_atto": ("input:1,3,224,224",), "resnet_small": ("input:1,3,224,224",),
-    "hf_bert": TEXT, "hf_distilbert": TEXT, "hf_gpt2": TEXT, "hf_t5_encoder": TEXT,
+    "hf_bert": TEXT, "hf_distilbert": TEXT, "hf_t5_encoder": TEXT,
+    "hf_gpt2": ("input_ids:1,16:int64",),  # forward(input_ids, past_key_values, ..., attention_mask): positional
     "hf_vit": ("pixel_values:1,3,224,224",), "hf_whisper_encoder": ("input_features:1,80,200",),
     "detector_standin": ("images:1,3,32,32",),
 }
