@@ -44,6 +44,7 @@ from bridge import provenance
 from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
 from bridge.config import DynamicAxis, ExportSpec, InputSpec, Option, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
+from bridge.frameworks import framework_found
 from bridge.runtimes.base import Runtime
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,11 @@ class PyTorchAdapter:
             )
         loc = source.location or ""
         return Path(loc).suffix in TORCHSCRIPT_SUFFIXES + EXPORTED_PROGRAM_SUFFIXES or looks_like_factory(loc)
+
+    def require_framework(self) -> None:
+        """AdapterUnavailableError when PyTorch is not installed, checked before an export child starts."""
+        if not framework_found("torch"):
+            _require_torch()
 
     def export(self, source: Source, spec: ExportSpec) -> ExportResult:
         _require_torch()

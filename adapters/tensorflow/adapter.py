@@ -33,7 +33,7 @@ from adapters.tensorflow.trust import refuse_side_effects
 from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Option, Source
 from bridge.errors import ExportError, UsageError
-from bridge.frameworks import import_tensorflow
+from bridge.frameworks import framework_found, import_tensorflow
 from bridge.runtimes.base import Runtime
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,11 @@ class TensorFlowAdapter:
         if key not in self._cache:
             self._cache[key] = load(source)
         return self._cache[key]
+
+    def require_framework(self) -> None:
+        """AdapterUnavailableError when TensorFlow is not installed, checked before an export child starts."""
+        if not framework_found("tensorflow"):
+            import_tensorflow("converting TensorFlow models")
 
     def export(self, source: Source, spec: ExportSpec) -> ExportResult:
         import_tensorflow("converting TensorFlow models")

@@ -185,7 +185,7 @@ def child_memory_limit() -> int:
 
 def exports_in_child(cfg: ConvertConfig, adapter: Any) -> bool:
     """Whether ``adapter`` exports ``cfg.source`` in a child process: adapters that import a heavy framework
-    say so (``export_in_child``); a live object stays in this process (it cannot travel), as does
+    say so (``export_in_child``, with ``require_framework()`` checking it is installed); a live object stays in this process (it cannot travel), as does
     everything under ``--no-isolate``."""
     return bool(getattr(adapter, "export_in_child", False)) and cfg.isolate and cfg.source.obj is None
 
@@ -200,6 +200,7 @@ def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
     the reference's memory limit."""
     from bridge.runtimes.isolated import call_isolated
 
+    adapter.require_framework()  # a missing framework is named here, before a child starts
     return call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export),
                          stage=f"the {adapter.framework} export", timeout=None, max_memory=child_memory_limit())
 
