@@ -49,6 +49,7 @@ from bridge.passes.contrib import nms
 from bridge.passes.contrib.common import LoweringPass
 from bridge.rewriting import BOOL, F32, I64, Builder, Expansion, node_label
 from bridge.rewriting.attrs import required_float, required_floats, required_int
+from bridge.rewriting.protos import call_without_weights
 
 
 def _check_format(output_format: str, max_detections: int | None) -> None:
@@ -241,8 +242,11 @@ def _score_dims(model: ir.Model, nodes: list[ir.Node]) -> dict[str, tuple[int | 
               for k, v in enumerate(n.inputs[:3]) if v is not None and v.name}
     if not wanted:
         return {}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(ir.serde.serialize_model(model), strict_mode=False, data_prop=True)
+    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+
+    try:  # without the weights: serialising a full-size model's tensors would cost seconds
+        inferred = call_without_weights(infer, model)
     except Exception:  # best effort: the dims then stay anonymous and are probed as before
         return {}
     g = inferred.graph
