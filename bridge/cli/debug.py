@@ -8,9 +8,7 @@ model diverges from the source (as ``convert`` would fail), 0 when every compare
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,10 +53,10 @@ def _debug_signature() -> inspect.Signature:
     return inspect.Signature([
         inspect.Parameter("source", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[str, typer.Argument(
             help="model file, folder, or module.path:factory (as for convert)")]),
-        inspect.Parameter("model", keyword, default=None, annotation=Annotated[Path | None, typer.Option(
+        inspect.Parameter("model", keyword, default=None, annotation=Annotated[Path | None, typer.Option(metavar="FILE",
             help="an already converted .onnx to compare with SOURCE (default: convert SOURCE pass by pass)")]),
         *cli_parameters(debug=True, help_overrides=help_overrides),
-        inspect.Parameter("budget_mb", keyword, default=256, annotation=Annotated[int, typer.Option(
+        inspect.Parameter("budget_mb", keyword, default=256, annotation=Annotated[int, typer.Option(metavar="MIB",
             help="MiB of tensors fetched per run (bigger models run in chunks)")]),
         inspect.Parameter("as_json", keyword, default=False, annotation=AsJsonOpt)])
 
@@ -160,14 +158,3 @@ def localize_failure(source: str, **kwargs: Any) -> None:
     render_debug(result)
     if kwargs.get("report"):
         out.print(f"debug report written to {kwargs['report']}")
-
-
-def test_hooks() -> contextlib.AbstractContextManager[Any]:
-    """The test hook of ``BRIDGE_TEST_BREAK`` (``bridge.debug.breakage``) for one command; nothing when unset."""
-    text = os.environ.get("BRIDGE_TEST_BREAK", "").strip()
-    if not text:
-        return contextlib.nullcontext()
-    from bridge.debug.breakage import broken
-
-    render.err.print(f"[yellow]test hook BRIDGE_TEST_BREAK={escape(text)}: conversion deliberately broken[/yellow]")
-    return broken(text)

@@ -33,12 +33,12 @@ def _only(names: list[str]) -> list[str]:
 
 def migrate_command(
     manifest: Annotated[Path, typer.Argument(help="the migration manifest (YAML)")],
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="models converted at once (local executor)")] = 1,
-    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="output folder (default: <manifest stem>-out "
+    jobs: Annotated[int, typer.Option("--jobs", "-j", metavar="N", help="models converted at once (local executor)")] = 1,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", metavar="DIR", help="output folder (default: <manifest stem>-out "
                                                                      "beside the manifest)")] = None,
     resume: Annotated[bool, typer.Option(help="reuse outcomes recorded in --out; redo unfinished or changed models")] = False,
-    only: Annotated[list[str], typer.Option(help="run only these models (repeatable or comma-separated)")] = [],  # noqa: B006
-    executor: Annotated[str, typer.Option(help="local, or dask://HOST:PORT for a Dask distributed scheduler")] = "local",
+    only: Annotated[list[str], typer.Option(metavar="NAMES", help="run only these models (repeatable or comma-separated)")] = [],  # noqa: B006
+    executor: Annotated[str, typer.Option(metavar="local|dask://HOST:PORT", help="local, or dask://HOST:PORT for a Dask distributed scheduler")] = "local",
 ) -> None:
     """Convert and validate every model of MANIFEST, each in its own process; write report.json/.md/.html."""
     from bridge import api

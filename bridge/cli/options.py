@@ -10,7 +10,7 @@ into config objects; ``bridge.api`` never sees argv.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,17 +21,19 @@ DEFAULT_ATOL = DEFAULT_TOLERANCE.atol
 DEFAULT_RTOL = DEFAULT_TOLERANCE.rtol
 DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_S
 
-InputOpt = Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)")]
-OutputOpt = Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")]
+InputOpt = Annotated[list[str], typer.Option("--input", "-i", metavar="NAME:SHAPE[:DTYPE]", help=(
+    "an input's shape (and dtype), e.g. images:4,3,64,64 or data:1,3,224,224:float16 (repeatable)"))]
+OutputOpt = Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")]
 AtolOpt = Annotated[float, typer.Option(help="absolute tolerance")]
 RtolOpt = Annotated[float, typer.Option(help="relative tolerance")]
-ToleranceOpt = Annotated[list[str], typer.Option(help="per output: NAME=ATOL,RTOL (repeatable)")]
-SeedOpt = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="seed for generated validation inputs")]
-FeedsOpt = Annotated[Path | None, typer.Option(help="validation inputs: .npz keyed by input name (default: seeded noise)")]
-ReportOpt = Annotated[Path | None, typer.Option(help="write a report (.json or .md)")]
-WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", help="state_dict (.pt) or MXNet .params")]
+ToleranceOpt = Annotated[list[str], typer.Option(metavar="NAME=ATOL,RTOL", help=(
+    "tolerances of one output, e.g. scores=1e-3,1e-2 (repeatable)"))]
+SeedOpt = Annotated[int, typer.Option(min=0, max=2**63 - 1, metavar="N", help="seed for generated validation inputs")]
+FeedsOpt = Annotated[Path | None, typer.Option(metavar="FILE.npz", help="validation inputs: .npz keyed by input name (default: seeded noise)")]
+ReportOpt = Annotated[Path | None, typer.Option(metavar="FILE", help="write a report (.json or .md)")]
+WeightsOpt = Annotated[Path | None, typer.Option("--weights", "--params", metavar="FILE", help="state_dict (.pt) or MXNet .params")]
 AsJsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
-MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", help="limit for sizes files declare and for "
+MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", metavar="SIZE", help="limit for sizes files declare and for "
                                                  "reference/runtime children, e.g. 4G (default: half the RAM, or "
                                                  "BRIDGE_MAX_MEMORY)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
@@ -40,16 +42,20 @@ TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source f
                                         "side effects (file writes, Python callbacks)")]
 IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run the source reference and each runtime "
                                           "in a child process with time and memory limits")]
-TimeoutOpt = Annotated[float, typer.Option(help="seconds each reference/runtime step may take in its child process")]
+TimeoutOpt = Annotated[float, typer.Option(metavar="SECONDS", help="seconds each reference/runtime step may take in its child process")]
 
 
-DetectionsOpt = Annotated[list[str], typer.Option(
-    "--detections", help="detector outputs to compare detection by detection: boxes=NAME,scores=NAME[,labels=NAME]"
-    "[,batch_index=NAME][,num=NAME] (repeatable; NMS-fed outputs are found without it)")]
-InputKindOpt = Annotated[str | None, typer.Option(help="generated inputs (tracing and validation): normal (default) | "
-                                                  "image (image-like, [0,1] floats / [0,255] integers)")]
-InputRangeOpt = Annotated[str | None, typer.Option(help="LO,HI: generated float inputs in this range (e.g. 0,255 for a "
-                                                   "model that normalises raw pixels itself)")]
+def _convert_option(name: str, **overrides: Any) -> Any:
+    """A convert option's typer declaration (help and placeholder as declared once in bridge.conversion.options)."""
+    from bridge.conversion.options import CORE
+
+    o = next(o for o in CORE if o.name == name)
+    return typer.Option(*o.cli_flags, help=o.help, metavar=o.metavar, **overrides)
+
+
+DetectionsOpt = Annotated[list[str], _convert_option("detections")]
+InputKindOpt = Annotated[str | None, _convert_option("input_kind")]
+InputRangeOpt = Annotated[str | None, _convert_option("input_range")]
 
 
 def tolerance_from(atol: float, rtol: float, per_output: list[str] | None = None) -> Tolerance:
