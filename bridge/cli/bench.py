@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import (
     AsJsonOpt,
     InputOpt,
@@ -44,7 +45,7 @@ def _ints(text: str, option: str) -> list[int]:
 def bench_command(
     model: Annotated[Path, typer.Argument(help="the converted .onnx model")],
     source: Annotated[str | None, typer.Option(help="the source model, run on the same inputs as the reference")] = None,
-    runtime: Annotated[str | None, typer.Option(metavar="RUNTIMES", help=f"runtimes, comma-separated ({','.join(available_runtimes())}; "
+    runtime: Annotated[str | None, typer.Option(metavar="RUNTIMES", help=f"runtimes, comma-separated ({', '.join(available_runtimes())}; "
                                                      "default: every installed one)")] = None,
     batch: Annotated[str | None, typer.Option(metavar="SIZES", help="batch sizes, comma-separated, e.g. 1,4,8 (sizes other than the "
                                                    "model's need a dynamic batch axis; default: the model's)")] = None,
@@ -113,4 +114,6 @@ def _render(result: BenchResult) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench_command)
+    app.command("bench", epilog=examples(
+        "bridge bench out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --batch 1,4",
+        "bridge bench out/ssd.onnx --runtime onnxruntime,openvino --time 5 --report out/bench.html"))(bench_command)

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from bridge.cli import render
 from bridge.cli.debug import LocalizeOpt, debug_values, localize_failure
+from bridge.cli.helptext import examples
 from bridge.cli.options import AsJsonOpt, OutputOpt
 from bridge.cli.render import out
 from bridge.conversion.options import cli_parameters
@@ -86,4 +87,9 @@ def _render_convert(result: Any, as_json: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add the ``convert`` command to ``app``."""
     convert.__signature__ = _signature()  # type: ignore[attr-defined]
-    app.command("convert")(convert)
+    app.command("convert", epilog=examples(
+        "bridge convert examples/mxnet_ssd/model-symbol.json --input data:4,3,64,64 -o out/ssd.onnx",
+        "bridge convert examples/tiny_detector/model.py:build --weights examples/tiny_detector/weights.pt "
+        "--input images:2,3,64,64 --dynamic images:0=batch -o out/tiny.onnx",
+        "bridge convert model.onnx --opset 17 --validate onnxruntime,openvino --report out/model.md -o out/model.onnx",
+        "bridge convert model.keras --input img:2,32,32,3 --to tensorflow -o out/model_tf.onnx"))(convert)

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
 from bridge.conversion.options import cli_parameters
@@ -142,7 +143,9 @@ def register(app: typer.Typer) -> None:
     if any(c.name == "debug" for c in app.registered_commands):
         return
     debug_command.__signature__ = _debug_signature()  # type: ignore[attr-defined]
-    app.command("debug")(debug_command)
+    app.command("debug", epilog=examples(
+        "bridge debug examples/mxnet_ssd/model-symbol.json --input data:1,3,64,64 --report out/debug.html",
+        "bridge debug examples/mxnet_ssd/model-symbol.json --model out/ssd.onnx --input data:1,3,64,64"))(debug_command)
 
 
 LocalizeOpt = Annotated[bool, typer.Option("--localize", help="on a mismatch, compare every intermediate tensor with the "

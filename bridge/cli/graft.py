@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from bridge.cli.helptext import examples
 from bridge.cli.render import out
 from bridge.errors import UsageError
 
@@ -69,4 +70,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``graft-nms`` command to ``app`` (idempotent)."""
     if any(c.name == "graft-nms" for c in app.registered_commands):
         return
-    app.command("graft-nms")(graft_nms_command)
+    app.command("graft-nms", epilog=examples(
+        "bridge graft-nms head.onnx --boxes boxes --scores scores --iou 0.45 --max-det 100 -o det.onnx",
+        "bridge graft-nms head.onnx --boxes deltas --scores scores --anchors anchors.npy --box-format cxcywh "
+        "--variances 0.1,0.1,0.2,0.2 -o det.onnx"))(graft_nms_command)

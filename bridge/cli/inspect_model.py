@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
 from bridge.errors import EXIT_MISMATCH
@@ -65,4 +66,6 @@ def inspect_command(
 
 def register(app: typer.Typer) -> None:
     """Add the ``inspect`` command to ``app``."""
-    app.command("inspect")(inspect_command)
+    app.command("inspect", epilog=examples(
+        "bridge inspect out/ssd.onnx", "bridge inspect out/ssd.onnx --nodes     # where inference loses a dim",
+        "bridge inspect out/ssd.onnx --json > ssd.json"))(inspect_command)

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from bridge.cli.helptext import examples
 from bridge.cli.safe_console import SafeConsole
 from bridge.errors import EXIT_MISMATCH, BridgeError, UsageError
 
@@ -68,4 +69,7 @@ def migrate_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("migrate")(migrate_command)
+    app.command("migrate", epilog=examples(
+        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration",
+        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration --resume",
+        "bridge migrate zoo.yaml --only ssd,resnet --executor dask://scheduler:8786 --out /shared/out/zoo"))(migrate_command)

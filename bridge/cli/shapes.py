@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -29,7 +30,9 @@ from bridge.cli.render import out
 from bridge.errors import UsageError, ValidationMismatch
 
 shapes_app = typer.Typer(name="shapes", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                         help="Make shapes static, make axes dynamic, or build shape buckets from data.")
+                         help="Make shapes static, make axes dynamic, or build shape buckets from data.",
+                         epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx",
+                                         "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx"))
 
 
 
@@ -49,7 +52,7 @@ def _ints(text: str | None, what: str) -> list[int] | None:
         raise UsageError(f"{what} '{text}': comma-separated integers") from None
 
 
-@shapes_app.command("fix")
+@shapes_app.command("fix", epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx"))
 def fix(
     model: Annotated[Path, typer.Argument(help="the .onnx model with symbolic dims")],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the static .onnx file to write")],
@@ -87,7 +90,9 @@ def fix(
     render.print_summaries(result.validation)
 
 
-@shapes_app.command("dynamic")
+@shapes_app.command("dynamic", epilog=examples(
+    "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx",
+    "bridge shapes dynamic static.onnx --axis images:0=batch --check-size batch=1,7 -o dynamic.onnx"))
 def dynamic(
     model: Annotated[Path, typer.Argument(help="a static .onnx model")],
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")],
@@ -145,7 +150,10 @@ def _waste_table(report: Any) -> Table:
     return table
 
 
-@shapes_app.command("buckets")
+@shapes_app.command("buckets", epilog=examples(
+    "bridge shapes buckets model.onnx --input-shape -1,3,-1,-1 --data images/ --batch-choices 1,4 -o buckets/",
+    "bridge shapes buckets model.onnx --config auto_scaling.yaml --n-std 2 -o buckets/",
+    "bridge shapes buckets --report -o buckets/ --data other_images/   # padding waste of existing buckets"))
 def buckets_cmd(
     model: Annotated[Path | None, typer.Argument(help="the dynamic .onnx model (omit with --report to re-report)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="DIR", help="folder for the bucket models + buckets.json")] = None,
@@ -153,7 +161,7 @@ def buckets_cmd(
                                                      "...); options given here override it")] = None,
     input_shape: Annotated[str | None, typer.Option(metavar="SHAPE", help="shape with -1 on bucketed axes, e.g. -1,3,-1,-1; no -1: "
                                                          "one static model")] = None,
-    data: Annotated[Path | None, typer.Option(metavar="PATH", help="image folder, or COCO-like annotation JSON "
+    data: Annotated[Path | None, typer.Option(metavar="DIR|FILE.json", help="image folder, or COCO-like annotation JSON "
                                                    "({images:[{id,height,width}], annotations:[{image_id,bbox}]})")] = None,
     input_name: Annotated[str | None, typer.Option(metavar="NAME", help="the input to bucket (default: the first)")] = None,
     strategy: Annotated[str | None, typer.Option(help="mean_std (default) or max_min")] = None,

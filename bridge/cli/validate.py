@@ -10,6 +10,7 @@ import typer
 
 from bridge.cli import render
 from bridge.cli.debug import LocalizeOpt, localize_failure
+from bridge.cli.helptext import examples
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -91,4 +92,7 @@ def validate_command(
 
 def register(app: typer.Typer) -> None:
     """Add the ``validate`` command to ``app``."""
-    app.command("validate")(validate_command)
+    app.command("validate", epilog=examples(
+        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --localize",
+        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --save-reference ref.npz",
+        "bridge validate out/ssd.onnx --reference ref.npz --runtime onnxruntime,tensorflow"))(validate_command)

@@ -120,7 +120,7 @@ CORE: tuple[Option, ...] = (
            "protobuf's 2 GiB limit)", flags=("--external-data/--inline-data",), debug=False),
     Option("detections", list[str], [], "one detector's outputs, compared detection by detection (boxes matched "
            "by class and IoU): comma-separated ROLE=OUTPUT pairs, roles boxes and scores (required), labels, "
-           "batch_index and num, e.g. boxes=bb,scores=sc,labels=cls (repeatable; outputs "
+           "batch_index and num, e.g. boxes=bb,scores=sc (repeatable; outputs "
            "fed by NMS are found without it)", metavar="ROLE=OUTPUT,..."),
     Option("input_kind", str | None, None, "generated inputs (tracing and validation): normal (default) | image "
            "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS, metavar="KIND"),

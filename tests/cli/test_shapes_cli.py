@@ -1,15 +1,11 @@
 """`bridge shapes fix|dynamic|buckets` in a fresh interpreter: exit 0 on success, 2 on bad arguments,
 3 on a hostile image header; the buckets settings (config file, ranges, layouts, defaults) in-process.
-
-Until bridge/cli/main.py registers the group, the commands run through a launcher that registers it
-first (the same `main()` and exit-code mapping); afterwards they run exactly as `bridge shapes ...`.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,32 +13,18 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
-from support import REPO, make_model, run_cli
-
-_LAUNCHER = ("import sys; from bridge.cli import main as m; from bridge.cli.shapes import register; "
-             "register(m.app); sys.exit(m.main(sys.argv[1:]))")
-
-
-def _wired() -> bool:
-    from bridge.cli.main import app
-
-    return any(g.name == "shapes" for g in app.registered_groups)
+from support import make_model, run_cli
 
 
 def shapes(*args: str) -> subprocess.CompletedProcess[str]:
-    if _wired():
-        return run_cli("shapes", *args)
-    return subprocess.run([sys.executable, "-c", _LAUNCHER, "shapes", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+    return run_cli("shapes", *args)
 
 
 def in_process(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """`bridge shapes ...` through the same `main()` (exit-code mapping) in this interpreter: the buckets
     options below need no fresh interpreter each (import and wiring are covered by the runs above)."""
     from bridge.cli import main as m
-    from bridge.cli.shapes import register
 
-    register(m.app)
     capsys.readouterr()
     code = m.main(["shapes", *args])
     captured = capsys.readouterr()
