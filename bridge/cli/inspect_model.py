@@ -3,8 +3,9 @@ from ``bridge.api.inspect``; ``--nodes`` adds every node's inferred types."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,6 +16,24 @@ from bridge.cli.helptext import examples
 from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
 from bridge.errors import EXIT_MISMATCH
+
+
+def readable_metadata(value: str) -> str:
+    """A metadata value as a person reads it: JSON (a list of detection output specs, ...) becomes
+    ``key=value`` pairs, one ``;``-separated group per list item; comma lists get spaces; other text as is."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return ", ".join(p for p in value.split(",")) if "," in value and " " not in value else value
+
+    def show(item: Any) -> str:
+        if isinstance(item, dict):
+            return ", ".join(f"{k}={show(v)}" for k, v in item.items() if v not in (None, "", [], {}))
+        if isinstance(item, list):
+            return "; ".join(show(v) for v in item) or "-"
+        return str(item)
+
+    return show(data) if isinstance(data, (dict, list)) else value
 
 
 def inspect_command(
@@ -51,7 +70,9 @@ def inspect_command(
     out.print(f"parameters: {rep.parameter_count:,} ({rep.parameter_bytes / 2**20:.2f} MiB)")
     out.print("ops: " + ", ".join(f"{op} x{n}" for op, n in rep.op_histogram.items()))
     if rep.bridge:
-        out.print("bridge: " + ", ".join(f"{k}={v}" for k, v in rep.bridge.items()))
+        out.print("written by bridge:")
+        for key, value in rep.bridge.items():
+            out.print(f"  {escape(key.replace('_', ' '))}: {escape(readable_metadata(value))}", highlight=False)
     if rep.problems:
         for p in rep.problems:
             where = f" [{p.op} at {p.node}]" if p.node else ""

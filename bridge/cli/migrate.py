@@ -17,6 +17,8 @@ from rich.table import Table
 from bridge.cli.helptext import examples
 from bridge.cli.safe_console import SafeConsole
 from bridge.errors import EXIT_MISMATCH, BridgeError, UsageError
+from bridge.migrate.report import reason_line
+from bridge.migrate.results import ModelResult
 
 out = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -30,6 +32,15 @@ class MigrationFailed(BridgeError):
 
 def _only(names: list[str]) -> list[str]:
     return [n.strip() for item in names for n in item.split(",") if n.strip()]
+
+
+def result_cell(m: ModelResult) -> str:
+    """The table's result column: a failure's whole reason on one line (an unsupported-op error names the
+    ops after its first line), else each runtime's verdict."""
+    if m.status == "failed":
+        return f"{m.kind}: {reason_line(m.reason)}"
+    return "; ".join(f"{p.runtime} {'ok' if p.passed else 'FAIL'} max abs {p.max_abs or 0:.2g}"
+                     for p in m.parity) or m.validation_skipped or reason_line(m.reason)
 
 
 def migrate_command(
@@ -54,13 +65,8 @@ def migrate_command(
                   title=f"{len(batch.models)} models: " + ", ".join(f"{n} {s}" for s, n in batch.counts.items() if n))
     for m in batch.models:
         style = {"passed": "green", "failed": "red"}.get(m.status, "dim")
-        if m.status == "failed":
-            result = f"{m.kind}: {(m.reason or '').splitlines()[0][:200]}"
-        else:
-            result = "; ".join(f"{p.runtime} {'ok' if p.passed else 'FAIL'} max abs {p.max_abs or 0:.2g}"
-                               for p in m.parity) or m.validation_skipped or m.reason or ""
         table.add_row(escape(m.name), f"[{style}]{m.status}[/{style}]",
-                      f"{m.elapsed_s:.1f}" if m.elapsed_s is not None else "-", escape(result))
+                      f"{m.elapsed_s:.1f}" if m.elapsed_s is not None else "-", escape(result_cell(m)))
     out.print(table)
     out.print(f"reports: {target / 'report.html'} (+ report.json, report.md)", highlight=False)
     if batch.failed:
