@@ -33,6 +33,9 @@ def convert(source: str, output: Path, as_json: bool = False, localize: bool = F
             _render_convert(exc.result, as_json)
         if localize:  # find the node (and pass) where it went wrong; the report becomes the debug report
             localize_failure(source, **debug_values(values))
+        else:
+            render.hint("add --localize to name the node (and the pass or translator) where the outputs start "
+                        f"to diverge, or run: bridge debug {source} with the same options")
         raise
     _render_convert(result, as_json)
 

@@ -66,6 +66,11 @@ def progress(what: str, logger: str = "bridge.cli", heartbeat: float = HEARTBEAT
             thread.join()
 
 
+def hint(text: str) -> None:
+    """A next step after a failure, on stderr (the error line follows it)."""
+    err.print(f"[cyan]hint:[/cyan] {escape(text)}", highlight=False)
+
+
 def print_json(result: Any) -> None:
     """A result object (anything with ``to_dict()``) as JSON on stdout."""
     out.print_json(json.dumps(result.to_dict(), default=str))

@@ -83,6 +83,12 @@ def validate_command(
                              atol=atol, rtol=rtol, tolerance=tolerance, feeds=feeds, report=report,
                              trust_source=trust_source, detections=detections, input_kind=input_kind,
                              input_range=input_range)
+        elif source is not None:
+            render.hint("add --localize to compare every intermediate tensor with --source and name the node "
+                        "where the outputs start to diverge")
+        else:
+            render.hint(f"to name the node where the outputs start to diverge, compare with the source model: "
+                        f"bridge validate {model} --source SOURCE --localize (or: bridge debug SOURCE --model {model})")
         raise
     out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
     render.print_comparisons(result.comparisons)

@@ -77,6 +77,20 @@ def test_buckets_and_report(files: dict[str, Path]) -> None:
     assert json.loads(r.stdout)["samples"] == 3
 
 
+def test_report_on_data_no_bucket_holds_is_an_error(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Samples that all fit no bucket give no waste figure ("0.0% waste"): exit 2 saying so, in text and JSON."""
+    out = files["root"] / "small_buckets"
+    code, _, err = in_process("buckets", str(files["dynamic"]), "--input-shape", "1,3,-1,-1", "--default-scaling",
+                              "16x16", "--no-validate", "-o", str(out), capsys=capsys)
+    assert code == 0, err
+    for extra in ([], ["--json"]):
+        code, stdout, err = in_process("buckets", "--report", "-o", str(out), "--data", str(files["data"]), *extra,
+                                       capsys=capsys)
+        assert code == 2, (stdout, err)
+        assert "none of the 3 sample(s)" in err and "fits a bucket" in err and "the buckets are 16x16" in err, err
+        assert "0.0%" not in stdout
+
+
 def test_buckets_config_file_overridden_by_options(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     cfg = files["root"] / "auto_scaling.yaml"
     cfg.write_text("input_shape: -1,3,-1,-1\ndata: data\nstrategy: max_min\nmax_buckets: 3\ninterval: 16\n"
