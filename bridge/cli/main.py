@@ -138,10 +138,9 @@ app = typer.Typer(
 
 def _show_version(value: bool) -> None:
     if value:
-        from bridge.cli.render import out
         from bridge.version import __version__
 
-        out.print(f"bridge {__version__}", highlight=False)
+        typer.echo(f"bridge {__version__}")  # plain: no console machinery to import for one line
         raise typer.Exit(0)
 
 
