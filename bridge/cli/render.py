@@ -116,7 +116,9 @@ def print_node_types(nodes: list[Any]) -> None:
     dynamic-axis and "Expected shape" problems begin)."""
     with_provenance = any(getattr(n, "provenance", None) for n in nodes)
     columns = ["#", "node", "op", *(["source", "made by"] if with_provenance else []), "inputs", "outputs", "inference"]
-    table = Table(*columns, title="inferred types and shapes", title_justify="left")
+    table = Table(title="inferred types and shapes", title_justify="left")
+    for col in columns:  # folded, never cut with an ellipsis, when a terminal is narrower than a name
+        table.add_column(col, overflow="fold")
     for n in nodes:
         ins = ", ".join(f"{i.name}: {i.describe()}" for i in n.inputs)
         outs = ", ".join(f"{o.name}: {o.describe()}" for o in n.outputs)

@@ -101,3 +101,18 @@ def test_migrate_table_and_reports_keep_the_op_names() -> None:
         assert all(op in text for op in ops)
     md_row = next(line for line in to_markdown(batch).splitlines() if line.startswith("| zoo_model"))  # type: ignore[arg-type]
     assert "\n" not in md_row and all(f"{op} x6" in md_row for op in ops)
+
+
+def test_inspect_nodes_on_a_narrow_terminal_folds_instead_of_cutting(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.cli import render
+    from bridge.inspection import infer_node_types
+
+    sink = io.StringIO()
+    monkeypatch.setattr(render, "out", SafeConsole(file=sink, width=80, force_terminal=True, color_system=None))
+    render.print_node_types(infer_node_types(onnx.load(_long_named_model(tmp_path / "m.onnx"))))
+    text = sink.getvalue()
+    assert "…" not in text and "Relu" in text
+    # the outputs column, its folded lines joined, holds the whole name (no character dropped)
+    column = "".join(line.split("│")[5].strip() for line in text.splitlines() if line.count("│") == 7)
+    assert column.startswith(LONG + "relu_output:"), column
