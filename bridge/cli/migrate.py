@@ -8,7 +8,7 @@ model passed, 1 when any failed, 2 for a bad manifest or arguments.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -17,8 +17,9 @@ from rich.table import Table
 from bridge.cli.helptext import examples
 from bridge.cli.safe_console import SafeConsole
 from bridge.errors import EXIT_MISMATCH, BridgeError, UsageError
-from bridge.migrate.report import reason_line
-from bridge.migrate.results import ModelResult
+
+if TYPE_CHECKING:
+    from bridge.migrate.results import ModelResult
 
 out = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -37,6 +38,8 @@ def _only(names: list[str]) -> list[str]:
 def result_cell(m: ModelResult) -> str:
     """The table's result column: a failure's whole reason on one line (an unsupported-op error names the
     ops after its first line), else each runtime's verdict."""
+    from bridge.migrate.report import reason_line
+
     if m.status == "failed":
         return f"{m.kind}: {reason_line(m.reason)}"
     return "; ".join(f"{p.runtime} {'ok' if p.passed else 'FAIL'} max abs {p.max_abs or 0:.2g}"

@@ -5,21 +5,21 @@ the same thing and has the same default everywhere; defaults are read from the c
 (``Tolerance()``), never written out again. Convert's own options (and debug's) are not here: they are
 declared once in ``bridge.conversion.options`` and the commands are derived from it. The parsers turn option strings
 into config objects; ``bridge.api`` never sees argv.
+
+Values read from other layers (the default tolerance and timeout, the convert options' declarations) are
+resolved on first use (``__getattr__``): a command that takes none of them (``inspect``, ``graft-nms``)
+shows its help without importing numpy and onnx.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bridge.config import DEFAULT_TOLERANCE, Tolerance
-from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
-
-DEFAULT_ATOL = DEFAULT_TOLERANCE.atol
-DEFAULT_RTOL = DEFAULT_TOLERANCE.rtol
-DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_S
+if TYPE_CHECKING:
+    from bridge.config import Tolerance
 
 InputOpt = Annotated[list[str], typer.Option("--input", "-i", metavar="NAME:SHAPE[:DTYPE]", help=(
     "an input's shape (and dtype), e.g. images:4,3,64,64 or data:1,3,224,224:float16 (repeatable)"))]
@@ -59,13 +59,27 @@ def _convert_option(name: str, **overrides: Any) -> Any:
     return typer.Option(*o.cli_flags, help=o.help, metavar=o.metavar, **overrides)
 
 
-DetectionsOpt = Annotated[list[str], _convert_option("detections")]
-InputKindOpt = Annotated[str | None, _convert_option("input_kind")]
-InputRangeOpt = Annotated[str | None, _convert_option("input_range")]
+def __getattr__(name: str) -> Any:
+    if name in ("DEFAULT_ATOL", "DEFAULT_RTOL"):
+        from bridge.config import DEFAULT_TOLERANCE
+
+        return DEFAULT_TOLERANCE.atol if name == "DEFAULT_ATOL" else DEFAULT_TOLERANCE.rtol
+    if name == "DEFAULT_TIMEOUT":
+        from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
+
+        return DEFAULT_TIMEOUT_S
+    declared = {"DetectionsOpt": (list[str], "detections"), "InputKindOpt": (str | None, "input_kind"),
+                "InputRangeOpt": (str | None, "input_range")}
+    if name in declared:
+        kind, option = declared[name]
+        return Annotated[kind, _convert_option(option)]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def tolerance_from(atol: float, rtol: float, per_output: list[str] | None = None) -> Tolerance:
     """``--atol/--rtol`` plus ``--tolerance NAME=ATOL,RTOL`` overrides as one Tolerance."""
+    from bridge.config import Tolerance
+
     return Tolerance.parse_override(Tolerance(atol, rtol), per_output or [])
 
 

@@ -120,8 +120,10 @@ def test_root_help_lists_every_command_from_the_registry() -> None:
 HEAVY = ("onnx", "onnx_ir", "numpy", "onnxruntime", "bridge.conversion", "bridge.api", "adapters", "rich.markdown")
 
 
-@pytest.mark.parametrize(("args", "exit_code"), [(["--help"], "0"), (["--version"], "0"), ([], "2")],
-                         ids=["help", "version", "no-args"])
+@pytest.mark.parametrize(("args", "exit_code"), [(["--help"], "0"), (["--version"], "0"), ([], "2"),
+                                                (["inspect", "--help"], "0"), (["graft-nms", "--help"], "0"),
+                                                (["migrate", "--help"], "0")],
+                         ids=["help", "version", "no-args", "inspect-help", "graft-help", "migrate-help"])
 def test_root_help_and_version_import_no_conversion_stack(args: list[str], exit_code: str) -> None:
     """``bridge --help`` / ``--version`` (what a newcomer types first) import typer and the command registry only:
     onnx, numpy and the conversion layer load when a command runs."""
