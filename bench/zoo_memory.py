@@ -158,6 +158,8 @@ def _hf(config_name: str, model_name: str, **config: object):  # type: ignore[no
     cfg = getattr(transformers, config_name)(**config)
     model = getattr(transformers, model_name)(cfg).eval()
     model.config.return_dict = False  # tuples: the same outputs for torch.onnx.export and bridge
+    if hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # no cache object among the outputs (decoders)
     return model
 
 

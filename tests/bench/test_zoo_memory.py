@@ -31,9 +31,10 @@ def test_tree_rss_counts_the_children() -> None:
 
 
 @pytest.mark.slow
-def test_bridge_tree_peak_stays_within_1_5x_the_plain_exporter(tmp_path: Path) -> None:
+def test_bridge_tree_peak_stays_within_1_6x_the_plain_exporter(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("onnxruntime")
     row = measure("resnet_small", tmp_path, [])
     assert row["bridge_rc"] == 0 and row["plain_rc"] == 0, row
-    assert float(row["rss_ratio"]) <= 1.5, row  # type: ignore[arg-type]
+    # measured 1.06-1.5 on ten models (bench/results/2026-11-25-zoo_memory.md); 2.05 before the export child
+    assert float(row["rss_ratio"]) <= 1.6, row  # type: ignore[arg-type]
