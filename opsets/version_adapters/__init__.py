@@ -6,6 +6,7 @@ from opsets.version_adapters import (
            activation,
            clip,
            col2im,
+           cumprod,
            elementwise,
            gridsample,
            normalization,
@@ -17,8 +18,9 @@ from opsets.version_adapters import (
            shape,
            softmax,
            split,
+           transformer,
            types,
 )
 
-__all__ = ["activation", "all_adapters", "clip", "col2im", "elementwise", "gridsample", "lookup", "normalization", "pad",
-           "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "types"]
+__all__ = ["activation", "all_adapters", "clip", "col2im", "cumprod", "elementwise", "gridsample", "lookup", "normalization", "pad",
+           "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "transformer", "types"]
