@@ -189,7 +189,7 @@ def attention_23_22(b: Builder, node: ir.Node) -> Rewritten:
     bias: ir.Value | None = None
     if mask is not None:
         bias = b.where(mask, zero, neg_inf) if mask.dtype == ir.DataType.BOOL else mask
-        bias = _pad_keys(b, bias, k4, neg_inf)
+        bias = _pad_keys(b, node, bias, mask, k4, neg_inf)
     if optional_int(node, "is_causal", 0):
         rows = b.op("Range", b.const(np.asarray(0, np.int64)), _dim_scalar(b, q4, 2), b.const(np.asarray(1, np.int64)))
         cols = b.op("Range", b.const(np.asarray(0, np.int64)), _dim_scalar(b, k4, 2), b.const(np.asarray(1, np.int64)))
@@ -216,14 +216,15 @@ def attention_23_22(b: Builder, node: ir.Node) -> Rewritten:
     return outs
 
 
-def _pad_keys(b: Builder, bias: ir.Value, k4: ir.Value, neg_inf: ir.Value) -> ir.Value:
-    """``bias`` padded with ``-inf`` on its last axis up to the keys' length (attn_mask may be shorter)."""
-    rank = len(bias.shape) if bias.shape is not None else None
+def _pad_keys(b: Builder, node: ir.Node, bias: ir.Value, mask: ir.Value, k4: ir.Value, neg_inf: ir.Value) -> ir.Value:
+    """``bias`` (from ``mask``) padded with ``-inf`` on its last axis up to the keys' length: attn_mask may be
+    shorter than the keys."""
+    if mask.shape is None:
+        raise fail(node, "attention_23_22", "attn_mask's rank must be known")
+    rank = len(mask.shape)
     keys = k4.shape[2] if k4.shape is not None else None
-    if bias.shape is not None and isinstance(keys, int) and bias.shape[-1] == keys:
+    if isinstance(keys, int) and mask.shape[-1] == keys:
         return bias
-    if rank is None:
-        return bias
-    missing = b.op("Sub", b.dim(k4, 2), b.dim(bias, -1))
+    missing = b.op("Sub", b.dim(k4, 2), b.dim(bias, rank - 1))
     pads = b.op("Concat", b.i64(*([0] * (2 * rank - 1))), missing, axis=0)
     return b.op("Pad", bias, pads, neg_inf)

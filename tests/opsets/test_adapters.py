@@ -16,6 +16,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from opsets.conversion import convert_opset_with_report
 from opsets.registry import all_adapters
@@ -34,6 +35,7 @@ class Case:
     outputs: tuple[str, ...] = ("y",)
     symbolic: bool = False  # graph inputs with named (dynamic) dims instead of the feeds' static shape
     nodes: tuple[onnx.NodeProto, ...] = ()  # nodes before ``node`` (e.g. computing one of its inputs)
+    reference: bool = False  # the source model's outputs from onnx's reference evaluator (onnxruntime refuses the form)
 
 
 def build(case: Case) -> onnx.ModelProto:
@@ -194,7 +196,41 @@ SPECIAL: dict[str, Callable[[], Case]] = {
     "layernormalization_17_16": lambda: Case(n("LayerNormalization", ["x", "s", "b"], axis=-2, epsilon=1e-3), 17, 16,
                                              inits={"s": RNG.rand(4, 4).astype(np.float32),
                                                     "b": RNG.rand(4, 4).astype(np.float32)}),
+    "rmsnormalization_23_22": lambda: Case(n("RMSNormalization", ["x", "s"]), 23, 17, inits={"s": f32(0.5, 2.0, -1.0, 1.5)}),
+    "rotaryembedding_23_22": lambda: _rotary({"num_heads": 0}, (2, 2, 5, 8), 4, positions=True),
+    "attention_23_22": lambda: _attention({}, (2, 2, 5, 4), (2, 2, 6, 4)),
+    "cumprod_26_25": lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inits={"a": np.asarray(2, np.int64)}),
 }
+
+
+def _rotary(attrs: dict[str, int], shape: tuple[int, ...], half: int, positions: bool, symbolic: bool = False) -> Case:
+    """RotaryEmbedding on ``x`` of ``shape``; caches of ``half`` columns, indexed by position ids or per token."""
+    batch, seq = shape[0], shape[-2] if len(shape) == 4 else shape[1]
+    x = RNG.randn(*shape).astype(np.float32)
+    angles = RNG.rand(10 if positions else batch, *(() if positions else (seq,)), half).astype(np.float32) * 6
+    feeds = {"x": x, "cos": np.cos(angles), "sin": np.sin(angles)}
+    if positions:
+        feeds["p"] = RNG.randint(0, 10, (batch, seq)).astype(np.int64)
+    names = ["x", "cos", "sin", "p"] if positions else ["x", "cos", "sin"]
+    return Case(n("RotaryEmbedding", names, **attrs), 23, 17, inputs=feeds, symbolic=symbolic)
+
+
+def _attention(attrs: dict[str, object], q: tuple[int, ...], kv: tuple[int, ...], mask: np.ndarray | None = None,
+               symbolic: bool = False, outputs: tuple[str, ...] = ("y",), reference: bool = False) -> Case:
+    feeds = {"q": RNG.randn(*q).astype(np.float32), "k": RNG.randn(*kv).astype(np.float32),
+             "v": RNG.randn(*kv).astype(np.float32)}
+    if mask is not None:
+        feeds["m"] = mask
+    return Case(n("Attention", list(feeds), list(outputs), **attrs), 23, 17, inputs=feeds, symbolic=symbolic,
+                outputs=outputs, reference=reference)
+
+
+def _bool_mask(rows: int, cols: int, dead_row: bool) -> np.ndarray:
+    mask = RNG.rand(rows, cols) > 0.3
+    mask[:, 0] = True
+    if dead_row:
+        mask[1] = False  # every key masked: Attention gives zeros there
+    return mask
 
 
 
@@ -242,6 +278,36 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
     "groupnormalization_21_18-fp16": ("groupnormalization_21_18", lambda: Case(
         n("GroupNormalization", ["x", "s", "b"], num_groups=1), 21, 20, inputs={"x": RNG.rand(2, 4, 3).astype(np.float16)},
         inits={"s": RNG.rand(4).astype(np.float16), "b": RNG.rand(4).astype(np.float16)})),
+    "rmsnormalization_23_22-axis1-dynamic": ("rmsnormalization_23_22", lambda: Case(
+        n("RMSNormalization", ["x", "s"], axis=1, epsilon=1e-2), 23, 17, symbolic=True,
+        inits={"s": RNG.rand(3, 4, 4).astype(np.float32)})),
+    "rmsnormalization_23_22-fp16": ("rmsnormalization_23_22", lambda: Case(
+        n("RMSNormalization", ["x", "s"]), 23, 17, inputs={"x": RNG.randn(2, 5, 8).astype(np.float16)},
+        inits={"s": RNG.rand(8).astype(np.float16)})),
+    "rotaryembedding_23_22-3d-interleaved-partial": ("rotaryembedding_23_22", lambda: _rotary(
+        {"num_heads": 2, "interleaved": 1, "rotary_embedding_dim": 4}, (2, 5, 16), 2, positions=True)),
+    "rotaryembedding_23_22-3d-halves-dynamic": ("rotaryembedding_23_22", lambda: _rotary(
+        {"num_heads": 3}, (2, 5, 12), 2, positions=True, symbolic=True)),
+    "rotaryembedding_23_22-per-token-cache-dynamic": ("rotaryembedding_23_22", lambda: _rotary(
+        {"interleaved": 1}, (2, 3, 5, 6), 3, positions=False, symbolic=True)),
+    "attention_23_22-3d-gqa-causal": ("attention_23_22", lambda: _attention(
+        {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1}, (2, 5, 16), (2, 5, 8))),
+    "attention_23_22-bool-mask-dynamic": ("attention_23_22", lambda: _attention(
+        {}, (2, 2, 5, 4), (2, 2, 6, 4), mask=_bool_mask(5, 6, dead_row=True), symbolic=True)),
+    "attention_23_22-float-mask-scale-softcap-causal": ("attention_23_22", lambda: _attention(
+        {"scale": 0.3, "softcap": 2.0, "is_causal": 1}, (2, 2, 5, 4), (2, 2, 5, 4),
+        mask=RNG.randn(2, 1, 5, 5).astype(np.float32))),
+    "attention_23_22-short-mask-present": ("attention_23_22", lambda: _attention(
+        {"q_num_heads": 2, "kv_num_heads": 2}, (2, 5, 8), (2, 6, 8), mask=_bool_mask(5, 4, dead_row=False),
+        outputs=("y", "pk", "pv"), reference=True)),  # onnxruntime wants the mask as long as the keys
+    "cumprod_26_25-exclusive-reverse-dynamic": ("cumprod_26_25", lambda: Case(
+        n("CumProd", ["x", "a"], exclusive=1, reverse=1), 26, 17, symbolic=True, inits={"a": np.asarray(-1, np.int64)})),
+    "cumprod_26_25-int32-with-zeros": ("cumprod_26_25", lambda: Case(
+        n("CumProd", ["x", "a"]), 26, 17, inputs={"x": RNG.randint(-3, 4, (3, 6)).astype(np.int32)},
+        inits={"a": np.asarray(1, np.int32)})),
+    "cumprod_26_25-exclusive-axis0": ("cumprod_26_25", lambda: Case(
+        n("CumProd", ["x", "a"], exclusive=1), 26, 17, inputs={"x": RNG.randn(5, 2, 3).astype(np.float64)},
+        inits={"a": np.asarray(0, np.int64)})),
 }
 
 
@@ -259,7 +325,10 @@ def test_adapter_parity(name: str) -> None:
 def check_parity(name: str, case: Case) -> None:
     """``case`` converted to its target opset runs ``name`` and computes what it computed at its own opset."""
     model = build(case)
-    before = run(model, case.inputs)
+    if case.reference:
+        before = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, case.inputs)]
+    else:
+        before = run(model, case.inputs)
     converted, applied = convert_opset_with_report(ir.serde.deserialize_model(model), case.target)
     assert name in applied
     proto = ir.serde.serialize_model(converted)
