@@ -4,6 +4,7 @@
 from opsets.registry import all_adapters, lookup
 from opsets.version_adapters import (
            activation,
+           affinegrid,
            clip,
            col2im,
            cumprod,
@@ -22,5 +23,5 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["activation", "all_adapters", "clip", "col2im", "cumprod", "elementwise", "gridsample", "lookup", "normalization", "pad",
+__all__ = ["activation", "affinegrid", "all_adapters", "clip", "col2im", "cumprod", "elementwise", "gridsample", "lookup", "normalization", "pad",
            "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "transformer", "types"]

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from opsets.conversion import convert_opset_with_report
+from opsets.errors import OpsetConversionError
 from opsets.registry import all_adapters
 
 RNG = np.random.RandomState(0)
@@ -199,6 +200,8 @@ SPECIAL: dict[str, Callable[[], Case]] = {
     "rmsnormalization_23_22": lambda: Case(n("RMSNormalization", ["x", "s"]), 23, 17, inits={"s": f32(0.5, 2.0, -1.0, 1.5)}),
     "rotaryembedding_23_22": lambda: _rotary({"num_heads": 0}, (2, 2, 5, 8), 4, positions=True),
     "attention_23_22": lambda: _attention({}, (2, 2, 5, 4), (2, 2, 6, 4)),
+    "affinegrid_20_19": lambda: Case(n("AffineGrid", ["t", "s"]), 20, 17, inputs={"t": RNG.randn(2, 2, 3).astype(np.float32)},
+                                     inits={"s": i64(2, 3, 4, 5)}),
     "cumprod_26_25": lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inits={"a": np.asarray(2, np.int64)}),
 }
 
@@ -300,6 +303,16 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
     "attention_23_22-short-mask-present": ("attention_23_22", lambda: _attention(
         {"q_num_heads": 2, "kv_num_heads": 2}, (2, 5, 8), (2, 6, 8), mask=_bool_mask(5, 4, dead_row=False),
         outputs=("y", "pk", "pv"), reference=True)),  # onnxruntime wants the mask as long as the keys
+    "affinegrid_20_19-3d-align-corners": ("affinegrid_20_19", lambda: Case(
+        n("AffineGrid", ["t", "s"], align_corners=1), 20, 17, inputs={"t": RNG.randn(2, 3, 4).astype(np.float32)},
+        inits={"s": i64(2, 1, 3, 2, 4)})),
+    # a length-1 axis with align_corners sits at -1 (onnx's reference, torch's linspace); onnxruntime puts it at +1
+    "affinegrid_20_19-align-corners-length-1": ("affinegrid_20_19", lambda: Case(
+        n("AffineGrid", ["t", "s"], align_corners=1), 20, 17, inputs={"t": RNG.randn(2, 3, 4).astype(np.float32)},
+        inits={"s": i64(2, 1, 3, 1, 4)}, reference=True)),
+    "affinegrid_20_19-computed-size-dynamic": ("affinegrid_20_19", lambda: Case(
+        n("AffineGrid", ["t", "s"]), 20, 17, symbolic=True, nodes=(n("Shape", ["x"], ["s"]),),
+        inputs={"t": RNG.randn(2, 2, 3).astype(np.float32), "x": RNG.rand(2, 3, 6, 1).astype(np.float32)})),
     "cumprod_26_25-exclusive-reverse-dynamic": ("cumprod_26_25", lambda: Case(
         n("CumProd", ["x", "a"], exclusive=1, reverse=1), 26, 17, symbolic=True, inits={"a": np.asarray(-1, np.int64)})),
     "cumprod_26_25-int32-with-zeros": ("cumprod_26_25", lambda: Case(
@@ -354,3 +367,27 @@ def test_registry_names_follow_convention() -> None:
     for adapter in all_adapters():
         assert adapter.name == f"{adapter.op.lower()}_{adapter.from_version}_{adapter.to_version}"
         assert adapter.from_version != adapter.to_version
+
+
+# Forms an adapter has no exact rewrite for: refused with an error naming the node and what stops it
+REFUSALS: dict[str, tuple[Callable[[], Case], str]] = {
+    "attention-kv-cache": (lambda: Case(
+        n("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "k2", "v2"]), 23, 17, outputs=("y", "k2", "v2"),
+        inputs={name: RNG.randn(1, 2, 3, 4).astype(np.float32) for name in ("q", "k", "v", "pk", "pv")}), "past_key"),
+    "attention-qk-output": (lambda: _attention({"qk_matmul_output_mode": 1}, (1, 2, 3, 4), (1, 2, 3, 4),
+                                               outputs=("y", "", "", "qk")), "qk_matmul_output"),
+    "cumprod-computed-axis": (lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inputs={"x": X, "a": np.asarray(1, np.int64)}),
+                              "axis must be a constant"),
+    "rotaryembedding-3d-without-heads": (lambda: _rotary({}, (2, 5, 8), 4, positions=True), "num_heads"),
+}
+
+
+@pytest.mark.parametrize("refusal", sorted(REFUSALS))
+def test_adapter_refuses_inexact_forms(refusal: str) -> None:
+    make, why = REFUSALS[refusal]
+    model = ir.serde.deserialize_model(build(make()))
+    with pytest.raises(OpsetConversionError) as err:
+        convert_opset_with_report(model, 17)
+    message = str(err.value)
+    node = model.graph.node(0)
+    assert f"'{node.name}'" in message and why in message
