@@ -7,6 +7,7 @@ from opsets.version_adapters import (
            affinegrid,
            clip,
            col2im,
+           control_flow,
            cumprod,
            elementwise,
            gridsample,
@@ -23,5 +24,5 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["activation", "affinegrid", "all_adapters", "clip", "col2im", "cumprod", "elementwise", "gridsample", "lookup", "normalization", "pad",
+__all__ = ["activation", "affinegrid", "all_adapters", "clip", "col2im", "control_flow", "cumprod", "elementwise", "gridsample", "lookup", "normalization", "pad",
            "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "transformer", "types"]
