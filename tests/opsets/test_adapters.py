@@ -215,7 +215,7 @@ def _rotary(attrs: dict[str, int], shape: tuple[int, ...], half: int, positions:
     if positions:
         feeds["p"] = RNG.randint(0, 10, (batch, seq)).astype(np.int64)
     names = ["x", "cos", "sin", "p"] if positions else ["x", "cos", "sin"]
-    return Case(n("RotaryEmbedding", names, **attrs), 23, 17, inputs=feeds, symbolic=symbolic)
+    return Case(n("RotaryEmbedding", names, ["y"], **attrs), 23, 17, inputs=feeds, symbolic=symbolic)
 
 
 def _attention(attrs: dict[str, object], q: tuple[int, ...], kv: tuple[int, ...], mask: np.ndarray | None = None,

@@ -48,7 +48,7 @@ def _block(hidden: int, q_heads: int, kv_heads: int, interleaved: int) -> onnx.M
 def test_opset23_decoder_block_converts_to_17_and_validates(tmp_path: Path, q_heads: int, kv_heads: int,
                                                             interleaved: int) -> None:
     onnx.save(_block(32, q_heads, kv_heads, interleaved), tmp_path / "block.onnx")
-    feeds = {"x": np.random.default_rng(1).standard_normal((1, 7, 32)).astype(np.float32),
+    feeds: dict[str, np.ndarray] = {"x": np.random.default_rng(1).standard_normal((1, 7, 32)).astype(np.float32),
              "pos": np.arange(3, 10, dtype=np.int64)[None]}
     np.savez(tmp_path / "feeds.npz", **feeds)  # positions index the caches: generated ids could leave them
     result = api.convert(tmp_path / "block.onnx", tmp_path / "out.onnx", opset=17, feeds=tmp_path / "feeds.npz",
