@@ -9,6 +9,7 @@ from opsets.version_adapters import (
            col2im,
            control_flow,
            cumprod,
+           deformconv,
            elementwise,
            gridsample,
            normalization,
@@ -24,5 +25,5 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["activation", "affinegrid", "all_adapters", "clip", "col2im", "control_flow", "cumprod", "elementwise", "gridsample", "lookup", "normalization", "pad",
+__all__ = ["activation", "affinegrid", "all_adapters", "clip", "col2im", "control_flow", "cumprod", "deformconv", "elementwise", "gridsample", "lookup", "normalization", "pad",
            "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "transformer", "types"]

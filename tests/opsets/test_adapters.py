@@ -202,6 +202,7 @@ SPECIAL: dict[str, Callable[[], Case]] = {
     "attention_23_22": lambda: _attention({}, (2, 2, 5, 4), (2, 2, 6, 4)),
     "affinegrid_20_19": lambda: Case(n("AffineGrid", ["t", "s"]), 20, 17, inputs={"t": RNG.randn(2, 2, 3).astype(np.float32)},
                                      inits={"s": i64(2, 3, 4, 5)}),
+    "deformconv_19_18": lambda: _deform({}, (2, 3, 6, 5), (4, 3, 3, 3)),
     "cumprod_26_25": lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inits={"a": np.asarray(2, np.int64)}),
 }
 
@@ -216,6 +217,25 @@ def _rotary(attrs: dict[str, int], shape: tuple[int, ...], half: int, positions:
         feeds["p"] = RNG.randint(0, 10, (batch, seq)).astype(np.int64)
     names = ["x", "cos", "sin", "p"] if positions else ["x", "cos", "sin"]
     return Case(n("RotaryEmbedding", names, ["y"], **attrs), 23, 17, inputs=feeds, symbolic=symbolic)
+
+
+def _deform(attrs: dict[str, object], x: tuple[int, ...], w: tuple[int, ...], mask: bool = False, bias: bool = False,
+            offset_group: int = 1) -> Case:
+    """DeformConv on random offsets of up to two pixels (some taps land outside the image)."""
+    strides, pads, dil = attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]), attrs.get("dilations", [1, 1])
+    assert isinstance(strides, list) and isinstance(pads, list) and isinstance(dil, list)
+    out = [(x[2 + i] + pads[i] + pads[i + 2] - dil[i] * (w[2 + i] - 1) - 1) // strides[i] + 1 for i in range(2)]
+    taps = w[2] * w[3]
+    feeds = {"x": RNG.randn(*x).astype(np.float32), "off": (RNG.randn(x[0], offset_group * 2 * taps, *out) * 2).astype(np.float32)}
+    inits = {"w": RNG.randn(*w).astype(np.float32)}
+    names = ["x", "w", "off", "b" if bias else ""]
+    if bias:
+        inits["b"] = RNG.randn(w[0]).astype(np.float32)
+    if mask:
+        feeds["m"] = RNG.rand(x[0], offset_group * taps, *out).astype(np.float32)
+        names.append("m")
+    node = n("DeformConv", names, kernel_shape=list(w[2:]), offset_group=offset_group, **attrs)
+    return Case(node, 19, 17, inputs=feeds, inits=inits)
 
 
 def _attention(attrs: dict[str, object], q: tuple[int, ...], kv: tuple[int, ...], mask: np.ndarray | None = None,
@@ -358,6 +378,9 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
     "affinegrid_20_19-computed-size-dynamic": ("affinegrid_20_19", lambda: Case(
         n("AffineGrid", ["t", "s"]), 20, 17, symbolic=True, nodes=(n("Shape", ["x"], ["s"]),),
         inputs={"t": RNG.randn(2, 2, 3).astype(np.float32), "x": RNG.rand(2, 3, 6, 1).astype(np.float32)})),
+    "deformconv_19_18-groups-mask-bias-strided": ("deformconv_19_18", lambda: _deform(
+        {"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2], "dilations": [1, 2]}, (2, 4, 7, 6), (6, 2, 2, 3),
+        mask=True, bias=True, offset_group=2)),
     "cumprod_26_25-exclusive-reverse-dynamic": ("cumprod_26_25", lambda: Case(
         n("CumProd", ["x", "a"], exclusive=1, reverse=1), 26, 17, symbolic=True, inits={"a": np.asarray(-1, np.int64)})),
     "cumprod_26_25-int32-with-zeros": ("cumprod_26_25", lambda: Case(
