@@ -5,6 +5,7 @@ from opsets.registry import all_adapters, lookup
 from opsets.version_adapters import (
            activation,
            affinegrid,
+           bitcast,
            clip,
            col2im,
            control_flow,
@@ -25,5 +26,6 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["activation", "affinegrid", "all_adapters", "clip", "col2im", "control_flow", "cumprod", "deformconv", "elementwise", "gridsample", "lookup", "normalization", "pad",
-           "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "transformer", "types"]
+__all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "clip", "col2im", "control_flow", "cumprod",
+           "deformconv", "elementwise", "gridsample", "lookup", "normalization", "pad", "pooling", "reduce",
+           "resize", "scan", "shape", "softmax", "split", "transformer", "types"]
