@@ -7,16 +7,33 @@ not TF signature keys (``input.1``, ``feat:0``). ``custom_op_model``: a node no 
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support import REPO, make_model
 
 SSD_SYMBOL = REPO / "examples" / "mxnet_ssd" / "model-symbol.json"
 SSD_FEEDS = REPO / "examples" / "mxnet_ssd" / "sample_inputs.npz"
 SSD_ARGS = {"inputs": ["data:4,3,64,64"], "dynamic": ["data:0=batch"], "feeds": SSD_FEEDS}
+
+
+def require_litert() -> None:
+    """Skip the calling test module unless LiteRT, TensorFlow (the converter) and onnx-tf are installed."""
+    pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'bridge[litert]')")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    pytest.importorskip("tensorflow", reason="TensorFlow (the .tflite converter) is not installed")
+    if importlib.util.find_spec("onnx_tf") is None:
+        pytest.skip("onnx-tf (the ONNX -> TF step of the tflite target) is not installed", allow_module_level=True)
+
+
+def require_openvino() -> None:
+    """Skip the calling test module unless OpenVINO is installed."""
+    pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
 
 
 def decode_model(opset: int = 17) -> onnx.ModelProto:

@@ -16,12 +16,11 @@ from deploy_models import (
     feeds,
     initializer,
     onnxruntime_outputs,
+    require_openvino,
     save,
     tamper,
 )
 from support import mxnet_available, run_cli
-
-pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
 
 import bridge
 from bridge.config import Tolerance
@@ -30,6 +29,8 @@ from bridge.runtimes import activated
 from bridge.runtimes.openvino import OpenVinoRuntime
 from bridge.targets import get_target
 from bridge.targets.openvino import OpenVinoTarget, OpenVinoUnsupportedError, export_ir, ir_destination
+
+require_openvino()
 
 
 @pytest.fixture(scope="module")

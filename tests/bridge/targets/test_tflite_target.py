@@ -3,8 +3,6 @@ named before conversion, select TF ops on request, tampering caught, convert end
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,17 +16,12 @@ from deploy_models import (
     feeds,
     initializer,
     onnxruntime_outputs,
+    require_litert,
     save,
     tamper,
 )
 from onnx import TensorProto, helper
 from support import make_model, mxnet_available
-
-pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'bridge[litert]')")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-pytest.importorskip("tensorflow", reason="TensorFlow (the .tflite converter) is not installed")
-if importlib.util.find_spec("onnx_tf") is None:
-    pytest.skip("onnx-tf (the ONNX -> TF step of the tflite target) is not installed", allow_module_level=True)
 
 import bridge
 from bridge.errors import RuntimeLoadError, UsageError
@@ -37,6 +30,8 @@ from bridge.runtimes import activated
 from bridge.runtimes.litert import LiteRtRuntime
 from bridge.targets import get_target
 from bridge.targets.tflite import LiteRtUnsupportedError, TfliteTarget, export_tflite
+
+require_litert()
 
 
 @pytest.fixture(scope="module")
