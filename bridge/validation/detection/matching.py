@@ -5,7 +5,11 @@ suppressed row's score in place (MXNet), or - when two candidates' scores tie - 
 one of the two. A tensor diff says little, so here detections are matched per image and class,
 greedily by descending reference score, each to the unmatched candidate of the same class with the
 highest IoU (at least ``match_iou``). A matched pair is clean when its IoU >= ``iou`` (default
-0.999) and its score difference <= ``score_tol + score_rtol * |reference score|``.
+0.999) or its corners differ by at most ``box_atol`` of the image's coordinate scale (the largest
+finite reference coordinate magnitude, at least 1: normalised boxes 1e-4 of the image, pixel boxes
+1e-4 of the largest coordinate), and its score difference <= ``score_tol + score_rtol * |reference
+score|``. IoU alone is no measure for thin boxes: a box 4e-4 wide whose corners moved by 2e-5 - float32
+noise of a decode whose offsets are ~1e2 in a saturated model - has IoU 0.93.
 
 Scale: per class, only candidates whose corners lie within the window where IoU >= t is possible
 (``|x1_a - x1_b| <= (1 - t) / t * width_a``, the same in y) are examined, found by range queries on
@@ -54,6 +58,7 @@ from typing import Any
 import numpy as np
 
 DEFAULT_IOU = 0.999
+DEFAULT_BOX_ATOL = 1e-4  # corner difference, as a share of the image's coordinate scale, that is the same box
 DEFAULT_SCORE_TOL = 1e-5
 DEFAULT_MATCH_IOU = 0.5
 DEFAULT_TIE_ULPS = 4
@@ -428,6 +433,7 @@ class DetectionComparison:
     vacuous: bool = False
     vacuous_reason: str = ""
     tie_margin: float = 0.0  # scores closer than this (the score error of clean matches) count as tied
+    box_tolerance: float = DEFAULT_BOX_ATOL  # corners this close (share of the coordinate scale): the same box
     tied_rows: list[DetectionRow] = field(default_factory=list)
     mismatched_rows: list[DetectionRow] = field(default_factory=list)
     images: list[ImageMatch] = field(default_factory=list)
@@ -442,7 +448,8 @@ class DetectionComparison:
         vacuous = f" (vacuous: {self.vacuous_reason})" if self.vacuous else ""
         return (f"{self.candidate} vs {self.reference}: {verdict}{vacuous}, {self.matched} matched, "
                 f"{self.unmatched_reference} only in reference, {self.unmatched_candidate} only in candidate{ties}, "
-                f"min IoU {self.min_iou:.6f} (>= {self.iou_threshold}), max score diff {self.max_score_diff:.3g} "
+                f"min IoU {self.min_iou:.6f} (>= {self.iou_threshold} or corners within {self.box_tolerance:g} of the "
+                f"coordinate scale), max score diff {self.max_score_diff:.3g} "
                 f"(<= {self.score_tolerance:g})")
 
     def to_dict(self) -> dict[str, Any]:
@@ -456,6 +463,7 @@ def compare_detections(
     candidate: Sequence[Detections],
     *,
     iou: float = DEFAULT_IOU,
+    box_atol: float = DEFAULT_BOX_ATOL,
     score_tol: float = DEFAULT_SCORE_TOL,
     score_rtol: float = 0.0,
     match_iou: float = DEFAULT_MATCH_IOU,
@@ -472,13 +480,14 @@ def compare_detections(
     """
     if len(reference) != len(candidate):
         raise ValueError(f"reference has {len(reference)} images, candidate {len(candidate)}")
-    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol)
+    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol, box_tolerance=box_atol)
     problems: list[tuple[int, Detections, Detections, dict[str, Any]]] = []
     clean_total = 0
     nonfinite_reference = 0
     finite_clean = 0  # clean pairs of finite rows: what proves the model beyond NaN/inf rows equal on both sides
     for image, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
-        m, clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, (mask_tol, mask_rtol))
+        m, clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, (mask_tol, mask_rtol),
+                                        box_atol)
         if detail["mask_diff"] is not None:
             result.max_mask_diff = max(result.max_mask_diff or 0.0, detail["mask_diff"])
         m.image = image
@@ -540,7 +549,8 @@ def _row(side: str, image: int, d: Detections, k: int) -> DetectionRow:
 
 
 def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float, score_tol: float,
-                 score_rtol: float, mask_tol: tuple[float, float]) -> tuple[ImageMatch, int, dict[str, Any]]:
+                 score_rtol: float, mask_tol: tuple[float, float], box_atol: float = DEFAULT_BOX_ATOL
+                 ) -> tuple[ImageMatch, int, dict[str, Any]]:
     """Match one image; returns the counts, the number of clean pairs and the problem rows."""
     rf, cf = _finite_rows(ref), _finite_rows(cand)
     r_idx, c_idx = np.flatnonzero(rf), np.flatnonzero(cf)
@@ -549,7 +559,11 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
     ni, nj = _match_nonfinite(ref.take(np.flatnonzero(~rf)), cand.take(np.flatnonzero(~cf)))
     ni, nj = np.flatnonzero(~rf)[ni], np.flatnonzero(~cf)[nj]
     diff = np.abs(ref.scores[pi] - cand.scores[pj])
-    clean = (ious >= iou) & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))
+    finite_coords = np.abs(ref.boxes[np.isfinite(ref.boxes)])
+    scale = max(1.0, float(finite_coords.max(initial=0.0)))
+    corners = np.abs(ref.boxes[pi] - cand.boxes[pj]).max(axis=1, initial=0.0)
+    same_box = (ious >= iou) | (corners <= box_atol * scale)
+    clean = same_box & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))
     mask_diff = None
     if ref.masks is not None and cand.masks is not None:
         mask_ok, mask_diff = _compare_masks(ref.masks, cand.masks, pi, pj, *mask_tol)
