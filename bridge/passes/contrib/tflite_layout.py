@@ -51,7 +51,11 @@ class TflitePostprocessLayoutPass(BridgePass):
     TFLite_Detection_PostProcess layout (module docstring)."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from bridge.validation.detection.layouts import DetectionSpec, dump_detection_specs, load_detection_specs
+        from bridge.validation.detection.layouts import (
+            DetectionSpec,
+            dump_detection_specs,
+            load_detection_specs,
+        )
 
         found = lowered_detection_outputs(model)
         why = ("the TFLite_Detection_PostProcess layout is built from bridge's decode + NMS of an SSD's "
@@ -86,8 +90,7 @@ class TflitePostprocessLayoutPass(BridgePass):
             out = node.outputs[0]
             out.name = out_name
             out.dtype = ir.DataType.FLOAT
-            out.shape = ir.Shape(list(old.shape.dims)[:-1] + [4]) if out_name == BOXES and old.shape is not None \
-                else old.shape
+            out.shape = old.shape  # the box reorder gathers all 4 columns: the same [B, K, 4]
             outputs.append(out)
         others = [v for v in graph.outputs if all(v is not p for p in parts)]
         graph.outputs.clear()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from deploy_models import SSD_ARGS, SSD_FEEDS, SSD_SYMBOL, decode_model, require_litert, save
+from deploy_models import SSD_ARGS, SSD_FEEDS, SSD_SYMBOL, decode_model, deploy_source, require_litert, save
 
 import bridge
 from bridge.errors import BridgeError, UsageError
@@ -21,11 +21,11 @@ K = 7
 
 
 def test_bundled_ssd_validates_in_litert_with_the_four_postprocess_outputs(tmp_path: Path) -> None:
-    pytest.importorskip("mxnet", reason="MXNet (the reference of the bundled SSD) is not installed")
     from ai_edge_litert.interpreter import Interpreter
 
-    result = bridge.convert(SSD_SYMBOL, output=tmp_path / "out" / "ssd.onnx", to="tflite",  # type: ignore[arg-type]
-                            tflite_outputs="detection-postprocess", max_detections=K, **SSD_ARGS)
+    source, args, _ = deploy_source("bundled_ssd", tmp_path)  # skips without MXNet (the reference)
+    result = bridge.convert(source, output=tmp_path / "out" / "ssd.onnx", to="tflite",  # type: ignore[arg-type]
+                            tflite_outputs="detection-postprocess", max_detections=K, **args)
     assert result.passed and result.written
     (verdict,) = [c for c in result.validation if c.candidate == "litert"]
     assert verdict.passed and not verdict.vacuous
