@@ -273,7 +273,11 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
         src = Source(location=str(source), weights=weights, options=source_options)
     else:
         src = Source(obj=source, weights=weights, options=source_options)
-    target = get_target(target_name)
+    target = get_target(target_name, **target_options)
+    # a target may need settings of the conversion itself (e.g. an output layout built from a lowering's format)
+    configure = getattr(target, "configure", None)
+    if configure is not None:
+        v = {**v, **configure(v)}
     artefact_dir = Path(v["artefact_dir"]) if v["artefact_dir"] else None
     onnx_path, artefacts = target.place(Path(output), artefact_dir, target_options)
     validate = v["validate"]

@@ -214,11 +214,14 @@ def _export(framework: str, source: Any, spec: Any) -> Any:
 def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:
     """The ONNX stage's passes for this conversion (``run_pipeline`` runs them, ``debug`` traces them)."""
     from bridge.passes.pipeline import conversion_pipeline
+    from bridge.targets import get_target
     from bridge.validation.probe import probe_output_shapes
 
+    target = get_target(cfg.to, **cfg.target_options)
+    target_steps = getattr(target, "onnx_stage_steps", lambda: ())()
     return conversion_pipeline(opset=export.opset or cfg.export.opset, inputs=export.inputs, dynamic=cfg.export.dynamic,
                                detection_format=cfg.detection_format, max_detections=cfg.max_detections,
-                               probe=probe_output_shapes)
+                               probe=probe_output_shapes, target_steps=target_steps)
 
 
 def container_of(adapter: Any, export: Any, cfg: ConvertConfig) -> ModelContainer:

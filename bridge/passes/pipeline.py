@@ -69,9 +69,12 @@ def conversion_pipeline(
     max_detections: int | None = None,
     full_check: bool = True,
     probe: Probe | None = None,
+    target_steps: Sequence[Step] = (),
 ) -> list[Step]:
     """The passes ``bridge convert`` runs, in order. ``probe`` runs the model to name output dims that
-    inference loses behind data-dependent ops (``bridge.validation.probe``); without it that step is left out."""
+    inference loses behind data-dependent ops (``bridge.validation.probe``); without it that step is left out.
+    ``target_steps`` (a target's own rewrites of the lowered outputs, e.g. an output layout) run right after
+    the lowerings, before folding."""
     steps = [
         Step(CheckerPass(full_check=False),
              "reject a malformed export before anything rewrites it (errors then point at the exporter, not bridge)"),
@@ -93,6 +96,7 @@ def conversion_pipeline(
         Step(LowerMultiBoxDetectionPass(detection_format, max_detections),
              "MultiBoxDetection -> decode + class-aware NonMaxSuppression + MXNet's row layout; after the anchor "
              "lowering, whose output it consumes"),
+        *target_steps,
         Step(FoldConstantsPass(),
              "fold constant subgraphs and drop dead nodes after the opset is final (folding must see final op semantics)"),
         Step(SoftmaxLastAxisPass(),

@@ -52,7 +52,13 @@ class Target(Protocol):
     (name -> path), from ``-o``, ``--artefact-dir`` and its own ``options`` (declared ``Option``s, its
     option group); ``export`` stages the artefact in ``staging`` (None: the .onnx itself is the artefact),
     ``commit`` moves a validated artefact to ``destination``, ``runtime`` runs the model in this format
-    for validation (building the artefact in ``workdir`` when activated)."""
+    for validation (building the artefact in ``workdir`` when activated).
+
+    Two optional methods: ``configure(values) -> dict`` returns conversion option values the target's own
+    options imply (or raises ``UsageError`` for a combination it cannot build), applied in
+    ``bridge.conversion.options.build_config``; ``onnx_stage_steps() -> tuple[Step, ...]`` adds the target's
+    rewrites to the ONNX stage right after the lowerings (``bridge.passes.pipeline.conversion_pipeline``),
+    so the .onnx and the artefact are validated with the same outputs."""
 
     name: str
     artefact: bool  # True: writes an artefact of its own (e.g. a SavedModel folder) besides the .onnx

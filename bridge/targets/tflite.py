@@ -31,6 +31,12 @@ What LiteRT cannot run is named before conversion: nodes still computing in floa
 no float64 kernels but Cast) by ONNX node; then any TF op the converter could only keep as a select op,
 with the ONNX node it came from (onnx-tf opens a name scope per node), as ``LiteRtUnsupportedError``.
 
+``outputs="detection-postprocess"`` (``--tflite-outputs``) gives an SSD the four outputs of TFLite's
+``TFLite_Detection_PostProcess`` layout (detection_boxes [B, K, 4] ymin/xmin/ymax/xmax, detection_classes,
+detection_scores [B, K], num_detections [B], all float32), built in the ONNX stage from bridge's own decode
+and NMS (``bridge.passes.contrib.tflite_layout``), not TFLite's custom op, which cannot reproduce MXNet's
+NMS; it is validated detection-aware against the source like any lowered detection output.
+
 The ONNX -> signature key maps (``input.1`` -> ``input_1``) are stored in the .tflite's own metadata
 (``TFLITE_NAME_MAP``), which the LiteRT runtime reads; the file is written atomically.
 """
@@ -48,7 +54,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -62,10 +68,15 @@ from bridge.runtimes import Runtime, get_runtime
 from bridge.runtimes.litert import TFLITE_NAME_MAP
 from bridge.targets.base import TargetResult, onnx_output
 
+if TYPE_CHECKING:
+    from bridge.passes.pipeline import Step
+
 logger = logging.getLogger(__name__)
 
 TARGET_NAME = "tflite (LiteRT)"
 OPS = ("builtin", "select")
+POSTPROCESS = "detection-postprocess"  # bridge.passes.contrib.tflite_layout.LAYOUT_NAME
+OUTPUT_LAYOUTS = ("model", POSTPROCESS)
 # a converter error names each op it could not legalise: loc(... fused["Exp:", "onnx_tf_prefix_<node>/Exp_110@...
 _LOC = re.compile(r"fused\[\"(?P<op>\w+):\", \"(?P<scope>[^\"@]*)[^\"]*\"\].*?'tf\.(?P<tfop>\w+)' op is neither")
 _SELECT = re.compile(r"TF Select ops: (?P<ops>[^\n]+)")
@@ -314,12 +325,43 @@ class TfliteTarget:
     runtimes = ("litert",)
     default_runtimes = ("onnxruntime", "litert")
     options = (Option("tflite_ops", str, "builtin", "--to tflite: builtin (default) or select (also select TF ops, "
-                      "which need the Flex delegate)", choices=lambda: OPS),)
+                      "which need the Flex delegate)", choices=lambda: OPS),
+               Option("tflite_outputs", str, "model", "--to tflite: model (default: the model's outputs) or "
+                      "detection-postprocess (an SSD's detections as TFLite_Detection_PostProcess emits them: "
+                      "detection_boxes, detection_classes, detection_scores, num_detections; bridge's own decode "
+                      "and NMS, needs --max-detections)", choices=lambda: OUTPUT_LAYOUTS, metavar="LAYOUT"))
 
-    def __init__(self, tflite_ops: str = "builtin") -> None:
+    def __init__(self, tflite_ops: str = "builtin", tflite_outputs: str = "model") -> None:
         if tflite_ops not in OPS:
             raise UsageError(f"--tflite-ops {tflite_ops}: choose one of {', '.join(OPS)}")
+        if tflite_outputs not in OUTPUT_LAYOUTS:
+            raise UsageError(f"--tflite-outputs {tflite_outputs}: choose one of {', '.join(OUTPUT_LAYOUTS)}")
         self.ops = tflite_ops
+        self.outputs = tflite_outputs
+
+    def configure(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Conversion settings this target's options need: the detection-postprocess layout is built from the
+        MultiBoxDetection lowering's boxes-scores-classes format with ``--max-detections`` rows."""
+        if self.outputs != POSTPROCESS:
+            return {}
+        if values.get("max_detections") is None:
+            raise UsageError(f"--tflite-outputs {POSTPROCESS} needs --max-detections K (the rows of detection_boxes, "
+                             "detection_classes and detection_scores)")
+        if values.get("detection_format") not in ("mxnet", "boxes-scores-classes"):  # mxnet: the default
+            raise UsageError(f"--tflite-outputs {POSTPROCESS} is built from --detection-format boxes-scores-classes, "
+                             f"not {values.get('detection_format')}")
+        return {"detection_format": "boxes-scores-classes"}
+
+    def onnx_stage_steps(self) -> tuple[Step, ...]:
+        """The ONNX stage's rewrite into the detection-postprocess layout (the .onnx carries it too, so every
+        runtime validates the same four outputs)."""
+        if self.outputs != POSTPROCESS:
+            return ()
+        from bridge.passes.contrib.tflite_layout import TflitePostprocessLayoutPass
+        from bridge.passes.pipeline import Step
+
+        return (Step(TflitePostprocessLayoutPass(), "--tflite-outputs detection-postprocess: the lowered SSD "
+                     "detections reordered and cast to the four outputs TFLite detection apps read"),)
 
     def place(self, output: Path, artefact_dir: Path | None, options: Mapping[str, Any]) -> tuple[Path, dict[str, Path]]:
         """``-o X.tflite`` names the .tflite (the validated ONNX goes beside it as X.onnx); else ``<stem>.tflite``
