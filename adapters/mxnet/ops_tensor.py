@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from adapters.mxnet.context import ConversionContext, Dim, ShapeExpr
+from adapters.mxnet.context import ConversionContext, Dim, ShapeExpr, TensorType
 from adapters.mxnet.registry import out, translator
 from adapters.mxnet.symbol import MXNode
 from bridge.errors import ExportError
@@ -258,11 +258,14 @@ def where(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
 
 
 def _filled_like(ctx: ConversionContext, node: MXNode, x: str, fill: int) -> list[str]:
+    """ConstantOfShape(Shape(x)), typed as ``x``: ONNX's inference of ConstantOfShape over a computed shape knows
+    only the rank, and the dims lost here would leave every consumer (where, concat, box_nms) shapeless."""
     from onnx import numpy_helper
 
     shp = ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0]
     value = numpy_helper.from_array(np.asarray([fill], dtype=ctx.np_dtype(x)))
-    return ctx.emit("ConstantOfShape", [shp], [out(ctx, node)], name=node.name, value=value)
+    return ctx.emit("ConstantOfShape", [shp], [out(ctx, node)], name=node.name, value=value,
+                    out_types=[TensorType(ctx.elem(x) or TensorProto.FLOAT, ctx.shape(x))])
 
 
 @translator("zeros_like")
