@@ -129,10 +129,12 @@ def _print_divergence(d: Any) -> None:
         shown = rows[-ROWS_AROUND_CULPRIT:]
     table = Table("tensor", "source node", "ONNX node", "verdict", "max abs",
                   title=f"{d.reference} vs {d.candidate}: {len(rows)} tensors compared, "
-                        f"{sum(r.diverges for r in rows)} differ (rows around the first divergence)",
+                        f"{sum(r.diverges for r in rows)} differ, {len(d.propagated)} of them only by error inherited "
+                        "from their inputs (rows around the first divergence)",
                   title_justify="left")
     for r in shown:
-        verdict = "[bold red]CULPRIT[/bold red]" if r.culprit else ("[red]differs[/red]" if r.diverges else "agrees")
+        verdict = ("[bold red]CULPRIT[/bold red]" if r.culprit else "[yellow]inherited[/yellow]" if r.propagated
+                   else "[red]differs[/red]" if r.diverges else "agrees")
         table.add_row(escape(r.tensor), escape(f"{r.source_node.name} ({r.source_node.op})") if r.source_node else "-",
                       escape(f"{r.node.name} ({r.node.op})") if r.node else "-", verdict, _fmt(r.error.max_abs))
     out.print(table)
