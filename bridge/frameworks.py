@@ -20,6 +20,16 @@ TF_INSTALL_HINT = "pip install 'bridge[tensorflow]'"
 SIGNATURE_MAP = Path("assets.extra") / "bridge_signature.json"
 
 
+def framework_found(name: str) -> bool:
+    """Whether module ``name`` can be imported, without importing it (a check before a child process does)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def import_tensorflow(purpose: str) -> Any:
     """Import TensorFlow quietly (no C++ INFO banners) or raise AdapterUnavailableError for ``purpose``."""
     quiet_framework_logs()

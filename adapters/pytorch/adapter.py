@@ -44,6 +44,7 @@ from bridge import provenance
 from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
 from bridge.config import DynamicAxis, ExportSpec, InputSpec, Option, Source
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
+from bridge.frameworks import framework_found
 from bridge.runtimes.base import Runtime
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ def _require_torch() -> None:
 
 class PyTorchAdapter:
     framework = "torch"
+    # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
+    # bridge's own process, which holds only the ONNX model while validation children run
+    export_in_child = True
     options = (Option("exporter", str, "auto", "PyTorch exporter: auto (dynamo unless torch.export finds "
                       "data-dependent control flow, then TorchScript) | dynamo | torchscript",
                       choices=lambda: EXPORTERS),)
@@ -73,6 +77,11 @@ class PyTorchAdapter:
             )
         loc = source.location or ""
         return Path(loc).suffix in TORCHSCRIPT_SUFFIXES + EXPORTED_PROGRAM_SUFFIXES or looks_like_factory(loc)
+
+    def require_framework(self) -> None:
+        """AdapterUnavailableError when PyTorch is not installed, checked before an export child starts."""
+        if not framework_found("torch"):
+            _require_torch()
 
     def export(self, source: Source, spec: ExportSpec) -> ExportResult:
         _require_torch()
@@ -296,7 +305,8 @@ def check_traced_dynamic_axes(model: onnx.ModelProto, inputs: Sequence[InputSpec
             f"recorded by tracing); "
             + ("" if dynamo_failed else "trace with dynamo (--exporter dynamo), or ")
             + f"export at a fixed size: remove --dynamic {axis_spec.input}:{axis_spec.axis}={axis_spec.label} "
-              f"(for a batch: export batch 1 and run the images one by one)")
+              f"(for a batch: export batch 1 and run the images one by one, e.g. with "
+              f"examples/batch_loop/run_batches.py, which pads per-image detections and stacks them)")
 
 
 def _output_names(module: Any, example: tuple[Any, ...]) -> list[str]:

@@ -33,7 +33,7 @@ from adapters.tensorflow.trust import refuse_side_effects
 from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Option, Source
 from bridge.errors import ExportError, UsageError
-from bridge.frameworks import import_tensorflow
+from bridge.frameworks import framework_found, import_tensorflow
 from bridge.runtimes.base import Runtime
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,9 @@ _UNK = re.compile(r"^unk__\d+$")
 
 class TensorFlowAdapter:
     framework = "tensorflow"
+    # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
+    # bridge's own process, which holds only the ONNX model while validation children run
+    export_in_child = True
     # this adapter's own options, handed to it in Source.options (read by adapters.tensorflow.loading)
     options = (Option("graph_inputs", str | None, None, "GraphDef .pb: comma-separated input tensor names",
                       flags=("--inputs",), manifest="graph_inputs"),
@@ -60,6 +63,11 @@ class TensorFlowAdapter:
         if key not in self._cache:
             self._cache[key] = load(source)
         return self._cache[key]
+
+    def require_framework(self) -> None:
+        """AdapterUnavailableError when TensorFlow is not installed, checked before an export child starts."""
+        if not framework_found("tensorflow"):
+            import_tensorflow("converting TensorFlow models")
 
     def export(self, source: Source, spec: ExportSpec) -> ExportResult:
         import_tensorflow("converting TensorFlow models")
@@ -166,6 +174,9 @@ def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, lis
     import tensorflow as tf
     import tf2onnx
     import tf2onnx.convert
+    from tf2onnx.convert import tensor_names_from_structed
+
+    import adapters.tensorflow.tf_ops  # noqa: F401  (registers tf2onnx handlers for ops it lacks)
 
     exporter = f"tf2onnx {tf2onnx.__version__}"
     if loaded.kind == "graph_def":
@@ -189,10 +200,70 @@ def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, lis
         out = call(dict(zip(names, args, strict=True)))
         return {n: tf.identity(out[n]) for n in out_names}
 
-    model, _ = tf2onnx.convert.from_function(fn, input_signature=specs, opset=opset)
-    fold_captured_inputs(model, names, captured_values(fn.get_concrete_function(*specs)))
+    concrete = fn.get_concrete_function(*specs)
+    in_names = [t.name for t in concrete.inputs if t.dtype != tf.resource]
+    out_names = [t.name for t in concrete.outputs if t.dtype != tf.resource]
+    graph_def = freeze(concrete)
+    inlined = inline_compiled_calls(graph_def)
+    if inlined:
+        logger.debug("function calls marked for XLA compilation made inlinable: %s", inlined)
+    with tf.device("/cpu:0"):
+        model, _ = tf2onnx.convert.from_graph_def(
+            graph_def, name=concrete.name, input_names=in_names, output_names=out_names, opset=opset,
+            tensors_to_rename=tensor_names_from_structed(concrete, in_names, out_names))
+    del graph_def
+    fold_captured_inputs(model, names, captured_values(concrete))
     kind = "SavedModel signature" if loaded.kind == "saved_model" else "Keras model"
     return model, f"{exporter} ({kind})"
+
+
+def freeze(concrete: Any) -> Any:
+    """The GraphDef of ``concrete`` with its variables turned into constants (as tf2onnx's ``from_function``
+    freezes it, including its fallback for resources the freezer cannot type)."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    from tf2onnx import tf_loader
+
+    try:
+        frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False, aggressive_inlining=True)
+    except ValueError as exc:
+        if "incompatible with expected resource" not in str(exc):
+            raise
+        graph_def = tf_loader.fix_freezing_errors(tf_loader.convert_variables_to_constants_large_model(concrete))
+    else:
+        graph_def = frozen.graph.as_graph_def(add_shapes=True)
+    return tf_loader.fix_freezing_errors_part2(graph_def)
+
+
+# attributes that keep grappler's function optimizer from inlining a call (it leaves functions marked for
+# XLA compilation to XLA); tf2onnx converts no call op, so every call it meets must be inlined first
+_NO_INLINE_ATTRS = ("_XlaMustCompile", "_XlaCompile", "_XlaScope", "_noinline")
+_CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+
+
+def inline_compiled_calls(graph_def: Any) -> list[str]:
+    """Clear the attributes that stop grappler from inlining function calls, on the call nodes of
+    ``graph_def`` (and of its function library) and on the library's functions, in place. Keras 3 wraps
+    some layers' kernels in ``tf.function(jit_compile=True)`` (grouped and depthwise convolutions, for
+    one): frozen, they stay ``StatefulPartitionedCall`` nodes that tf2onnx cannot convert. Returns the
+    names of the call nodes changed."""
+    changed: list[str] = []
+
+    def clear(node: Any) -> None:
+        hit = [a for a in _NO_INLINE_ATTRS if a in node.attr]
+        for a in hit:
+            del node.attr[a]
+        if hit and node.op in _CALL_OPS:
+            changed.append(node.name)
+
+    for node in graph_def.node:
+        clear(node)
+    for fdef in graph_def.library.function:
+        for a in _NO_INLINE_ATTRS:
+            if a in fdef.attr:
+                del fdef.attr[a]
+        for node in fdef.node_def:
+            clear(node)
+    return changed
 
 
 def captured_values(concrete: Any) -> dict[str, Callable[[], np.ndarray]]:

@@ -32,6 +32,7 @@ from bridge.conversion.recipe import (
     ConvertResult,
     Progress,
     StageStatus,
+    child_memory_limit,
     container_of,
     detection_groups,
     export,
@@ -51,7 +52,7 @@ from bridge.errors import (
     ValidationMismatch,
 )
 from bridge.inspection import graph_metas
-from bridge.limits import max_memory, memory_limit
+from bridge.limits import memory_limit
 from bridge.runtimes.isolated import isolate
 from bridge.validation.run import (
     nondeterministic_outputs,
@@ -59,12 +60,6 @@ from bridge.validation.run import (
     saved_detection_outputs,
     vacuous_warnings,
 )
-
-
-def child_memory_limit() -> int:
-    """The address-space limit of a reference/runtime child: twice the memory limit in force (frameworks
-    reserve far more address space than they touch; the limit is there to stop runaway allocations)."""
-    return 2 * max_memory()
 
 
 def convert(source: Any, output: str | Path, *, progress: Progress | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -166,11 +167,48 @@ def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], pro
         check_target(cfg.export.opset)
 
     with staged(stages, "export"):
-        exported = adapter.export(cfg.source, cfg.export)
+        exported = export_in_child(cfg, adapter) if exports_in_child(cfg, adapter) else \
+            adapter.export(cfg.source, cfg.export)
     exported.opset, why = target_opset(cfg.export, exported.model)
     if why:
         exported.notes = [*exported.notes, why]
     return exported
+
+
+def child_memory_limit() -> int:
+    """The address-space limit of an export/reference/runtime child: twice the memory limit in force
+    (frameworks reserve far more address space than they touch; the limit stops runaway allocations)."""
+    from bridge.limits import max_memory
+
+    return 2 * max_memory()
+
+
+def exports_in_child(cfg: ConvertConfig, adapter: Any) -> bool:
+    """Whether ``adapter`` exports ``cfg.source`` in a child process: adapters that import a heavy framework
+    say so (``export_in_child``, with ``require_framework()`` checking it is installed); a live object stays in this process (it cannot travel), as does
+    everything under ``--no-isolate``."""
+    return bool(getattr(adapter, "export_in_child", False)) and cfg.isolate and cfg.source.obj is None
+
+
+def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
+    """``adapter.export`` run in a child process, its ExportResult (model included) sent back.
+
+    The framework (torch, TensorFlow: hundreds of MB once imported, more after an exporter ran) then never
+    enters this process, which keeps only the ONNX model while the validation children run the framework
+    reference and the candidate runtimes: the process tree peaks at about the plain exporter's memory instead
+    of the framework twice. No time limit (an export takes as long as it takes; the heartbeat says so) and
+    the reference's memory limit."""
+    from bridge.runtimes.isolated import call_isolated
+
+    adapter.require_framework()  # a missing framework is named here, before a child starts
+    return call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export),
+                         stage=f"the {adapter.framework} export", timeout=None, max_memory=child_memory_limit())
+
+
+def _export(framework: str, source: Any, spec: Any) -> Any:
+    from adapters import get_adapter
+
+    return get_adapter(framework).export(source, spec)
 
 
 def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:

@@ -201,7 +201,12 @@ class MultiBoxParts:
             return padded_outputs(b, det, rows, prefix, batch)
         bdim = _label(batch)
         values = [self.selected_indices(b), b.op("Identity", self.boxes), b.op("Identity", self.probs)]
-        nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, None, 4]), (F32, [bdim, None, None])])
+        # dims shape inference cannot follow are named after the output, never left to a runtime's unk__N
+        boxes = _dim(self.boxes, 1)
+        classes = _dim(self.probs, 1)
+        nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, f"{prefix}_anchors" if boxes is None else boxes, 4]),
+                                      (F32, [bdim, f"{prefix}_classes" if classes is None else classes,
+                                             f"{prefix}_anchors" if boxes is None else boxes])])
         return _named(b, values, output_format, prefix)
 
 
@@ -220,8 +225,10 @@ def _named(b: Builder, values: list[ir.Value], output_format: str, prefix: str) 
 
 def padded_outputs(b: Builder, det: nms.PaddedDetections, rows: int | str | None, prefix: str,
                    batch: int | str | ir.SymbolicDim | None) -> list[ir.Value]:
-    """The boxes-scores-classes graph outputs, typed ([B, rows, 4], [B, rows], [B, rows], [B]) and named."""
+    """The boxes-scores-classes graph outputs, typed ([B, rows, 4], [B, rows], [B, rows], [B]) and named; rows
+    only known at run time are named ``<prefix>_rows`` (never left to a runtime's ``unk__N``)."""
     bdim = _label(batch)
+    rows = f"{prefix}_rows" if rows is None else rows
     values = [det.boxes, det.scores, det.classes, det.num_detections]
     nms.set_output_types(values, [(F32, [bdim, rows, 4]), (F32, [bdim, rows]), (I64, [bdim, rows]), (I64, [bdim])])
     return _named(b, values, "boxes-scores-classes", prefix)

@@ -84,6 +84,7 @@ def test_traced_loop_over_a_dynamic_batch_is_an_export_error_with_a_report(tmp_p
     assert "fixes axis 0 of 'images' to 2: node Split" in message
     # auto tried dynamo first (it failed): the advice does not send the user back to it, it ends at a fixed size
     assert "--exporter dynamo" not in message and "remove --dynamic images:0=batch" in message
+    assert "examples/batch_loop/run_batches.py" in message  # the way out, tested in tests/examples/test_batch_loop.py
     data = json.loads(report.read_text())
     assert data["passed"] is False and data["error"]["type"] == "ExportError"
     assert not (tmp_path / "m.onnx").exists()

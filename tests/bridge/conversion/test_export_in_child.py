@@ -1,0 +1,63 @@
+"""Framework adapters export in a child process: torch / TensorFlow never enter bridge's own process.
+
+A file source converted with isolation on leaves the parent holding the ONNX model only, so the
+validation children (the framework reference, the candidate runtimes) do not run beside a parent that
+already holds the framework, the exporter's leftovers and the source model; that doubled the process
+tree's peak memory against the plain exporter. ``--no-isolate`` and live objects export in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+_CHILD = textwrap.dedent("""
+    import json, sys
+    from bridge import api
+    source, out, isolated, *inputs = sys.argv[1:]
+    result = api.convert(source, out, inputs=inputs, isolated=isolated == "1")
+    heavy = sorted(m for m in ("torch", "tensorflow", "keras") if m in sys.modules)
+    print(json.dumps({"passed": result.passed, "exporter": result.exporter, "imported": heavy}))
+""")
+
+
+def _convert_in_fresh_process(source: str, out: Path, isolated: bool, inputs: list[str]) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-c", _CHILD, source, str(out), "1" if isolated else "0", *inputs],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _keras_file(folder: Path) -> str:
+    keras = pytest.importorskip("keras")
+    pytest.importorskip("tf2onnx")
+    inp = keras.Input((8, 8, 3), name="img")
+    out = keras.layers.Dense(4, name="dense")(keras.layers.Conv2D(4, 3, name="conv")(inp))
+    path = folder / "tiny.keras"
+    keras.Model(inp, out).save(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+@pytest.mark.parametrize("isolated", [True, False])
+def test_the_framework_stays_out_of_the_parent_when_isolated(framework: str, isolated: bool, tmp_path: Path) -> None:
+    if framework == "torch":
+        pytest.importorskip("torch")
+        source, inputs = f"{REPO / 'examples' / 'tiny_detector' / 'model.py'}:build", ["images:1,3,32,32"]
+    else:
+        source, inputs = _keras_file(tmp_path), []
+    result = _convert_in_fresh_process(source, tmp_path / "m.onnx", isolated, inputs)
+    assert result["passed"] and (tmp_path / "m.onnx").is_file()
+    heavy = {"torch": "torch", "tensorflow": "tensorflow"}[framework]
+    # isolated: exported, validated and written without the framework in this process; --no-isolate: in-process
+    assert (heavy in result["imported"]) is not isolated  # type: ignore[operator]
