@@ -200,10 +200,17 @@ def convert_graph(
     ctx = ConversionContext(spec.opset)
     dynamic = {(d.input, d.axis): d.label for d in spec.dynamic}
     graph_vars = {graph.nodes[i].name for i in needed if graph.nodes[i].is_variable}
-    stray = [s.name for s in spec.inputs if s.name not in graph_vars]
+    all_vars = {n.name for n in graph.nodes if n.is_variable}
+    stray = [s.name for s in spec.inputs if s.name not in all_vars]
     if stray:
         candidates = sorted(v for v in graph_vars if v not in values)
         raise UsageError(f"--input {', '.join(stray)}: no such input in {graph.source}; its inputs are {candidates}")
+    # a variable of the symbol the inference outputs never read (a loss head's label, a training-only branch):
+    # shapes given for it, as MXNet's own exporter asks for every variable, are accepted and left out
+    for name in sorted({s.name for s in spec.inputs} - graph_vars):
+        ctx.warn(f"--input {name}: the symbol's variable '{name}' is not read by the converted outputs (a loss "
+                 "head's label, or a branch they do not need); left out of the model")
+    spec = dataclasses.replace(spec, inputs=tuple(s for s in spec.inputs if s.name in graph_vars))
 
     _check_input_dtypes(spec.inputs, values, graph.source)
 

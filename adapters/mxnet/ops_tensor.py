@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from adapters.mxnet.context import ConversionContext, Dim, ShapeExpr
+from adapters.mxnet.context import ConversionContext, Dim, ShapeExpr, TensorType
 from adapters.mxnet.registry import out, translator
 from adapters.mxnet.symbol import MXNode
 from bridge.errors import ExportError
@@ -258,11 +258,14 @@ def where(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
 
 
 def _filled_like(ctx: ConversionContext, node: MXNode, x: str, fill: int) -> list[str]:
+    """ConstantOfShape(Shape(x)), typed as ``x``: ONNX's inference of ConstantOfShape over a computed shape knows
+    only the rank, and the dims lost here would leave every consumer (where, concat, box_nms) shapeless."""
     from onnx import numpy_helper
 
     shp = ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0]
     value = numpy_helper.from_array(np.asarray([fill], dtype=ctx.np_dtype(x)))
-    return ctx.emit("ConstantOfShape", [shp], [out(ctx, node)], name=node.name, value=value)
+    return ctx.emit("ConstantOfShape", [shp], [out(ctx, node)], name=node.name, value=value,
+                    out_types=[TensorType(ctx.elem(x) or TensorProto.FLOAT, ctx.shape(x))])
 
 
 @translator("zeros_like")
@@ -352,11 +355,54 @@ def sum(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
         axes = [d for d in range(rank) if d not in keep]
     keepdims = a.optional_bool("keepdims", False)
     rank = ctx.rank(x, node.name)
+    if node.op == "prod" and ctx.elem(x) in _INTEGER_TYPES:
+        reduced = sorted({d % rank for d in axes} if axes is not None else range(rank))
+        shape = ctx.shape(x) or ()
+        if reduced and all(isinstance(shape[d], int) for d in reduced):
+            return [_wrapping_prod(ctx, node, x, reduced, keepdims)]
     if not keepdims and (axes is None or len({d % rank for d in axes}) == rank):
         # legacy MXNet ops never return 0-d arrays: a full reduction has shape (1,)
         r = ctx.reduce(_REDUCE[node.op], x, axes, False, name=f"{node.name}__reduce")
         return ctx.emit("Reshape", [r, ctx.i64([1], f"{node.name}__one")], [out(ctx, node)], name=node.name)
     return [ctx.reduce(_REDUCE[node.op], x, axes, keepdims, name=node.name, output=out(ctx, node))]
+
+
+_INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+
+
+def _rows(ctx: ConversionContext, t: str, lo: int, hi: int, name: str) -> str:
+    args = [t, ctx.i64([lo], f"{name}_lo"), ctx.i64([hi], f"{name}_hi"), ctx.i64([0], f"{name}_axis")]
+    return ctx.emit("Slice", args, 1, name=name)[0]
+
+
+def _wrapping_prod(ctx: ConversionContext, node: MXNode, x: str, reduced: list[int], keepdims: bool) -> str:
+    """An integer product that wraps on overflow as MXNet's does (two's complement, modulo 2**bits):
+    onnxruntime's int64 ReduceProd saturates instead (100**120 gives INT64_MAX where MXNet gives 0). The
+    reduced axes go first, flattened to K rows, and rows are multiplied pairwise (Mul wraps) in
+    ceil(log2 K) halvings; the order does not matter, the product modulo 2**bits is associative."""
+    rank = ctx.rank(x, node.name)
+    shape = ctx.shape(x) or ()
+    kept = [d for d in range(rank) if d not in reduced]
+    k = 1
+    for d in reduced:
+        k *= int(shape[d])  # type: ignore[arg-type]
+    t = ctx.emit("Transpose", [x], 1, name=f"{node.name}__first", perm=reduced + kept)[0]
+    t = ctx.emit("Reshape", [t, ctx.i64([k, -1], f"{node.name}__rows")], 1, name=f"{node.name}__rows")[0]
+    step = 0
+    while k > 1:
+        half, tag = k // 2, f"{node.name}__step{step}"
+        m = ctx.emit("Mul", [_rows(ctx, t, 0, half, f"{tag}_a"), _rows(ctx, t, half, 2 * half, f"{tag}_b")], 1,
+                     name=f"{tag}_mul")[0]
+        if k % 2:
+            m = ctx.emit("Concat", [m, _rows(ctx, t, 2 * half, k, f"{tag}_odd")], 1, name=f"{tag}_concat", axis=0)[0]
+        t, k, step = m, half + k % 2, step + 1
+    if keepdims:
+        exprs = [ShapeExpr(const=1) if d in reduced else ShapeExpr(dims=[d]) for d in range(rank)]
+    else:  # legacy MXNet ops never return 0-d arrays: a full reduction has shape (1,)
+        exprs = [ShapeExpr(dims=[d]) for d in kept] or [ShapeExpr(const=1)]
+    target = ctx.shape_of(exprs, x, name=f"{node.name}__target")
+    return ctx.emit("Reshape", [t, target], [out(ctx, node)], name=node.name)[0]
 
 
 @translator("clip")

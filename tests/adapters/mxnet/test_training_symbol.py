@@ -56,3 +56,25 @@ def test_training_symbol_cut_at_the_detections(loss_op: str, tmp_path: Path) -> 
     converted = bridge.convert(str(model.symbol), tmp_path / "det.onnx", inputs=["data:1,3,6,6"],
                                weights=model.params, options={"outputs": "detection_output"}, validate=["onnxruntime"])
     assert converted.passed
+
+
+@pytest.mark.parametrize("loss_op", ["SoftmaxOutput", "LogisticRegressionOutput", "LinearRegressionOutput",
+                                     "MAERegressionOutput"])
+def test_shapes_given_for_a_loss_heads_label_are_accepted_and_left_out(loss_op: str, tmp_path: Path) -> None:
+    """A Gluon block ending in a loss head, exported as MXNet's exporter wants it: a shape for every variable,
+    the label's too. The label is not read at inference; its --input is accepted (with a warning) and the
+    model still matches MXNet. A name the symbol does not have at all stays a usage error."""
+    mx = need_mxnet()
+    data, label = mx.sym.var("data0"), mx.sym.var("data1")
+    sym = getattr(mx.sym, loss_op)(data, label, name="head")
+    rng = np.random.default_rng(1)
+    feeds = tmp_path / "feeds.npz"
+    np.savez(feeds, data0=rng.standard_normal((3, 5)).astype(np.float32))
+    model = save_symbol(mx, sym, tmp_path, {}, {"data0": np.zeros((3, 5), np.float32)})
+    converted = bridge.convert(str(model.symbol), tmp_path / "head.onnx", inputs=["data0:3,5", "data1:3,5"],
+                               feeds=feeds, validate=["onnxruntime"])
+    assert converted.passed, [c.summary() for c in converted.validation]
+    assert [i.name for i in converted.inputs] == ["data0"]
+    assert any("data1" in w and "not read" in w for w in converted.warnings), converted.warnings
+    with pytest.raises(bridge.errors.UsageError, match="no such input"):
+        bridge.convert(str(model.symbol), tmp_path / "x.onnx", inputs=["data0:3,5", "labels:3,5"], validate=[])
