@@ -6,7 +6,9 @@ data [..., N, W] flattened to [B, N, W]:
   - valid: score > valid_thresh and (id_index < 0 or id != background_id);
   - candidates: the first ``topk`` valid boxes in stable score-descending order (all when topk < 0);
   - greedy NMS over the candidates in that order: a box is suppressed by an earlier kept box when
-    IoU > overlap_thresh (strict) and (force_suppress or id_index < 0 or int(id) equal);
+    IoU > overlap_thresh (strict) and (force_suppress or id_index < 0 or int(id) equal); a box with a
+    negative width or height has area 0 and intersects nothing, so it neither suppresses nor is
+    suppressed (ONNX NMS would sort its corners: such boxes go to NMS as zero-area boxes);
   - output: the kept rows (all W columns) compacted to the front in score order, every other row -1;
     with in_format != out_format the coordinates of rows whose first coordinate is >= 0 are
     converted (MXNet's conversion kernels skip rows starting with a negative value).
@@ -107,6 +109,8 @@ def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: 
         num_classes = b.unsqueeze(b.op("Add", b.op("Sub", hi, lo), b.const(np.array(1, np.int64))), 0)
         onehot = b.op("Equal", b.unsqueeze(b.op("Sub", cls, lo), 1), b.unsqueeze(nms.arange(b, num_classes), 0, 2))
         nms_scores = b.where(onehot, b.unsqueeze(values, 1), nms.neg_inf(b))  # [B, C, K]
+    if in_format == "corner":  # inverted boxes never suppress in MXNet (nms.collapse_inverted)
+        cand_coords = nms.collapse_inverted(b, cand_coords)
     selected = nms.non_max_suppression(b, cand_coords, nms_scores, iou_threshold=float(np.float32(overlap_thresh)),
                                        center_point_box=1 if in_format == "center" else 0)
     kept = nms.selected_mask(b, selected, values, (0, 2))  # [B, K]

@@ -66,6 +66,27 @@ def test_box_nms_matches_mxnet(mx: ModuleType, attrs: dict[str, Any]) -> None:
         np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("in_format", ["corner", "center"])
+def test_box_nms_inverted_boxes_never_suppress(mx: ModuleType, in_format: str) -> None:
+    """Boxes with x2 < x1 or y2 < y1 (center format: negative w or h) - what random weights decode - have
+    area 0 in MXNet and suppress nothing; ONNX NMS would sort their corners and suppress with them."""
+    rng = np.random.default_rng(3)
+    data = _nms_data(9)
+    flip = rng.random((B, N)) < 0.6  # crowded, mostly inverted boxes of one class: many would overlap
+    data[..., 0] = 1.0
+    data[..., 2:6] = data[..., 2:6] * 0.2 + 0.3
+    if in_format == "center":
+        data[..., 4:6] = np.where(flip[..., None], -1, 1) * (data[..., 4:6] - data[..., 2:4])
+    else:
+        data[..., 2:6] = np.where(flip[..., None], data[..., [4, 3, 2, 5]], data[..., 2:6])
+    a = {**NMS_DEFAULTS, "id_index": 0, "overlap_thresh": 0.3, "in_format": in_format, "out_format": in_format}
+    model = contrib_model("box_nms", {"data": ["batch", N, 6]}, {"out": ["batch", N, 6]}, **a)
+    (got,) = run_ort(lower(model, LowerBoxNMSPass()), {"data": data})
+    ref = mx.nd.contrib.box_nms(mx.nd.array(data), **a).asnumpy()
+    assert (ref[..., 1] >= 0).sum() > flip.sum()  # every inverted box kept, and some others
+    np.testing.assert_array_equal(got, ref)
+
+
 def test_box_nms_reads_columns_without_n_sized_copies() -> None:
     """Only the score and id columns are N-sized work (contiguous rows of the transposed data); the box
     coordinates are sliced from the K candidate rows, and the only Pad is the final -1 fill (no padded copy
