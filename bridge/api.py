@@ -340,10 +340,13 @@ def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256,
 
     # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error
     # (in-process while a test breakage is applied: it patches this process only)
-    result = call_isolated(partial(debug_conversion, cfg, model=load_model(model) if model else None,
-                                   budget=budget_mb * 2**20), stage="bridge debug", timeout=cfg.timeout,
-                           enabled=not deliberate_breakages, max_memory=child_memory_limit(),
-                           progress=progress or (lambda _m: None))
+    # the pass-by-pass models go into a folder this process owns, so a child killed by --timeout or a
+    # native crash leaves nothing behind
+    with tempfile.TemporaryDirectory(prefix="bridge-debug-") as workdir:
+        result = call_isolated(partial(debug_conversion, cfg, model=load_model(model) if model else None,
+                                       budget=budget_mb * 2**20, workdir=Path(workdir)), stage="bridge debug",
+                               timeout=cfg.timeout, enabled=not deliberate_breakages,
+                               max_memory=child_memory_limit(), progress=progress or (lambda _m: None))
     if cfg.report:
         write_debug_report(result, cfg.report)
     return result
