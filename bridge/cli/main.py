@@ -126,7 +126,7 @@ def _render_convert(result: Any, as_json: bool) -> None:
         by = ", ".join(f["validated_by"]) or "no runtime"
         out.print(f"{f['kind']}: {escape(f['path'])} - {f['verdict']} ({escape(by)})")
     if result.validation_inputs:
-        out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.validation_inputs.items()))
+        out.print("validated at: " + render.sizes_text(result.validation_sizes or [result.validation_inputs]))
     sources = {str(f.get("source")) for f in result.validation_feeds.values() if f.get("source")}
     if sources:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
@@ -214,14 +214,15 @@ def validate(
     from bridge import api
 
     try:
-        result = api.validate(model, source=source, reference=reference, runtime=runtimes_from(runtime) or [],
-                              framework=framework, inputs=input, weights=weights,
-                              tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
-                              save_reference=save_reference, report=report, feeds=feeds,
-                              options={"trust_source": "1"} if trust_source else None, isolated=isolate,
-                              timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
-                              input_kind=input_kind,
-                              input_range=input_range)
+        with render.progress(f"validating {model}") as progress:
+            result = api.validate(model, source=source, reference=reference, runtime=runtimes_from(runtime) or [],
+                                  framework=framework, inputs=input, weights=weights,
+                                  tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
+                                  save_reference=save_reference, report=report, feeds=feeds,
+                                  options={"trust_source": "1"} if trust_source else None, isolated=isolate,
+                                  timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
+                                  input_kind=input_kind,
+                                  input_range=input_range, progress=progress)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_comparisons(exc.result.comparisons)
@@ -231,7 +232,9 @@ def validate(
                              trust_source=trust_source, detections=detections, input_kind=input_kind,
                              input_range=input_range)
         raise
-    out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
+    for w in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    out.print("validated at: " + render.sizes_text(result.sizes or [result.inputs]))
     render.print_comparisons(result.comparisons)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")

@@ -29,6 +29,13 @@ err = SafeConsole(stderr=True)
 HEARTBEAT_S = 15.0
 
 
+def sizes_text(sizes: list[dict[str, Any]]) -> str:
+    """Every size validated at (``bridge.report.sizes_text``), markup-escaped."""
+    from bridge.report import sizes_text as text
+
+    return escape(text(sizes))
+
+
 @contextlib.contextmanager
 def progress(what: str, logger: str = "bridge.cli", heartbeat: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
     """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise; either way

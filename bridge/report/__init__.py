@@ -39,6 +39,12 @@ def _shape(meta: dict[str, Any]) -> str:
     return "unknown" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def sizes_text(sizes: list[dict[str, Any]]) -> str:
+    """The input shapes of every size validated at: ``data[4, 3, 64, 64] and data[5, 3, 64, 64]`` (a model
+    with dynamic axes is checked at two sizes)."""
+    return " and ".join(", ".join(f"{k}[{', '.join(str(d) for d in v)}]" for k, v in s.items()) for s in sizes)
+
+
 def to_markdown(data: dict[str, Any]) -> str:
     out: list[str] = []
     cmd = data.get("command", "bridge")
@@ -65,9 +71,11 @@ def to_markdown(data: dict[str, Any]) -> str:
             out.append(f"| {p['name']} | {'yes' if p['modified'] else 'no'} | {p['seconds']:.3f} | {p['reason']} |")
         comparisons = data["validation"]
         if data.get("validation_inputs"):
-            out.append("\nValidation inputs: " + ", ".join(f"{k} {v}" for k, v in data["validation_inputs"].items()))
+            out.append("\nValidation inputs: " + sizes_text(data.get("validation_sizes") or [data["validation_inputs"]]))
     else:
         out.append(f"# bridge validate: {data['model']}\n\n- reference: {data['reference']}\n- verdict: {verdict}")
+        if data.get("inputs"):
+            out.append("- validated at: " + sizes_text(data.get("sizes") or [data["inputs"]]))
         comparisons = data["comparisons"]
     for comp in comparisons:
         out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")
