@@ -39,6 +39,14 @@ def _parity(m: ModelResult) -> str:
                      for p in m.parity)
 
 
+def _target(m: ModelResult) -> str:
+    """The delivery format (``--to``) and, once written, the target's own name for its artefact and converter,
+    e.g. ``openvino: openvino (IR), openvino 2026.4.1``."""
+    written = ((m.conversion or {}).get("target") or {}) if m.status == "passed" else {}
+    details = ", ".join(str(written[k]) for k in ("target", "converter") if written.get(k))
+    return f"{m.to}: {details}" if details else m.to
+
+
 def _headline(batch: BatchResult) -> str:
     c = batch.counts
     run = batch.run
@@ -51,13 +59,13 @@ def to_markdown(batch: BatchResult) -> str:
     lines = [f"# bridge migrate: {batch.run.get('manifest', '')}\n", f"**{_headline(batch)}**", ""]
     if batch.run.get("reused"):
         lines.append(f"Reused from an earlier run (--resume): {', '.join(batch.run['reused'])}\n")
-    lines.append("| model | status | reason | exporter | passes applied | opset | parity | convert s | validate s "
-                 "| peak MiB | outputs |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("| model | status | reason | target | exporter | passes applied | opset | parity | convert s "
+                 "| validate s | peak MiB | outputs |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m in batch.models:
         reason = (m.reason or "").replace("\n", " ").replace("|", "\\|")
         lines.append(f"| {m.name} | {m.status.upper() if m.status == 'failed' else m.status} | "
-                     f"{(m.kind + ': ') if m.kind else ''}{reason[:300]} | {m.exporter or '-'} | "
+                     f"{(m.kind + ': ') if m.kind else ''}{reason[:300]} | {_target(m)} | {m.exporter or '-'} | "
                      f"{', '.join(m.passes_applied) or '-'} | {m.opset or '-'} | {_parity(m)} | {_num(m.convert_s, '.1f')} | "
                      f"{_num(m.validate_s, '.1f')} | {_num(m.peak_memory_mb, '.0f')} | "
                      f"{', '.join(f'`{v}`' for v in m.outputs.values()) or '-'} |")
@@ -104,7 +112,8 @@ def to_html(batch: BatchResult) -> str:
         rows.append("<tr>" + "".join([
             _td(f'<a href="#{_anchor(m.name)}">{_e(m.name)}</a>', m.name),
             _td(_e(m.status), cls=m.status), _td(_e(m.kind or "")),
-            _td(_e((m.reason or "")[:400]), cls="reason"), _td(_e(m.exporter)), _td(_e(", ".join(m.passes_applied))),
+            _td(_e((m.reason or "")[:400]), cls="reason"), _td(_e(_target(m)), m.to), _td(_e(m.exporter)),
+            _td(_e(", ".join(m.passes_applied))),
             _td(_e(m.opset)), _td(_e(_parity(m))),
             _td(_num(m.convert_s, ".2f"), m.convert_s if m.convert_s is not None else -1),
             _td(_num(m.validate_s, ".2f"), m.validate_s if m.validate_s is not None else -1),
@@ -113,7 +122,7 @@ def to_html(batch: BatchResult) -> str:
             _td(_e(m.speed or "")),
             _td("<br>".join(f"<code>{_e(v)}</code>" for v in m.outputs.values())),
         ]) + "</tr>")
-    heads = ("model", "status", "kind", "reason", "exporter", "passes applied", "opset", "parity", "convert s",
+    heads = ("model", "status", "kind", "reason", "target", "exporter", "passes applied", "opset", "parity", "convert s",
              "validate s", "total s", "peak MiB", "speed (median, vs source)", "outputs")
     index = (f'<div id="index"><h1>bridge migrate: {_e(batch.run.get("manifest", ""))}</h1><p><b>{_e(_headline(batch))}</b></p>'
              + (f"<p>Reused from an earlier run (--resume): {_e(', '.join(batch.run['reused']))}</p>"

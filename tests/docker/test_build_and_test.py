@@ -40,6 +40,8 @@ def test_build_and_smoke_test_every_image(request: pytest.FixtureRequest) -> Non
     assert set(rows) == {"core", "mxnet", "tensorflow", "torch", "all"}
     assert all(" ok " in row for row in rows.values()), summary
     assert "cross-image:" in rows["tensorflow"], "the TF image did not validate against the MXNet image's reference"
+    for target, runtime in (("openvino", "openvino"), ("tflite", "litert")):  # the deploy targets, in the all image
+        assert f"deploy: --to {target}: {runtime} vs mxnet: pass" in rows["all"], rows["all"]
 
 
 def _local_base_cached() -> bool:

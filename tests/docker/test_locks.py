@@ -117,6 +117,38 @@ def test_lock_covers_pyproject_requirements(toolchain: str) -> None:
         )
 
 
+def _all_extras() -> set[str]:
+    """The extras ``bridge[all]`` names (its one self-reference ``bridge[a,b,...]``)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (req,) = map(Requirement, project["optional-dependencies"]["all"])
+    assert canonicalize_name(req.name) == "bridge", "all should be one self-reference bridge[...]"
+    return set(req.extras)
+
+
+def test_all_extra_is_every_runtime_extra() -> None:
+    """`all` (the test command's install and the all image) names every extra but the dev tools, so a new
+    runtime's extra (openvino, litert, ...) cannot be left out of the image or the test environment."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert _all_extras() == set(project["optional-dependencies"]) - {"all", "dev"}
+    assert {"openvino", "litert"} <= _all_extras()
+    test_script = (REPO / "scripts" / "test").read_text()
+    assert re.search(r'_venv\.sh" "all,dev"', test_script), "scripts/test should install exactly all,dev"
+
+
+@pytest.mark.parametrize("extra", ["openvino", "litert"])
+def test_deploy_runtimes_are_locked_with_hashes_and_imported_by_the_all_image(extra: str) -> None:
+    """OpenVINO and LiteRT (and every package they pull in) are in the all image's lock, hash-pinned at the
+    constraints' versions, and its build imports them (a missing system library fails the build)."""
+    pins, pinned = parse_pins(LOCKS / "all.txt"), constraints()
+    (req,) = [r for r in extra_requirements([extra]) if r not in extra_requirements([])]
+    name = canonicalize_name(req.name)
+    assert name in pins and pins[name][1], f"all.txt lacks a hashed {name}: run docker/locks/compile all"
+    assert pins[name][0] == pinned[name]
+    module = {"openvino": "import openvino", "litert": "from ai_edge_litert.interpreter import"}[extra]
+    assert module in dockerfile_stages()["deps-all"][2]
+    assert f"io.bridge.versions.{name}" in image_labels("all")
+
+
 @pytest.mark.parametrize("toolchain", [t for t in TOOLCHAINS if t != "core"])
 def test_toolchain_lock_extends_core(toolchain: str) -> None:
     """Toolchain stages install their lock over deps-core: the core packages must agree."""
