@@ -31,7 +31,7 @@ from bridge.conversion.delivery import child_memory_limit
 from bridge.conversion.delivery import convert as _convert
 from bridge.conversion.options import api_signature, build_config
 from bridge.conversion.recipe import ConvertResult, detection_groups, source_output_names
-from bridge.errors import UsageError, ValidationMismatch
+from bridge.errors import BadInputFileError, BridgeError, UsageError, ValidationMismatch
 from bridge.inspection import InspectReport, inspect_model
 from bridge.io import load_model, refuse_overwriting_inputs
 from bridge.limits import max_memory, memory_limit
@@ -150,8 +150,28 @@ def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
 
 def inspect(model: str | Path, *, load_in_runtime: bool = True, nodes: bool = False) -> InspectReport:
     """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems;
-    ``nodes``: every node's inferred types and shapes, flagging where inference loses a dim."""
-    return inspect_model(model, load_in_runtime=load_in_runtime, nodes=nodes)
+    ``nodes``: every node's inferred types and shapes, flagging where inference loses a dim. A file of
+    another framework (an MXNet symbol JSON, a PyTorch checkpoint, ...) is a UsageError saying so and how to
+    convert it, not the ONNX parser's complaint."""
+    try:
+        return inspect_model(model, load_in_runtime=load_in_runtime, nodes=nodes)
+    except BadInputFileError as exc:
+        raise _other_framework(model, "inspect") or exc from None
+
+
+def _other_framework(model: str | Path, command: str) -> UsageError | None:
+    """When ``model`` is not ONNX but another framework's adapter claims it: the error to raise instead."""
+    from adapters import detect_adapter
+
+    try:
+        framework = detect_adapter(Source(location=str(model))).framework
+    except BridgeError:
+        return None
+    if framework == "onnx":
+        return None
+    return UsageError(f"{model} is not an ONNX file but a source model (--framework {framework}); bridge {command} "
+                      f"reads .onnx files. Convert it first: bridge convert {model} -o model.onnx (then bridge "
+                      f"{command} model.onnx)")
 
 
 # ---------------------------------------------------------------------------------------------- validate

@@ -224,7 +224,8 @@ class Option:
     names the owner: ``convert`` (the core), ``adapter:<framework>`` or ``target:<name>`` (adapters and
     targets declare their own options in their ``options`` attribute). ``route`` says where the value
     goes: ``config`` (a ConvertConfig field), ``source`` (``Source.options``, the adapters' knobs) or
-    ``target`` (``ConvertConfig.target_options``). ``debug``: ``bridge debug`` takes it too.
+    ``target`` (``ConvertConfig.target_options``). ``debug``: ``bridge debug`` takes it too. ``metavar`` is
+    the placeholder ``--help`` shows after the flag (default: the name in capitals).
     """
 
     name: str
@@ -238,6 +239,7 @@ class Option:
     route: str = "config"
     debug: bool = True
     manifest: str | None = ""  # "" = same as name; None = not a manifest field (the migrate worker sets it)
+    metavar: str | None = None
 
     @property
     def cli_flags(self) -> tuple[str, ...]:

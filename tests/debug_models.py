@@ -23,3 +23,37 @@ def foldable_model() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
+
+
+def conv_stack(weights: list[np.ndarray], *, split: bool = False, tamper: tuple[str, int] | None = None
+               ) -> onnx.ModelProto:
+    """x -> (Conv 3x3 'conv<i>' -> Relu 'relu<i>') per weight -> ReduceMean -> y, every tensor named as
+    its node. ``split``: each Conv sums two half-channel Convs (the same function, another float32
+    accumulation order). ``tamper``: ("weight", i) scales one weight of conv<i> by 1.5, ("op", i) makes
+    relu<i> an Abs."""
+    nodes, inits = [], []
+    x = "x"
+    for i, w in enumerate(weights):
+        if tamper == ("weight", i):
+            w = w.copy()
+            w[0, 0, 0, 0] *= 1.5
+        if split:
+            half = w.shape[1] // 2
+            inits += [numpy_helper.from_array(w[:, :half], f"w{i}a"), numpy_helper.from_array(w[:, half:], f"w{i}b")]
+            nodes += [helper.make_node("Split", [x], [f"xa{i}", f"xb{i}"], axis=1, name=f"split{i}"),
+                      helper.make_node("Conv", [f"xa{i}", f"w{i}a"], [f"ca{i}"], pads=[1] * 4, name=f"conv{i}a"),
+                      helper.make_node("Conv", [f"xb{i}", f"w{i}b"], [f"cb{i}"], pads=[1] * 4, name=f"conv{i}b"),
+                      helper.make_node("Add", [f"ca{i}", f"cb{i}"], [f"conv{i}"], name=f"conv{i}")]
+        else:
+            inits.append(numpy_helper.from_array(w, f"w{i}"))
+            nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"conv{i}"], pads=[1] * 4, name=f"conv{i}"))
+        nodes.append(helper.make_node("Abs" if tamper == ("op", i) else "Relu", [f"conv{i}"], [f"relu{i}"],
+                                      name=f"relu{i}"))
+        x = f"relu{i}"
+    nodes.append(helper.make_node("ReduceMean", [x], ["y"], keepdims=0, axes=[1, 2, 3], name="mean"))
+    shape = [1, weights[0].shape[1], 24, 24]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

@@ -115,6 +115,11 @@ class MXNetAdapter:
             converted.warnings.append(f"{params_desc}: {len(unused)} parameter(s) the symbol does not use: {shown} "
                                       "(wrong file or epoch?)")
         model = converted.model
+        asked = [n.strip() for n in (source.options.get("outputs") or "").split(",") if n.strip()]
+        renamed = [f"{a} -> {b}" for a, b in zip(asked, converted.output_names, strict=False) if a != b]
+        if renamed:  # the cut points keep MXNet's tensor names (<node>_output), which the reference runner reads
+            notes.append(f"--outputs: the model's outputs carry MXNet's names of those tensors ({', '.join(renamed)}: "
+                         "MXNet names a node's outputs <node>_output, <node>_output1, ...)")
         mapping = {name: name for name in converted.output_names}
         for node in model.graph.node:  # aliases added for outputs that are inputs/initializers/duplicates
             if node.op_type == "Identity" and node.output[0] in mapping and node.input[0] != node.output[0]:

@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import onnx
@@ -148,6 +149,22 @@ def needed_nodes(graph: SymbolGraph, heads: list[tuple[int, int]]) -> set[int]:
     return seen
 
 
+def _check_input_dtypes(inputs: Sequence[InputSpec], params: Mapping[str, Any], source: Any) -> None:
+    """A float input asked for in another float dtype than the parameters': MXNet computes a layer in the
+    dtype of its parameters (a float16 network is cast and saved as one), so the converted graph would mix
+    both and fail at its first layer; say so before converting."""
+    floats = sorted({str(a.dtype) for a in params.values()
+                     if getattr(a, "dtype", None) is not None and np.issubdtype(a.dtype, np.floating)})
+    for s in inputs:
+        if not (s.dtype_given and floats and np.issubdtype(np.dtype(s.dtype), np.floating)) or s.dtype in floats:
+            continue
+        shape = ",".join(map(str, s.shape)) if s.shape else "SHAPE"
+        raise UsageError(f"--input {s.name}:{shape}:{s.dtype}: the parameters of {source} are {', '.join(floats)} and "
+                         f"MXNet computes each layer in its parameters' dtype; give {s.name} as {floats[0]} (--input "
+                         f"{s.name}:{shape}), or cast the network to {s.dtype} in MXNet (net.cast('{s.dtype}')) and "
+                         "save it again")
+
+
 def convert_graph(
     graph: SymbolGraph,
     params: Mapping[str, np.ndarray],
@@ -187,6 +204,8 @@ def convert_graph(
     if stray:
         candidates = sorted(v for v in graph_vars if v not in values)
         raise UsageError(f"--input {', '.join(stray)}: no such input in {graph.source}; its inputs are {candidates}")
+
+    _check_input_dtypes(spec.inputs, values, graph.source)
 
     entries: dict[tuple[int, int], str] = {}
     used_inputs: list[InputSpec] = []

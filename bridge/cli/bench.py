@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import (
     AsJsonOpt,
     InputOpt,
@@ -44,22 +45,22 @@ def _ints(text: str, option: str) -> list[int]:
 def bench_command(
     model: Annotated[Path, typer.Argument(help="the converted .onnx model")],
     source: Annotated[str | None, typer.Option(help="the source model, run on the same inputs as the reference")] = None,
-    runtime: Annotated[str | None, typer.Option(help=f"runtimes, comma-separated ({','.join(available_runtimes())}; "
+    runtime: Annotated[str | None, typer.Option(metavar="RUNTIMES", help=f"runtimes, comma-separated ({', '.join(available_runtimes())}; "
                                                      "default: every installed one)")] = None,
-    batch: Annotated[str | None, typer.Option(help="batch sizes, comma-separated, e.g. 1,4,8 (sizes other than the "
+    batch: Annotated[str | None, typer.Option(metavar="SIZES", help="batch sizes, comma-separated, e.g. 1,4,8 (sizes other than the "
                                                    "model's need a dynamic batch axis; default: the model's)")] = None,
-    threads: Annotated[int | None, typer.Option(help="CPU threads per runner (default: each runtime's own)")] = None,
-    warmup: Annotated[int, typer.Option(help="untimed calls per runner and batch size after the first run")] = 3,
-    iterations: Annotated[int | None, typer.Option(help="timed calls per runner and batch size (default 50)")] = None,
-    time_s: Annotated[float | None, typer.Option("--time", help="timed seconds per runner and batch size "
+    threads: Annotated[int | None, typer.Option(metavar="N", help="CPU threads per runner (default: each runtime's own)")] = None,
+    warmup: Annotated[int, typer.Option(metavar="N", help="untimed calls per runner and batch size after the first run")] = 3,
+    iterations: Annotated[int | None, typer.Option(metavar="N", help="timed calls per runner and batch size (default 50)")] = None,
+    time_s: Annotated[float | None, typer.Option("--time", metavar="SECONDS", help="timed seconds per runner and batch size "
                                                                 "(instead of --iterations)")] = None,
-    rounds: Annotated[int, typer.Option(help="interleaved rounds the timed calls are spread over")] = 10,
-    feeds: Annotated[Path | None, typer.Option(help="inputs: .npz keyed by input name (rows taken or repeated to "
+    rounds: Annotated[int, typer.Option(metavar="N", help="interleaved rounds the timed calls are spread over")] = 10,
+    feeds: Annotated[Path | None, typer.Option(metavar="FILE.npz", help="inputs: .npz keyed by input name (rows taken or repeated to "
                                                     "each batch size; default: seeded data)")] = None,
     input: InputOpt = [],  # noqa: B006 - typer needs a literal default
-    framework: Annotated[str | None, typer.Option(help="framework of --source (default: detect)")] = None,
+    framework: Annotated[str | None, typer.Option(metavar="NAME", help="framework of --source (default: detect)")] = None,
     weights: WeightsOpt = None,
-    report: Annotated[Path | None, typer.Option(help="write a report: .json, .md or .html (latency plots)")] = None,
+    report: Annotated[Path | None, typer.Option(metavar="FILE", help="write a report: .json, .md or .html (latency plots)")] = None,
     trust_source: TrustOpt = False,
     isolate: IsolateOpt = True,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
@@ -113,4 +114,6 @@ def _render(result: BenchResult) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench_command)
+    app.command("bench", epilog=examples(
+        "bridge bench out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --batch 1,4",
+        "bridge bench out/ssd.onnx --runtime onnxruntime,openvino --time 5 --report out/bench.html"))(bench_command)

@@ -8,9 +8,7 @@ model diverges from the source (as ``convert`` would fail), 0 when every compare
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
 from bridge.conversion.options import cli_parameters
@@ -55,10 +54,10 @@ def _debug_signature() -> inspect.Signature:
     return inspect.Signature([
         inspect.Parameter("source", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[str, typer.Argument(
             help="model file, folder, or module.path:factory (as for convert)")]),
-        inspect.Parameter("model", keyword, default=None, annotation=Annotated[Path | None, typer.Option(
+        inspect.Parameter("model", keyword, default=None, annotation=Annotated[Path | None, typer.Option(metavar="FILE",
             help="an already converted .onnx to compare with SOURCE (default: convert SOURCE pass by pass)")]),
         *cli_parameters(debug=True, help_overrides=help_overrides),
-        inspect.Parameter("budget_mb", keyword, default=256, annotation=Annotated[int, typer.Option(
+        inspect.Parameter("budget_mb", keyword, default=256, annotation=Annotated[int, typer.Option(metavar="MIB",
             help="MiB of tensors fetched per run (bigger models run in chunks)")]),
         inspect.Parameter("as_json", keyword, default=False, annotation=AsJsonOpt)])
 
@@ -129,10 +128,12 @@ def _print_divergence(d: Any) -> None:
         shown = rows[-ROWS_AROUND_CULPRIT:]
     table = Table("tensor", "source node", "ONNX node", "verdict", "max abs",
                   title=f"{d.reference} vs {d.candidate}: {len(rows)} tensors compared, "
-                        f"{sum(r.diverges for r in rows)} differ (rows around the first divergence)",
+                        f"{sum(r.diverges for r in rows)} differ, {len(d.propagated)} of them only by error inherited "
+                        "from their inputs (rows around the first divergence)",
                   title_justify="left")
     for r in shown:
-        verdict = "[bold red]CULPRIT[/bold red]" if r.culprit else ("[red]differs[/red]" if r.diverges else "agrees")
+        verdict = ("[bold red]CULPRIT[/bold red]" if r.culprit else "[yellow]inherited[/yellow]" if r.propagated
+                   else "[red]differs[/red]" if r.diverges else "agrees")
         table.add_row(escape(r.tensor), escape(f"{r.source_node.name} ({r.source_node.op})") if r.source_node else "-",
                       escape(f"{r.node.name} ({r.node.op})") if r.node else "-", verdict, _fmt(r.error.max_abs))
     out.print(table)
@@ -144,7 +145,9 @@ def register(app: typer.Typer) -> None:
     if any(c.name == "debug" for c in app.registered_commands):
         return
     debug_command.__signature__ = _debug_signature()  # type: ignore[attr-defined]
-    app.command("debug")(debug_command)
+    app.command("debug", epilog=examples(
+        "bridge debug examples/mxnet_ssd/model-symbol.json --input data:1,3,64,64 --report out/debug.html",
+        "bridge debug examples/mxnet_ssd/model-symbol.json --model out/ssd.onnx --input data:1,3,64,64"))(debug_command)
 
 
 LocalizeOpt = Annotated[bool, typer.Option("--localize", help="on a mismatch, compare every intermediate tensor with the "
@@ -160,14 +163,3 @@ def localize_failure(source: str, **kwargs: Any) -> None:
     render_debug(result)
     if kwargs.get("report"):
         out.print(f"debug report written to {kwargs['report']}")
-
-
-def test_hooks() -> contextlib.AbstractContextManager[Any]:
-    """The test hook of ``BRIDGE_TEST_BREAK`` (``bridge.debug.breakage``) for one command; nothing when unset."""
-    text = os.environ.get("BRIDGE_TEST_BREAK", "").strip()
-    if not text:
-        return contextlib.nullcontext()
-    from bridge.debug.breakage import broken
-
-    render.err.print(f"[yellow]test hook BRIDGE_TEST_BREAK={escape(text)}: conversion deliberately broken[/yellow]")
-    return broken(text)

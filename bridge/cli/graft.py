@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from bridge.cli.helptext import examples
 from bridge.cli.render import out
 from bridge.errors import UsageError
 
@@ -38,18 +39,18 @@ def parse_background(text: str) -> int | None:
 
 def graft_nms_command(
     model: Annotated[Path, typer.Argument(help="the headless detector (.onnx)")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")],
-    boxes: Annotated[str, typer.Option(help="tensor with boxes [B, N, 4] (or deltas when --anchors is given)")],
-    scores: Annotated[str, typer.Option(help="tensor with class scores [B, N, C]")],
-    anchors: Annotated[str | None, typer.Option(help="anchors: a tensor of the model or an .npy file (N x 4)")] = None,
-    box_format: Annotated[str, typer.Option(help="xyxy | yxyx | cxcywh")] = "xyxy",
-    variances: Annotated[str | None, typer.Option(help="a,b,c,d decoding variances (with --anchors)")] = None,
-    iou: Annotated[float, typer.Option(help="suppress boxes with IoU above this")] = 0.45,
-    score: Annotated[float, typer.Option(help="keep boxes with score above this")] = 0.01,
-    max_per_class: Annotated[int | None, typer.Option(help="at most N boxes per class and image")] = None,
-    max_det: Annotated[int, typer.Option(help="detections per image (output rows)")] = 100,
-    background_class: Annotated[str, typer.Option(help="score column never reported, or 'none'")] = "0",
-    output_format: Annotated[str, typer.Option(help="boxes-scores-classes | indices")] = "boxes-scores-classes",
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")],
+    boxes: Annotated[str, typer.Option(metavar="TENSOR", help="tensor with boxes [B, N, 4] (or deltas when --anchors is given)")],
+    scores: Annotated[str, typer.Option(metavar="TENSOR", help="tensor with class scores [B, N, C]")],
+    anchors: Annotated[str | None, typer.Option(metavar="TENSOR|FILE.npy", help="anchors: a tensor of the model or an .npy file (N x 4)")] = None,
+    box_format: Annotated[str, typer.Option(metavar="FORMAT", help="xyxy | yxyx | cxcywh")] = "xyxy",
+    variances: Annotated[str | None, typer.Option(metavar="A,B,C,D", help="decoding variances (with --anchors)")] = None,
+    iou: Annotated[float, typer.Option(metavar="X", help="suppress boxes with IoU above this")] = 0.45,
+    score: Annotated[float, typer.Option(metavar="X", help="keep boxes with score above this")] = 0.01,
+    max_per_class: Annotated[int | None, typer.Option(metavar="N", help="at most N boxes per class and image")] = None,
+    max_det: Annotated[int, typer.Option(metavar="N", help="detections per image (output rows)")] = 100,
+    background_class: Annotated[str, typer.Option(metavar="INDEX", help="score column never reported, or 'none'")] = "0",
+    output_format: Annotated[str, typer.Option(metavar="FORMAT", help="boxes-scores-classes | indices")] = "boxes-scores-classes",
 ) -> None:
     """Graft decoding + per-class NMS onto MODEL's box and score outputs."""
     from bridge.api import graft_nms
@@ -69,4 +70,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``graft-nms`` command to ``app`` (idempotent)."""
     if any(c.name == "graft-nms" for c in app.registered_commands):
         return
-    app.command("graft-nms")(graft_nms_command)
+    app.command("graft-nms", epilog=examples(
+        "bridge graft-nms head.onnx --boxes boxes --scores scores --iou 0.45 --max-det 100 -o det.onnx",
+        "bridge graft-nms head.onnx --boxes deltas --scores scores --anchors anchors.npy --box-format cxcywh "
+        "--variances 0.1,0.1,0.2,0.2 -o det.onnx"))(graft_nms_command)

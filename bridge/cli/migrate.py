@@ -8,14 +8,18 @@ model passed, 1 when any failed, 2 for a bad manifest or arguments.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from bridge.cli.helptext import examples
 from bridge.cli.safe_console import SafeConsole
 from bridge.errors import EXIT_MISMATCH, BridgeError, UsageError
+
+if TYPE_CHECKING:
+    from bridge.migrate.results import ModelResult
 
 out = SafeConsole()
 err = SafeConsole(stderr=True)
@@ -31,14 +35,25 @@ def _only(names: list[str]) -> list[str]:
     return [n.strip() for item in names for n in item.split(",") if n.strip()]
 
 
+def result_cell(m: ModelResult) -> str:
+    """The table's result column: a failure's whole reason on one line (an unsupported-op error names the
+    ops after its first line), else each runtime's verdict."""
+    from bridge.migrate.report import reason_line
+
+    if m.status == "failed":
+        return f"{m.kind}: {reason_line(m.reason)}"
+    return "; ".join(f"{p.runtime} {'ok' if p.passed else 'FAIL'} max abs {p.max_abs or 0:.2g}"
+                     for p in m.parity) or m.validation_skipped or reason_line(m.reason)
+
+
 def migrate_command(
     manifest: Annotated[Path, typer.Argument(help="the migration manifest (YAML)")],
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="models converted at once (local executor)")] = 1,
-    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="output folder (default: <manifest stem>-out "
+    jobs: Annotated[int, typer.Option("--jobs", "-j", metavar="N", help="models converted at once (local executor)")] = 1,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", metavar="DIR", help="output folder (default: <manifest stem>-out "
                                                                      "beside the manifest)")] = None,
     resume: Annotated[bool, typer.Option(help="reuse outcomes recorded in --out; redo unfinished or changed models")] = False,
-    only: Annotated[list[str], typer.Option(help="run only these models (repeatable or comma-separated)")] = [],  # noqa: B006
-    executor: Annotated[str, typer.Option(help="local, or dask://HOST:PORT for a Dask distributed scheduler")] = "local",
+    only: Annotated[list[str], typer.Option(metavar="NAMES", help="run only these models (repeatable or comma-separated)")] = [],  # noqa: B006
+    executor: Annotated[str, typer.Option(metavar="local|dask://HOST:PORT", help="local, or dask://HOST:PORT for a Dask distributed scheduler")] = "local",
 ) -> None:
     """Convert and validate every model of MANIFEST, each in its own process; write report.json/.md/.html."""
     from bridge import api
@@ -53,13 +68,8 @@ def migrate_command(
                   title=f"{len(batch.models)} models: " + ", ".join(f"{n} {s}" for s, n in batch.counts.items() if n))
     for m in batch.models:
         style = {"passed": "green", "failed": "red"}.get(m.status, "dim")
-        if m.status == "failed":
-            result = f"{m.kind}: {(m.reason or '').splitlines()[0][:200]}"
-        else:
-            result = "; ".join(f"{p.runtime} {'ok' if p.passed else 'FAIL'} max abs {p.max_abs or 0:.2g}"
-                               for p in m.parity) or m.validation_skipped or m.reason or ""
         table.add_row(escape(m.name), f"[{style}]{m.status}[/{style}]",
-                      f"{m.elapsed_s:.1f}" if m.elapsed_s is not None else "-", escape(result))
+                      f"{m.elapsed_s:.1f}" if m.elapsed_s is not None else "-", escape(result_cell(m)))
     out.print(table)
     out.print(f"reports: {target / 'report.html'} (+ report.json, report.md)", highlight=False)
     if batch.failed:
@@ -68,4 +78,7 @@ def migrate_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("migrate")(migrate_command)
+    app.command("migrate", epilog=examples(
+        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration",
+        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration --resume",
+        "bridge migrate zoo.yaml --only ssd,resnet --executor dask://scheduler:8786 --out /shared/out/zoo"))(migrate_command)

@@ -60,6 +60,11 @@ def progress(what: str, logger: str = "bridge.cli", heartbeat: float = HEARTBEAT
                                            on_beat=on_beat))
 
 
+def hint(text: str) -> None:
+    """A next step after a failure, on stderr (the error line follows it)."""
+    err.print(f"[cyan]hint:[/cyan] {escape(text)}", highlight=False)
+
+
 def print_json(result: Any) -> None:
     """A result object (anything with ``to_dict()``) as JSON on stdout."""
     out.print_json(json.dumps(result.to_dict(), default=str))
@@ -105,7 +110,9 @@ def print_node_types(nodes: list[Any]) -> None:
     dynamic-axis and "Expected shape" problems begin)."""
     with_provenance = any(getattr(n, "provenance", None) for n in nodes)
     columns = ["#", "node", "op", *(["source", "made by"] if with_provenance else []), "inputs", "outputs", "inference"]
-    table = Table(*columns, title="inferred types and shapes", title_justify="left")
+    table = Table(title="inferred types and shapes", title_justify="left")
+    for col in columns:  # folded, never cut with an ellipsis, when a terminal is narrower than a name
+        table.add_column(col, overflow="fold")
     for n in nodes:
         ins = ", ".join(f"{i.name}: {i.describe()}" for i in n.inputs)
         outs = ", ".join(f"{o.name}: {o.describe()}" for o in n.outputs)

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.helptext import examples
 from bridge.cli.options import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -29,7 +30,9 @@ from bridge.cli.render import out
 from bridge.errors import UsageError, ValidationMismatch
 
 shapes_app = typer.Typer(name="shapes", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                         help="Make shapes static, make axes dynamic, or build shape buckets from data.")
+                         help="Make shapes static, make axes dynamic, or build shape buckets from data.",
+                         epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx",
+                                         "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx"))
 
 
 
@@ -49,11 +52,11 @@ def _ints(text: str | None, what: str) -> list[int] | None:
         raise UsageError(f"{what} '{text}': comma-separated integers") from None
 
 
-@shapes_app.command("fix")
+@shapes_app.command("fix", epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx"))
 def fix(
     model: Annotated[Path, typer.Argument(help="the .onnx model with symbolic dims")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="the static .onnx file to write")],
-    input: Annotated[list[str], typer.Option("--input", "-i", help="NAME:SHAPE, e.g. images:4,3,512,512 (repeatable)")] = [],  # noqa: B006
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the static .onnx file to write")],
+    input: Annotated[list[str], typer.Option("--input", "-i", metavar="NAME:SHAPE", help="an input's shape, e.g. images:4,3,512,512 (repeatable)")] = [],  # noqa: B006
     validate: Annotated[bool, typer.Option(help="compare with the original in onnxruntime at that shape")] = True,
     atol: AtolOpt = DEFAULT_ATOL,
     rtol: RtolOpt = DEFAULT_RTOL,
@@ -87,12 +90,14 @@ def fix(
     render.print_summaries(result.validation)
 
 
-@shapes_app.command("dynamic")
+@shapes_app.command("dynamic", epilog=examples(
+    "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx",
+    "bridge shapes dynamic static.onnx --axis images:0=batch --check-size batch=1,7 -o dynamic.onnx"))
 def dynamic(
     model: Annotated[Path, typer.Argument(help="a static .onnx model")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="the .onnx file to write")],
-    axis: Annotated[list[str], typer.Option("--axis", "-a", help="NAME:AXIS=LABEL, e.g. images:0=batch (repeatable)")] = [],  # noqa: B006
-    check_size: Annotated[list[str], typer.Option(help="LABEL=S1,S2: the two other sizes to validate at")] = [],  # noqa: B006
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")],
+    axis: Annotated[list[str], typer.Option("--axis", "-a", metavar="NAME:AXIS=LABEL", help="make an input axis dynamic under a name, e.g. images:0=batch (repeatable)")] = [],  # noqa: B006
+    check_size: Annotated[list[str], typer.Option(metavar="LABEL=S1,S2", help="the two other sizes to validate at")] = [],  # noqa: B006
     rewrite: Annotated[bool, typer.Option(help="rewrite baked constants where sound (else only report)")] = True,
     allow_baked: Annotated[bool, typer.Option(help="write even if baked constants remain (checked at the original size only)")] = False,
     atol: AtolOpt = DEFAULT_ATOL,
@@ -145,30 +150,33 @@ def _waste_table(report: Any) -> Table:
     return table
 
 
-@shapes_app.command("buckets")
+@shapes_app.command("buckets", epilog=examples(
+    "bridge shapes buckets model.onnx --input-shape -1,3,-1,-1 --data images/ --batch-choices 1,4 -o buckets/",
+    "bridge shapes buckets model.onnx --config auto_scaling.yaml --n-std 2 -o buckets/",
+    "bridge shapes buckets --report -o buckets/ --data other_images/   # padding waste of existing buckets"))
 def buckets_cmd(
     model: Annotated[Path | None, typer.Argument(help="the dynamic .onnx model (omit with --report to re-report)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="folder for the bucket models + buckets.json")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML file of these settings (same names: n_std, max_buckets, "
+    output: Annotated[Path | None, typer.Option("--output", "-o", metavar="DIR", help="folder for the bucket models + buckets.json")] = None,
+    config: Annotated[Path | None, typer.Option(metavar="FILE", help="YAML file of these settings (same names: n_std, max_buckets, "
                                                      "...); options given here override it")] = None,
-    input_shape: Annotated[str | None, typer.Option(help="shape with -1 on bucketed axes, e.g. -1,3,-1,-1; no -1: "
+    input_shape: Annotated[str | None, typer.Option(metavar="SHAPE", help="shape with -1 on bucketed axes, e.g. -1,3,-1,-1; no -1: "
                                                          "one static model")] = None,
-    data: Annotated[Path | None, typer.Option(help="image folder, or COCO-like annotation JSON "
+    data: Annotated[Path | None, typer.Option(metavar="DIR|FILE.json", help="image folder, or COCO-like annotation JSON "
                                                    "({images:[{id,height,width}], annotations:[{image_id,bbox}]})")] = None,
-    input_name: Annotated[str | None, typer.Option(help="the input to bucket (default: the first)")] = None,
+    input_name: Annotated[str | None, typer.Option(metavar="NAME", help="the input to bucket (default: the first)")] = None,
     strategy: Annotated[str | None, typer.Option(help="mean_std (default) or max_min")] = None,
-    n_std: Annotated[float | None, typer.Option(help="mean_std: range is mean +- n_std * std (default 3)")] = None,
-    expand_ratio: Annotated[float | None, typer.Option(help="raise the top of the range by this fraction (default 0.2)")] = None,
-    interval: Annotated[int | None, typer.Option(help="round sizes up to a multiple of this (default 32)")] = None,
-    max_buckets: Annotated[int | None, typer.Option(help="at most this many candidates per axis (default 4)")] = None,
-    batch_choices: Annotated[str | None, typer.Option(help="batch sizes, e.g. 1,4,8 (default: from box counts of an "
+    n_std: Annotated[float | None, typer.Option(metavar="X", help="mean_std: range is mean +- n_std * std (default 3)")] = None,
+    expand_ratio: Annotated[float | None, typer.Option(metavar="X", help="raise the top of the range by this fraction (default 0.2)")] = None,
+    interval: Annotated[int | None, typer.Option(metavar="N", help="round sizes up to a multiple of this (default 32)")] = None,
+    max_buckets: Annotated[int | None, typer.Option(metavar="N", help="at most this many candidates per axis (default 4)")] = None,
+    batch_choices: Annotated[str | None, typer.Option(metavar="SIZES", help="batch sizes, e.g. 1,4,8 (default: from box counts of an "
                                                            "annotation file, else 1,2,4,8)")] = None,
-    limit_side_len: Annotated[int | None, typer.Option(help="scale sizes so the long side is at most this")] = None,
-    height_range: Annotated[str | None, typer.Option(help="MIN,MAX: heights outside are left out of the statistics "
+    limit_side_len: Annotated[int | None, typer.Option(metavar="N", help="scale sizes so the long side is at most this")] = None,
+    height_range: Annotated[str | None, typer.Option(metavar="MIN,MAX", help="heights outside are left out of the statistics "
                                                           "(and reported)")] = None,
-    width_range: Annotated[str | None, typer.Option(help="MIN,MAX: widths outside are left out of the statistics "
+    width_range: Annotated[str | None, typer.Option(metavar="MIN,MAX", help="widths outside are left out of the statistics "
                                                          "(and reported)")] = None,
-    default_scaling: Annotated[str | None, typer.Option(help="H1xW1,H2xW2,...: these (height, width) buckets instead "
+    default_scaling: Annotated[str | None, typer.Option(metavar="HxW,...", help="these (height, width) buckets instead "
                                                              "of ones from data (without --data and this, "
                                                              "--limit-side-len S gives the built-in default)")] = None,
     layout: Annotated[str | None, typer.Option(help="static (default): one static model per (batch, height, width); "
@@ -176,7 +184,7 @@ def buckets_cmd(
     report: Annotated[bool, typer.Option("--report", help="show the padding waste per model")] = False,
     validate: Annotated[bool | None, typer.Option("--validate/--no-validate",
                                                   help="validate each model against the original (default: validate)")] = None,
-    timeout: Annotated[float | None, typer.Option(help="seconds each validation step may take in its child "
+    timeout: Annotated[float | None, typer.Option(metavar="SECONDS", help="seconds each validation step may take in its child "
                                                        "process (default 600)")] = None,
     as_json: AsJsonOpt = False,
 ) -> None:

@@ -76,50 +76,56 @@ def _runtime_list(text: Any) -> Any:
 PARSERS = {"validate": _runtime_list, "output_names": _comma_list, "outputs": _comma_list}
 
 CORE: tuple[Option, ...] = (
-    Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks),
-    Option("inputs", list[str], [], "NAME:SHAPE[:DTYPE], e.g. images:4,3,64,64 (repeatable)", flags=("--input", "-i")),
-    Option("dynamic", list[str], [], "NAME:AXIS=LABEL, e.g. images:0=batch (repeatable)", flags=("--dynamic", "-d")),
+    Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks, metavar="NAME"),
+    Option("inputs", list[str], [], "an input's shape (and dtype), e.g. images:4,3,64,64 or data:1,3,224,224:float16 "
+           "(repeatable)", flags=("--input", "-i"), metavar="NAME:SHAPE[:DTYPE]"),
+    Option("dynamic", list[str], [], "make an input axis dynamic under a name, e.g. images:0=batch (repeatable)",
+           flags=("--dynamic", "-d"), metavar="NAME:AXIS=LABEL"),
     Option("opset", int | None, None, "target default-domain opset (default: the exporter's, at least "
-           f"{DEFAULT_OPSET})"),
+           f"{DEFAULT_OPSET})", metavar="N"),
     Option("validate", list[str] | None, None, "runtimes to validate in, comma-separated, or none (default: the "
-           "target's)", cli_type=str | None, choices=_runtimes, debug=False, manifest="runtimes"),
+           "target's)", cli_type=str | None, choices=_runtimes, debug=False, manifest="runtimes", metavar="RUNTIMES"),
     Option("atol", float, DEFAULT_TOLERANCE.atol, "absolute tolerance", manifest="tolerance"),
     Option("rtol", float, DEFAULT_TOLERANCE.rtol, "relative tolerance", manifest="tolerance"),
-    Option("tolerance", list[str], [], "per output: NAME=ATOL,RTOL (repeatable)", manifest="tolerance"),
-    Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None),
-    Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params")),
-    Option("outputs", list[str] | None, None, "comma-separated internal output names to cut the graph at",
-           cli_type=str | None, route="source"),
+    Option("tolerance", list[str], [], "tolerances of one output, e.g. scores=1e-3,1e-2 (repeatable)",
+           manifest="tolerance", metavar="NAME=ATOL,RTOL"),
+    Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None, metavar="FILE"),
+    Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
+           metavar="FILE"),
+    Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
+           "keep their names as the model's outputs)", cli_type=str | None, route="source", metavar="NAMES"),
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
-           cli_type=str | None),
+           cli_type=str | None, metavar="NAMES"),
     Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",
-           choices=_detection_formats),
-    Option("max_detections", int | None, None, "rows of the boxes-scores-classes format"),
-    Option("feeds", Path | None, None, "validation inputs: .npz keyed by input name (default: seeded noise)"),
+           choices=_detection_formats, metavar="FORMAT"),
+    Option("max_detections", int | None, None, "rows of the boxes-scores-classes format", metavar="N"),
+    Option("feeds", Path | None, None, "validation inputs: .npz keyed by input name (default: seeded noise)",
+           metavar="FILE.npz"),
     Option("to", str, "onnx", "delivery format; a target's artefact is validated in its runtimes", choices=_targets,
-           debug=False),
+           debug=False, metavar="TARGET"),
     Option("artefact_dir", Path | None, None, "folder for the target's artefacts (default: beside the .onnx)",
-           debug=False),
-    Option("seed", int, 0, "seed for generated validation inputs"),
+           debug=False, metavar="DIR"),
+    Option("seed", int, 0, "seed for generated validation inputs", metavar="N"),
     Option("trust_source", bool, False, "run the source for validation even if its graph has side effects "
            "(file writes, Python callbacks)", route="source"),
     Option("isolated", bool, True, "run the source reference and each runtime in a child process with time and "
            "memory limits", flags=("--isolate/--no-isolate",), debug=False),
     Option("timeout", float, DEFAULT_TIMEOUT_S, "seconds each reference/runtime step may take in its child process",
-           manifest="step_timeout"),
+           manifest="step_timeout", metavar="SECONDS"),
     Option("strict", bool, False, "a vacuous verdict (nothing real compared: no detections, all-NaN outputs, a "
            "0-sized dim) or a validation that could not run fails (exit 1)", debug=False),
     Option("max_memory", str | None, None, "limit for sizes files declare and for reference/runtime children, "
-           "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)"),
+           "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)", metavar="SIZE"),
     Option("external_data", bool | None, None, "weights in <output>.data beside the model (default: only past "
            "protobuf's 2 GiB limit)", flags=("--external-data/--inline-data",), debug=False),
-    Option("detections", list[str], [], "detector outputs to compare detection by detection: boxes=NAME,"
-           "scores=NAME[,labels=NAME][,batch_index=NAME][,num=NAME] (repeatable; NMS-fed outputs are found "
-           "without it)"),
+    Option("detections", list[str], [], "one detector's outputs, compared detection by detection (boxes matched "
+           "by class and IoU): comma-separated ROLE=OUTPUT pairs, roles boxes and scores (required), labels, "
+           "batch_index and num, e.g. boxes=bb,scores=sc (repeatable; outputs "
+           "fed by NMS are found without it)", metavar="ROLE=OUTPUT,..."),
     Option("input_kind", str | None, None, "generated inputs (tracing and validation): normal (default) | image "
-           "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS),
-    Option("input_range", str | None, None, "LO,HI: generated float inputs in this range (e.g. 0,255 for a model "
-           "that normalises raw pixels itself)"),
+           "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS, metavar="KIND"),
+    Option("input_range", str | None, None, "generated float inputs in this range (e.g. 0,255 for a model "
+           "that normalises raw pixels itself)", metavar="LO,HI"),
     Option("strip_provenance", bool, False, "write nodes without the metadata naming their source node and the "
            "translator or pass that made them", debug=False),
     Option("bench", bool, False, "then time the written model in the validated runtimes against the source "
@@ -185,13 +191,14 @@ def cli_parameters(*, debug: bool = False, help_overrides: Mapping[str, str] | N
             continue
         text = (help_overrides or {}).get(o.name, o.help)
         if o.choices is not None:
-            text += f" (one of: {'|'.join(o.choices())})"
+            text += f" (one of: {', '.join(o.choices())})"
         if o.group != "convert":
             text += f" ({o.group.replace(':', ' ')} option)"
         cli_type = o.cli_type if o.cli_type is not None else o.type
         default = (None if o.cli_type is not None else list(o.default)) if isinstance(o.default, list) else o.default
         params.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=Annotated[cli_type, typer.Option(*o.cli_flags, help=text)]))
+                                        annotation=Annotated[cli_type, typer.Option(*o.cli_flags, help=text,
+                                                                                    metavar=o.metavar)]))
     return params
 
 

@@ -1,7 +1,7 @@
 """Test hooks that break one piece of the conversion on purpose, to prove ``bridge debug`` finds it.
 
 Not for production use. ``BRIDGE_TEST_BREAK`` (read by the CLI for the duration of one command,
-``bridge.cli.debug.test_hooks``) holds one or more ``;``-separated specs:
+``bridge.cli.main.test_hooks``) holds one or more ``;``-separated specs:
 
 * ``translator:<MXNet op>[*FACTOR]`` - the MXNet translator's first output is multiplied by FACTOR
   (default 1.5): the ONNX tensor keeps MXNet's ``<node>_output`` name, computed wrongly;

@@ -109,7 +109,7 @@ class StageTrace:
         out = set()
         for v in self.verdicts:
             row = v.divergence.row(tensor) if v.divergence is not None else None
-            if row is not None and row.error.agree:
+            if row is not None and (row.error.agree or row.propagated):
                 out.add(v.record.name)
         return out
 

@@ -55,6 +55,23 @@ def _headline(batch: BatchResult) -> str:
             + (f" in {wall:.1f} s" if wall is not None else "") + f" ({run.get('executor', '?')})")
 
 
+REASON_CHARS = 1500  # a reason is cut (with a pointer to report.json) only past this many characters
+
+
+def reason_line(reason: str | None, limit: int = REASON_CHARS) -> str:
+    """A failure reason on one line for a table cell: its lines joined with ``; `` (an unsupported-op error
+    lists one op per line after its first). Past ``limit`` characters each line is shortened, not the tail
+    cut off, so the head of every line (the op names) stays."""
+    lines = [ln.strip() for ln in (reason or "").splitlines() if ln.strip()]
+    if sum(len(ln) + 2 for ln in lines) > limit:
+        share = max(60, limit // max(len(lines), 1))
+        lines = [ln if len(ln) <= share else ln[:share].rstrip() + " ..." for ln in lines]
+    text = ""
+    for line in lines:
+        text += line if not text else (" " if text.endswith(":") else "; ") + line
+    return text if len(text) <= 2 * limit else text[:2 * limit].rstrip() + " ... (the whole reason is in report.json)"
+
+
 def to_markdown(batch: BatchResult) -> str:
     lines = [f"# bridge migrate: {batch.run.get('manifest', '')}\n", f"**{_headline(batch)}**", ""]
     if batch.run.get("reused"):
@@ -63,9 +80,9 @@ def to_markdown(batch: BatchResult) -> str:
                  "| validate s | peak MiB | outputs |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m in batch.models:
-        reason = (m.reason or "").replace("\n", " ").replace("|", "\\|")
+        reason = reason_line(m.reason).replace("|", "\\|")
         lines.append(f"| {m.name} | {m.status.upper() if m.status == 'failed' else m.status} | "
-                     f"{(m.kind + ': ') if m.kind else ''}{reason[:300]} | {_target(m)} | {m.exporter or '-'} | "
+                     f"{(m.kind + ': ') if m.kind else ''}{reason} | {_target(m)} | {m.exporter or '-'} | "
                      f"{', '.join(m.passes_applied) or '-'} | {m.opset or '-'} | {_parity(m)} | {_num(m.convert_s, '.1f')} | "
                      f"{_num(m.validate_s, '.1f')} | {_num(m.peak_memory_mb, '.0f')} | "
                      f"{', '.join(f'`{v}`' for v in m.outputs.values()) or '-'} |")
@@ -112,7 +129,7 @@ def to_html(batch: BatchResult) -> str:
         rows.append("<tr>" + "".join([
             _td(f'<a href="#{_anchor(m.name)}">{_e(m.name)}</a>', m.name),
             _td(_e(m.status), cls=m.status), _td(_e(m.kind or "")),
-            _td(_e((m.reason or "")[:400]), cls="reason"), _td(_e(_target(m)), m.to), _td(_e(m.exporter)),
+            _td(_e(reason_line(m.reason)), cls="reason"), _td(_e(_target(m)), m.to), _td(_e(m.exporter)),
             _td(_e(", ".join(m.passes_applied))),
             _td(_e(m.opset)), _td(_e(_parity(m))),
             _td(_num(m.convert_s, ".2f"), m.convert_s if m.convert_s is not None else -1),

@@ -154,7 +154,7 @@ def _divergence(data: dict[str, Any]) -> str:
         rows.append((cls, [f"<td>{_e(r['tensor'])}" + (' <a id="culprit"></a>' if r["culprit"] else "") + "</td>",
                            f"<td>{_e(src['name'] + ' (' + src['op'] + ')') if src else '-'}</td>",
                            f"<td>{_e(node['name'] + ' (' + node['op'] + ')') if node else '-'}</td>",
-                           f"<td>{'CULPRIT' if r['culprit'] else ('differs' if r['diverges'] else 'agrees')}</td>",
+                           f"<td>{'CULPRIT' if r['culprit'] else ('inherited' if r.get('propagated') else ('differs' if r['diverges'] else 'agrees'))}</td>",
                            f"<td class=num>{_num(err.get('max_abs'))}</td>", f"<td class=num>{_num(err.get('max_rel'))}</td>",
                            f"<td class=num>{_num(err.get('mismatch_fraction'))}</td>",
                            f"<td class=stats>{_stats(r['reference'])}</td>", f"<td class=stats>{_stats(r['candidate'])}</td>"]))

@@ -209,6 +209,13 @@ def bucket_report(out_dir: str | Path, data: str | Path | None = None, *,
     if source is None:
         raise UsageError("give --data: buckets.json does not record the data it was built from")
     samples, _ = load_samples(source, progress or quiet)
-    return waste_report(m.buckets, samples, m.layout, limit_side_len=m.settings.get("limit_side_len"),
-                        batch_from_boxes=bool(m.settings.get("batch_from_boxes")),
-                        spatial_exact=m.model_layout == "per-batch")
+    report = waste_report(m.buckets, samples, m.layout, limit_side_len=m.settings.get("limit_side_len"),
+                          batch_from_boxes=bool(m.settings.get("batch_from_boxes")),
+                          spatial_exact=m.model_layout == "per-batch")
+    if report.samples and len(report.unfit) == report.samples:  # a waste figure over no sample would read as 0%
+        sizes = sorted({"x".join(str(d) for d in (b.batch, b.height, b.width) if d is not None) for b in m.buckets})
+        shown = ", ".join(sizes[:6]) + (f", ... ({len(sizes) - 6} more)" if len(sizes) > 6 else "")
+        raise UsageError(f"none of the {report.samples} sample(s) of {source} fits a bucket of {out_dir} (e.g. "
+                         f"{report.unfit[0]}; the buckets are {shown}): there is no padding waste to report. Build "
+                         f"buckets for this data: bridge shapes buckets MODEL --data {source} -o NEW_DIR")
+    return report

@@ -4,7 +4,6 @@ exit 2 for bad arguments."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,19 +11,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
-from support import REPO, make_model, run_cli
-
-# runs the CLI with graft-nms registered, whether or not bridge/cli/main.py registers it yet
-_BOOT = ("import sys; from bridge.cli.main import app, main; from bridge.cli.graft import register; "
-         "register(app); sys.exit(main(sys.argv[1:]))")
+from support import make_model, run_cli
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    from bridge.cli.main import app
-
-    if any(c.name == "graft-nms" for c in app.registered_commands):
-        return run_cli(*args)
-    return subprocess.run([sys.executable, "-c", _BOOT, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_cli(*args)
 
 
 @pytest.fixture

@@ -1,15 +1,11 @@
 """`bridge shapes fix|dynamic|buckets` in a fresh interpreter: exit 0 on success, 2 on bad arguments,
 3 on a hostile image header; the buckets settings (config file, ranges, layouts, defaults) in-process.
-
-Until bridge/cli/main.py registers the group, the commands run through a launcher that registers it
-first (the same `main()` and exit-code mapping); afterwards they run exactly as `bridge shapes ...`.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,32 +13,18 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
-from support import REPO, make_model, run_cli
-
-_LAUNCHER = ("import sys; from bridge.cli import main as m; from bridge.cli.shapes import register; "
-             "register(m.app); sys.exit(m.main(sys.argv[1:]))")
-
-
-def _wired() -> bool:
-    from bridge.cli.main import app
-
-    return any(g.name == "shapes" for g in app.registered_groups)
+from support import make_model, run_cli
 
 
 def shapes(*args: str) -> subprocess.CompletedProcess[str]:
-    if _wired():
-        return run_cli("shapes", *args)
-    return subprocess.run([sys.executable, "-c", _LAUNCHER, "shapes", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+    return run_cli("shapes", *args)
 
 
 def in_process(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """`bridge shapes ...` through the same `main()` (exit-code mapping) in this interpreter: the buckets
     options below need no fresh interpreter each (import and wiring are covered by the runs above)."""
     from bridge.cli import main as m
-    from bridge.cli.shapes import register
 
-    register(m.app)
     capsys.readouterr()
     code = m.main(["shapes", *args])
     captured = capsys.readouterr()
@@ -93,6 +75,20 @@ def test_buckets_and_report(files: dict[str, Path]) -> None:
     r = shapes("buckets", "--report", "-o", str(out), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["samples"] == 3
+
+
+def test_report_on_data_no_bucket_holds_is_an_error(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Samples that all fit no bucket give no waste figure ("0.0% waste"): exit 2 saying so, in text and JSON."""
+    out = files["root"] / "small_buckets"
+    code, _, err = in_process("buckets", str(files["dynamic"]), "--input-shape", "1,3,-1,-1", "--default-scaling",
+                              "16x16", "--no-validate", "-o", str(out), capsys=capsys)
+    assert code == 0, err
+    for extra in ([], ["--json"]):
+        code, stdout, err = in_process("buckets", "--report", "-o", str(out), "--data", str(files["data"]), *extra,
+                                       capsys=capsys)
+        assert code == 2, (stdout, err)
+        assert "none of the 3 sample(s)" in err and "fits a bucket" in err and "the buckets are 16x16" in err, err
+        assert "0.0%" not in stdout
 
 
 def test_buckets_config_file_overridden_by_options(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -40,6 +40,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from bridge.config import DETECTION_META
@@ -48,6 +49,7 @@ from bridge.passes.contrib import nms
 from bridge.passes.contrib.common import LoweringPass
 from bridge.rewriting import BOOL, F32, I64, Builder, Expansion, node_label
 from bridge.rewriting.attrs import required_float, required_floats, required_int
+from bridge.rewriting.protos import call_without_weights
 
 
 def _check_format(output_format: str, max_detections: int | None) -> None:
@@ -77,11 +79,13 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         _check_format(output_format, max_detections)
         self.output_format = output_format
         self.max_detections = max_detections
+        self._score_dims: dict[str, tuple[int | ir.SymbolicDim | None, int | None]] = {}  # per output, see call
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         graph_outputs = {str(v.name) for v in model.graph.outputs}
         detections = {str(n.outputs[0].name): self.output_format for n in self.nodes(model)
                       if n.outputs[0].name in graph_outputs}
+        self._score_dims = _score_dims(model, self.nodes(model)) if self.output_format != "mxnet" else {}
         result = super().call(model)
         if detections:
             # the metadata is a JSON list of detection specs; a lowered output is recorded in the short
@@ -113,17 +117,20 @@ class LowerMultiBoxDetectionPass(LoweringPass):
         if out not in b.graph.outputs:
             b.warn(f"MultiBoxDetection '{label}': output is unused; lowered and dropped")
             return Expansion([[]])
-        batch = out.shape[0] if out.shape is not None and len(out.shape) == 3 else None
+        batch, n_anchors = self._score_dims.get(str(out.name), (None, None))
+        if out.shape is not None and len(out.shape) == 3 and not _anonymous(out.shape[0]):
+            batch = out.shape[0]
         if self.output_format == "boxes-scores-classes" and 0.0 < required_float(node, "nms_threshold") <= 1.0:
             det = build_multibox_padded(
                 b, cls_prob, loc_pred, anchors, threshold=required_float(node, "threshold"),
                 clip=bool(required_int(node, "clip")), variances=variances, nms_threshold=required_float(node, "nms_threshold"),
                 force_suppress=bool(required_int(node, "force_suppress")), nms_topk=required_int(node, "nms_topk"),
                 max_det=self.max_detections)
-            rows = self.max_detections if self.max_detections is not None else _dim(cls_prob, 2)
+            rows = self.max_detections if self.max_detections is not None else n_anchors or _dim(cls_prob, 2)
             return Expansion([padded_outputs(b, det, rows, str(out.name), batch)])
         parts = self._parts(b, node, variances)
-        return Expansion([parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch)])
+        return Expansion([parts.formatted(b, self.output_format, self.max_detections, str(out.name), batch,
+                                          n_anchors)])
 
     @staticmethod
     def _parts(b: Builder, node: ir.Node, variances: list[float]) -> MultiBoxParts:
@@ -186,14 +193,20 @@ class MultiBoxParts:
         return b.op("Concat", b.slice(selected, 1, 0, 1), cls, b.slice(selected, 1, 2, 3), axis=1)
 
     def formatted(self, b: Builder, output_format: str, max_det: int | None, prefix: str,
-                  batch: int | str | ir.SymbolicDim | None) -> list[ir.Value]:
+                  batch: int | str | ir.SymbolicDim | None, anchors: int | None = None) -> list[ir.Value]:
         if output_format == "boxes-scores-classes":
             det = nms.padded_detections(b, self.boxes, self.nms_scores, self.kept, max_det,
                                         box_classes=self.cls if self.force_suppress else None)
-            return padded_outputs(b, det, max_det if max_det is not None else _dim(self.boxes, 1), prefix, batch)
+            rows = max_det if max_det is not None else anchors or _dim(self.boxes, 1)
+            return padded_outputs(b, det, rows, prefix, batch)
         bdim = _label(batch)
         values = [self.selected_indices(b), b.op("Identity", self.boxes), b.op("Identity", self.probs)]
-        nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, None, 4]), (F32, [bdim, None, None])])
+        # dims shape inference cannot follow are named after the output, never left to a runtime's unk__N
+        boxes = _dim(self.boxes, 1)
+        classes = _dim(self.probs, 1)
+        nms.set_output_types(values, [(I64, ["selected", 3]), (F32, [bdim, f"{prefix}_anchors" if boxes is None else boxes, 4]),
+                                      (F32, [bdim, f"{prefix}_classes" if classes is None else classes,
+                                             f"{prefix}_anchors" if boxes is None else boxes])])
         return _named(b, values, output_format, prefix)
 
 
@@ -212,11 +225,60 @@ def _named(b: Builder, values: list[ir.Value], output_format: str, prefix: str) 
 
 def padded_outputs(b: Builder, det: nms.PaddedDetections, rows: int | str | None, prefix: str,
                    batch: int | str | ir.SymbolicDim | None) -> list[ir.Value]:
-    """The boxes-scores-classes graph outputs, typed ([B, rows, 4], [B, rows], [B, rows], [B]) and named."""
+    """The boxes-scores-classes graph outputs, typed ([B, rows, 4], [B, rows], [B, rows], [B]) and named; rows
+    only known at run time are named ``<prefix>_rows`` (never left to a runtime's ``unk__N``)."""
     bdim = _label(batch)
+    rows = f"{prefix}_rows" if rows is None else rows
     values = [det.boxes, det.scores, det.classes, det.num_detections]
     nms.set_output_types(values, [(F32, [bdim, rows, 4]), (F32, [bdim, rows]), (I64, [bdim, rows]), (I64, [bdim])])
     return _named(b, values, "boxes-scores-classes", prefix)
+
+
+def _anonymous(dim: int | ir.SymbolicDim) -> bool:
+    return not isinstance(dim, int) and (dim.value is None or dim.value.startswith("unk__"))
+
+
+def _score_dims(model: ir.Model, nodes: list[ir.Node]) -> dict[str, tuple[int | ir.SymbolicDim | None, int | None]]:
+    """Per MultiBoxDetection (keyed by its output name): the batch of its scores [B, C+1, N] and the anchor
+    count N, as shape inference on a copy sees them (the model is not touched). The lowered outputs are
+    declared with them: NMS and TopK hide both from inference, and left anonymous they were named only
+    by running the whole model at two sizes (``NameOutputDimsByProbePass``: seconds on a full-size SSD).
+    The batch is kept only when it is a graph input's symbol (which the dynamic-axis naming follows) or
+    a number; N is read from the anchors [1, N, 4] (static even when the scores' reshape hides it)."""
+    wanted = {str(v.name): (k, str(n.outputs[0].name)) for n in nodes
+              for k, v in enumerate(n.inputs[:3]) if v is not None and v.name}
+    if not wanted:
+        return {}
+    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+
+    try:  # without the weights: serialising a full-size model's tensors would cost seconds
+        inferred = call_without_weights(infer, model)
+    except Exception:  # best effort: the dims then stay anonymous and are probed as before
+        return {}
+    g = inferred.graph
+    input_symbols = {d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+    shapes = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in (*g.value_info, *g.output, *g.input)
+              if vi.name in wanted and vi.type.tensor_type.HasField("shape")}
+    shapes.update({t.name: [onnx.TensorShapeProto.Dimension(dim_value=d) for d in t.dims] for t in g.initializer
+                   if t.name in wanted})
+    out: dict[str, tuple[int | ir.SymbolicDim | None, int | None]] = {}
+    for node in nodes:
+        batch: int | ir.SymbolicDim | None = None
+        count: int | None = None
+        for k, v in enumerate(node.inputs[:3]):
+            dims = shapes.get(str(v.name)) if v is not None else None
+            if not dims or len(dims) != 3:
+                continue
+            if k == 0:  # scores [B, C+1, N]
+                d0 = dims[0]
+                batch = (d0.dim_value if d0.HasField("dim_value") else
+                         ir.SymbolicDim(d0.dim_param) if d0.dim_param in input_symbols else None)
+            axis = 2 if k == 0 else 1  # anchors [1, N, 4]; loc_pred [B, 4N] is 2-D and skipped
+            if count is None and dims[axis].HasField("dim_value"):
+                count = int(dims[axis].dim_value)
+        out[str(node.outputs[0].name)] = (batch, count)
+    return out
 
 
 def _dim(value: ir.Value, axis: int) -> int | str | None:

@@ -586,12 +586,22 @@ def _spec_for_group(members: list[str], types: Mapping[str, tuple[int, list[int 
             return DetectionSpec("yolo", {"detections": n})
     roles: dict[str, str] = {}
     rest = []
+    # a prefix every member shares is the model's (Gluon's block name: "maskrcnn0_slice_axis4_output"), not a role
+    shared = _shared_prefix(members)
     for n in members:  # names first
-        role = next((r for r, pattern in _NAME_HINTS if re.search(pattern, n.lower()) and r not in roles), None)
+        own = n[len(shared):].lower()
+        role = next((r for r, pattern in _NAME_HINTS if re.search(pattern, own) and r not in roles), None)
         if role is None:
             rest.append(n)
         else:
             roles[role] = n
+    # GluonCV detectors return (ids, scores, boxes[, masks]): two float per-row outputs *before* the boxes are
+    # class ids then scores (TF's combined NMS puts scores then classes after the boxes)
+    box_at = next((k for k, n in enumerate(rest) if last(n) == 4 and rank(n) in (2, 3) and not is_int(n)), None)
+    leading = [n for n in rest[:box_at or 0] if not is_int(n) and rank(n) in (2, 3) and last(n) in (1, None)]
+    if "boxes" not in roles and "labels" not in roles and "scores" not in roles and len(leading) == 2:
+        roles["labels"], roles["scores"] = leading
+        rest = [n for n in rest if n not in leading]
     for n in rest:  # then shapes and element types, in output order
         r = rank(n)
         if "boxes" not in roles and last(n) == 4 and r in (2, 3) and not is_int(n):
@@ -616,6 +626,16 @@ def _spec_for_group(members: list[str], types: Mapping[str, tuple[int, list[int 
         roles.pop("batch_index", None)
         return DetectionSpec("boxes-scores-classes", roles)
     return DetectionSpec("boxes-scores-labels", roles)
+
+
+def _shared_prefix(names: Sequence[str]) -> str:
+    """The longest ``_``-ended prefix all ``names`` share (empty for fewer than two names)."""
+    if len(names) < 2:
+        return ""
+    first = names[0]
+    size = next((k for k in range(len(first)) if any(len(n) <= k or n[k] != first[k] for n in names)), len(first))
+    common = first[:size]
+    return common[:common.rfind("_") + 1]
 
 
 def _batched(roles: Mapping[str, str], rank: Any) -> bool:

@@ -282,6 +282,96 @@ def yolov3(mx: Any) -> Any:
     return YOLO()
 
 
+def mask_rcnn(mx: Any) -> Any:
+    """GluonCV's Mask R-CNN at inference, in miniature: backbone; RPN (anchors allocated larger than the map
+    and sliced like it, sigmoid objectness, box decode, clip, box_nms, top post-NMS proposals); ROIAlign over
+    the proposals; box head with per-class decode (MultiPerClassDecoder) and class-aware box_nms keeping the
+    best detections; mask head on those boxes (ROIAlign, conv, Conv2DTranspose, 1x1 conv to a mask per
+    class) and the per-detection class mask picked with gather_nd, then sigmoid. Returns (ids, scores,
+    boxes, masks) as GluonCV does."""
+    nn = mx.gluon.nn
+    Block: Any = nn.HybridBlock
+    classes, A, post_nms, max_dets, B = 3, 3, 12, 6, 1
+    side = 32
+    stride = 4
+
+    def anchors_table() -> np.ndarray:
+        h = w = 16  # allocated larger than any map, sliced like the map (GluonCV's RPNAnchorGenerator)
+        base = np.array([[-8, -8, 8, 8], [-12, -6, 12, 6], [-6, -12, 6, 12]], np.float32)
+        ys, xs = np.meshgrid(np.arange(h) * stride + stride / 2, np.arange(w) * stride + stride / 2, indexing="ij")
+        shifts = np.stack([xs, ys, xs, ys], -1)[:, :, None, :]
+        return (shifts + base[None, None]).reshape(1, 1, h, w, A * 4).astype(np.float32)
+
+    def decode(F: Any, deltas: Any, anchors: Any, stds: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)) -> Any:
+        # GluonCV NormalizedBoxCenterDecoder (convert_anchor: corners -> center)
+        a = F.split(anchors, axis=-1, num_outputs=4)
+        aw, ah = a[2] - a[0], a[3] - a[1]
+        ax, ay = a[0] + aw * 0.5, a[1] + ah * 0.5
+        p = F.split(deltas, axis=-1, num_outputs=4)
+        ox, oy = F.broadcast_add(F.broadcast_mul(p[0] * stds[0], aw), ax), F.broadcast_add(F.broadcast_mul(p[1] * stds[1], ah), ay)
+        ow, oh = F.broadcast_mul(F.exp(p[2] * stds[2]), aw) * 0.5, F.broadcast_mul(F.exp(p[3] * stds[3]), ah) * 0.5
+        return F.concat(ox - ow, oy - oh, ox + ow, oy + oh, dim=-1)
+
+    class MaskRCNN(Block):
+        def __init__(self) -> None:
+            super().__init__()
+            with self.name_scope():
+                self.features = nn.HybridSequential()
+                self.features.add(nn.Conv2D(8, 3, strides=2, padding=1, activation="relu"),
+                                  nn.Conv2D(8, 3, strides=2, padding=1, activation="relu"))
+                self.anchors = self.params.get_constant("anchors", anchors_table())
+                self.rpn_conv = nn.Conv2D(8, 3, padding=1, activation="relu")
+                self.rpn_score = nn.Conv2D(A, 1)
+                self.rpn_loc = nn.Conv2D(4 * A, 1)
+                self.top = nn.Dense(16, activation="relu")
+                self.cls = nn.Dense(classes + 1)
+                self.box = nn.Dense(classes * 4)
+                self.mask = nn.HybridSequential()
+                self.mask.add(nn.Conv2D(8, 3, padding=1, activation="relu"),
+                              nn.Conv2DTranspose(8, 2, strides=2, activation="relu"),
+                              nn.Conv2D(classes, 1))
+
+        def hybrid_forward(self, F: Any, x: Any, anchors: Any) -> Any:
+            feat = self.features(x)
+            anc = F.slice_like(anchors, feat * 0, axes=(2, 3)).reshape((1, -1, 4))
+            r = self.rpn_conv(feat)
+            score = F.sigmoid(self.rpn_score(r).transpose(axes=(0, 2, 3, 1)).reshape((0, -1, 1)))
+            loc = self.rpn_loc(r).transpose(axes=(0, 2, 3, 1)).reshape((0, -1, 4))
+            boxes = F.clip(decode(F, loc, anc), 0, side)  # BBoxClipToImage
+            pre = F.contrib.box_nms(F.concat(score, boxes, dim=-1), overlap_thresh=0.7, topk=40, coord_start=1,
+                                    score_index=0, id_index=-1, force_suppress=True)
+            pre = F.slice_axis(pre, axis=1, begin=0, end=post_nms)
+            rpn_boxes = F.slice_axis(pre, axis=-1, begin=1, end=None)  # [B, P, 4]
+            batch_id = F.arange(0, B).repeat(post_nms).reshape((-1, 1))
+            rois = F.concat(batch_id, rpn_boxes.reshape((-3, 0)), dim=-1)
+            pooled = F.contrib.ROIAlign(feat, rois, pooled_size=(7, 7), spatial_scale=1.0 / stride, sample_ratio=2)
+            top = self.top(pooled)
+            cls_prob = F.softmax(self.cls(top).reshape((B, post_nms, classes + 1)), axis=-1)
+            box_pred = self.box(top).reshape((B, post_nms, classes, 4)).transpose(axes=(0, 2, 1, 3))  # [B, C, P, 4]
+            # MultiPerClassDecoder: one row per (class, roi)
+            scores = F.slice_axis(cls_prob, axis=-1, begin=1, end=None).transpose(axes=(0, 2, 1)).expand_dims(-1)
+            ids = F.broadcast_add(scores * 0, F.arange(0, classes).reshape((1, classes, 1, 1)))
+            dec = decode(F, box_pred, rpn_boxes.expand_dims(1), stds=(0.1, 0.1, 0.2, 0.2))
+            res = F.concat(ids, scores, F.clip(dec, 0, side), dim=-1).reshape((0, -1, 6))
+            res = F.contrib.box_nms(res, overlap_thresh=0.5, valid_thresh=0.01, topk=-1, coord_start=2,
+                                    score_index=1, id_index=0, force_suppress=False)
+            res = F.slice_axis(res, axis=1, begin=0, end=max_dets)
+            det_ids = F.slice_axis(res, axis=-1, begin=0, end=1)
+            det_scores = F.slice_axis(res, axis=-1, begin=1, end=2)
+            det_boxes = F.slice_axis(res, axis=-1, begin=2, end=None)
+            # mask head on the detections (GluonCV MaskRCNN: ROIAlign -> convs -> deconv -> per-class masks)
+            mask_rois = F.concat(F.arange(0, B).repeat(max_dets).reshape((-1, 1)), det_boxes.reshape((-3, 0)), dim=-1)
+            mfeat = F.contrib.ROIAlign(feat, mask_rois, pooled_size=(7, 7), spatial_scale=1.0 / stride, sample_ratio=2)
+            masks = self.mask(mfeat).reshape((-4, B, max_dets, 0, 0, 0))  # [B, D, C, 14, 14]
+            b_idx = F.arange(0, B).repeat(max_dets).reshape((B, max_dets))
+            r_idx = F.tile(F.arange(0, max_dets), reps=(B,)).reshape((B, max_dets))
+            c_idx = F.clip(det_ids.reshape((B, max_dets)), 0, classes - 1)
+            picked = F.gather_nd(masks, F.stack(b_idx, r_idx, c_idx, axis=0))  # [B, D, 14, 14]
+            return det_ids, det_scores, det_boxes, F.sigmoid(picked)
+
+    return MaskRCNN()
+
+
 def _rois(rng: np.random.Generator, n: int, batch: int, extent: float) -> np.ndarray:
     xy = rng.uniform(0, extent * 0.6, (n, 2))
     wh = rng.uniform(2, extent * 0.4, (n, 2))
@@ -390,3 +480,33 @@ def test_legacy_rcnn_proposal_into_roialign_converts_and_matches_mxnet(tmp_path:
     lowered = ir.serde.serialize_model(LowerProposalPass()(ir.serde.deserialize_model(result.model)).model)
     assert not {n.domain for n in lowered.graph.node} & {"bridge.contrib"}
     assert_close(run_onnx(lowered, feeds), run_mxnet(model, result))
+
+
+def test_mask_rcnn_converts_and_validates_its_masks(tmp_path: Path) -> None:
+    """The whole Mask R-CNN (RPN, box_nms twice, ROIAlign twice, Conv2DTranspose, per-class mask pick) converts
+    and validates against MXNet detection by detection, masks included; the written model's four outputs
+    also equal MXNet's elementwise."""
+    from bridge import api
+
+    mx = need_mxnet()
+    mx.random.seed(7)
+    block = mask_rcnn(mx)
+    block.initialize(mx.init.Normal(0.3))
+    block.hybridize()
+    feeds = {"data": np.random.default_rng(11).uniform(0, 1, (1, 3, 32, 32)).astype(np.float32)}
+    expected = [o.asnumpy() for o in block(mx.nd.array(feeds["data"]))]
+    block.export(str(tmp_path / "mask_rcnn"))
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    result = api.convert(tmp_path / "mask_rcnn-symbol.json", tmp_path / "mask_rcnn.onnx", inputs=["data:1,3,32,32"],
+                         feeds=tmp_path / "feeds.npz")
+    assert result.passed and not result.vacuous
+    (group,) = [o for c in result.validation for o in c.outputs if o.detection]
+    assert len(group.covers) == 4 and group.detection["matched"] == expected[0].shape[1]
+    assert group.detection["max_mask_diff"] is not None and group.detection["max_mask_diff"] < 1e-4
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(tmp_path / "mask_rcnn.onnx"), providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)
+    assert [g.shape for g in got] == [e.shape for e in expected]  # ids, scores, boxes [1, 6, 4], masks [1, 6, 14, 14]
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)

@@ -115,6 +115,22 @@ def test_tf_combined_nms_outputs_without_name_hints() -> None:
         {"boxes": "o1", "scores": "o2", "labels": "o3", "num": "o4"}]
 
 
+@pytest.mark.parametrize("prefix", ["maskrcnn0_", "fasterrcnn0_", "net_"])
+@pytest.mark.parametrize("masks", [True, False])
+def test_gluoncv_rcnn_outputs(prefix: str, masks: bool) -> None:
+    """GluonCV's R-CNN returns (ids, scores, boxes[, masks]) named after its block ("maskrcnn0_slice_axis4_output"):
+    the shared block prefix is no role hint, and two float per-row outputs before the boxes are ids, then scores."""
+    outputs = [(f"{prefix}slice_axis4_output", F, [1, 6, 1]), (f"{prefix}slice_axis5_output", F, [1, 6, 1]),
+               (f"{prefix}slice_axis6_output", F, [1, 6, 4])]
+    if masks:
+        outputs.append((f"{prefix}sigmoid1_output", F, [1, 6, 14, 14]))
+    (spec,) = detect_detection_outputs(_derived(outputs))
+    expected = {"labels": outputs[0][0], "scores": outputs[1][0], "boxes": outputs[2][0]}
+    if masks:
+        expected["masks"] = outputs[3][0]
+    assert spec.layout == "boxes-scores-labels" and dict(spec.outputs) == expected
+
+
 @pytest.mark.parametrize(("shape", "layout"), [([1, 8, 6], "mxnet"), ([5, 7], "yolo")])
 def test_single_rows_outputs(shape: list[int], layout: str) -> None:
     (spec,) = detect_detection_outputs(_derived([("dets", F, shape)]))
