@@ -27,7 +27,7 @@ err = SafeConsole(stderr=True)
 
 def sizes_text(sizes: list[dict[str, Any]]) -> str:
     """Every size validated at (``bridge.report.sizes_text``), markup-escaped."""
-    from bridge.report import sizes_text as text
+    from bridge.report.sizes import sizes_text as text
 
     return escape(text(sizes))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.io import atomic_write_text
+from bridge.report.sizes import sizes_text
 
 
 def write_report(data: dict[str, Any], path: Path) -> None:
@@ -37,12 +38,6 @@ def _fmt(x: Any) -> str:
 def _shape(meta: dict[str, Any]) -> str:
     shape = meta.get("shape")
     return "unknown" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def sizes_text(sizes: list[dict[str, Any]]) -> str:
-    """The input shapes of every size validated at: ``data[4, 3, 64, 64] and data[5, 3, 64, 64]`` (a model
-    with dynamic axes is checked at two sizes)."""
-    return " and ".join(", ".join(f"{k}[{', '.join(str(d) for d in v)}]" for k, v in s.items()) for s in sizes)
 
 
 def to_markdown(data: dict[str, Any]) -> str:
