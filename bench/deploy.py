@@ -56,7 +56,8 @@ def _agreement(reference: np.ndarray, candidate: np.ndarray) -> str:
     from bridge.validation.detection.matching import compare_detections, from_mxnet
 
     c = compare_detections(from_mxnet(reference), from_mxnet(candidate))
-    return (f"{'PASS' if c.passed else 'FAIL'}: {c.matched} matched, {c.unmatched_reference}/{c.unmatched_candidate} "
+    return (f"{'PASS' if c.passed else 'FAIL'}{' (vacuous: ' + c.vacuous_reason + ')' if c.vacuous else ''}: "
+            f"{c.matched} matched, {c.unmatched_reference}/{c.unmatched_candidate} "
             "on one side only" + (f", {c.tie_ambiguous} tie-ambiguous" if c.tie_ambiguous else "")
             + f", max score diff {c.max_score_diff:.1e}")
 

@@ -3,20 +3,40 @@
 ``decode_model``: a Conv feature map and an SSD-style box decode with the float64 exp island of
 ``bridge.passes.contrib.nms`` (Cast f64 -> Exp -> Cast f32), a dynamic batch, and tensor names that are
 not TF signature keys (``input.1``, ``feat:0``). ``custom_op_model``: a node no runtime has a kernel for.
+``DEPLOY_SOURCES``: source models of each framework for the deploy targets (``deploy_source``).
+``require_litert`` / ``require_openvino``: the skip of a test module whose runtime is not installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support import REPO, make_model
 
 SSD_SYMBOL = REPO / "examples" / "mxnet_ssd" / "model-symbol.json"
 SSD_FEEDS = REPO / "examples" / "mxnet_ssd" / "sample_inputs.npz"
 SSD_ARGS = {"inputs": ["data:4,3,64,64"], "dynamic": ["data:0=batch"], "feeds": SSD_FEEDS}
+
+
+def require_litert() -> None:
+    """Skip the calling test module unless LiteRT, TensorFlow (the converter) and onnx-tf are installed."""
+    pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'bridge[litert]')")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    pytest.importorskip("tensorflow", reason="TensorFlow (the .tflite converter) is not installed")
+    if importlib.util.find_spec("onnx_tf") is None:
+        pytest.skip("onnx-tf (the ONNX -> TF step of the tflite target) is not installed", allow_module_level=True)
+
+
+def require_openvino() -> None:
+    """Skip the calling test module unless OpenVINO is installed."""
+    pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
 
 
 def decode_model(opset: int = 17) -> onnx.ModelProto:
@@ -99,3 +119,94 @@ def compare_with_onnxruntime(model: onnx.ModelProto, candidate: object, batch: i
     run = run_and_compare(reference, {"candidate": candidate}, FeedSource(), DEFAULT_TOLERANCE)  # type: ignore[dict-item]
     (comparison,) = run.comparisons
     return comparison
+
+
+# -- source models of each framework for the deploy targets -------------------------------------------------
+
+def _mxnet() -> object:
+    from support import mxnet_available
+
+    if not mxnet_available():
+        pytest.skip("MXNet (the reference of the MXNet sources) is not installed")
+    from bench.ssd_models import mxnet_import
+
+    return mxnet_import(2)
+
+
+Feeds = Callable[[int], dict[str, np.ndarray]]  # batch size -> inputs of the converted model
+
+
+def _images(name: str, shape: tuple[int, ...], low: float, high: float) -> Feeds:
+    def make(batch: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(batch)
+        return {name: rng.uniform(low, high, (batch, *shape)).astype(np.float32)}
+
+    return make
+
+
+def _feeds_file(path: Path, feeds: Feeds, batch: int) -> Path:
+    np.savez(path, **feeds(batch))
+    return path
+
+
+def _bundled_ssd(folder: Path) -> tuple[object, dict[str, object], Feeds]:
+    _mxnet()
+    sample = np.load(SSD_FEEDS)["data"]  # trained: random pixels detect nothing, its sample images do
+
+    def make(batch: int) -> dict[str, np.ndarray]:
+        return {"data": np.resize(sample, (batch, *sample.shape[1:]))}
+
+    return SSD_SYMBOL, dict(SSD_ARGS), make
+
+
+def _saturated_ssd(folder: Path) -> tuple[object, dict[str, object], Feeds]:
+    """bench's tiny SSD with random weights fed 0..255 pixels: scores saturate to exactly 1.0 and most boxes
+    clip flat (zero area) - equal scores everywhere, the case LiteRT's NMS kernel once got wrong."""
+    from bench.ssd_models import build
+
+    built = build(_mxnet(), "tiny", folder / "cache")
+    feeds = _images("data", (3, 64, 64), 0.0, 255.0)
+    return built.symbol, {"inputs": ["data:2,3,64,64"], "dynamic": ["data:0=batch"],
+                          "feeds": _feeds_file(folder / "feeds.npz", feeds, 2)}, feeds
+
+
+def _gluoncv_box_nms(folder: Path) -> tuple[object, dict[str, object], Feeds]:
+    """A GluonCV-style SSD head (box_decode, per-class scores, box_nms) on bench's tiny backbone."""
+    from bench.gluoncv_like import build_gluoncv
+
+    built = build_gluoncv(_mxnet(), "gluoncv_tiny", folder / "cache")
+    feeds = _images("data", (3, 64, 64), 0.0, 1.0)
+    # static batch: with the batch dynamic, the box_nms lowering refuses this head (its [B, N * C, 6] input
+    # loses the static width 6 in shape inference)
+    return built.symbol, {"inputs": ["data:2,3,64,64"], "feeds": _feeds_file(folder / "feeds.npz", feeds, 2)}, feeds
+
+
+def _pytorch(folder: Path) -> tuple[object, dict[str, object], Feeds]:
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 4, 3, padding=1), torch.nn.Sigmoid()).eval()
+    return (model, {"inputs": ["input:2,3,16,16"], "dynamic": ["input:0=batch"], "exporter": "torchscript"},
+            _images("input", (3, 16, 16), -1.0, 1.0))
+
+
+def _keras(folder: Path) -> tuple[object, dict[str, object], Feeds]:
+    pytest.importorskip("tf2onnx", reason="tf2onnx (the Keras exporter) is not installed")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((16, 16, 3), name="img")
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="conv")(inp)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", name="dw")(x)
+    x = keras.layers.UpSampling2D(2, name="up")(x)
+    return keras.Model(inp, x, name="tiny"), {"dynamic": ["img:0=batch"]}, _images("img", (16, 16, 3), -1.0, 1.0)
+
+
+# name -> (folder -> (source, bridge.convert arguments, inputs of the converted model by batch size)); each
+# source but the GluonCV-style head has a dynamic batch
+DEPLOY_SOURCES = {"bundled_ssd": _bundled_ssd, "saturated_ssd": _saturated_ssd, "gluoncv_box_nms": _gluoncv_box_nms,
+                  "pytorch": _pytorch, "keras": _keras}
+
+
+def deploy_source(name: str, folder: Path) -> tuple[object, dict[str, object], Feeds]:
+    return DEPLOY_SOURCES[name](folder)

@@ -11,10 +11,21 @@ For builtin ops, two things the SSD decode and NMS lower to are changed on the w
 1. float64 islands (``Cast(f64) -> Exp -> Cast(f32)``, the correctly rounded exp of the MXNet-exact box
    decode) run in float32 (``Float32IslandsPass``; its docstring states the error bound, tests check it):
    LiteRT has no float64 Exp, only FlexExp.
-2. onnx-tf's NonMaxSuppression handler calls ``tf.image.non_max_suppression`` on boxes it gathered per
-   batch, typed [?, ?]; the converter legalises NonMaxSuppression to LiteRT's builtin only when the box
-   width is statically 4. While this target exports, the handler's boxes are reshaped to [-1, 4] first
-   (a no-op on the values: ONNX NonMaxSuppression boxes are [.., 4] by definition).
+2. onnx-tf's NonMaxSuppression handler calls ``tf.image.non_max_suppression`` per batch and class. While
+   this target exports, that call is replaced by ``litert_nms`` (``builtin_nms``), which emits what LiteRT's
+   builtin ``NON_MAX_SUPPRESSION_V4`` computes correctly, with ONNX's result:
+
+   - boxes reshaped to [-1, 4]: the converter legalises NMS to the builtin only with a static box width 4;
+   - the kernel's output is padded to max_output_size with zeros; the converter does not cut it to the
+     valid count (selected [0, 0, 0] rows appear), so the padded op is emitted and cut explicitly;
+   - the kernel puts every selected box back on its queue and drops it only when it suppresses itself
+     (IoU with itself >= threshold). A box whose IoU with itself is not 1 - zero or non-finite area, common
+     after clipping to [0, 1] (saturated or random-weight SSDs) - is selected again and again until
+     max_output_size is reached, crowding out the rest of its class. Such boxes overlap nothing (IoU 0 in
+     ONNX, TF and LiteRT), so they are kept out of the kernel and selected by their score alone, merged
+     with the kernel's selection in score order, capped at max_output_size;
+   - the kernel suppresses IoU >= threshold where ONNX suppresses IoU > threshold: it gets the next
+     float32 above the threshold.
 
 What LiteRT cannot run is named before conversion: nodes still computing in float64 after 1 (LiteRT has
 no float64 kernels but Cast) by ONNX node; then any TF op the converter could only keep as a select op,
@@ -39,6 +50,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -104,8 +116,50 @@ def float64_nodes(model: ir.Model) -> dict[str, list[str]]:
     return found
 
 
-class _StaticBoxesImage:
-    """``tf.image`` whose ``non_max_suppression`` gets its boxes as [N, 4] (see module docstring)."""
+def litert_nms(tf: Any, boxes: Any, scores: Any, max_output_size: Any, iou_threshold: Any = 0.5,
+               score_threshold: Any = float("-inf"), name: str | None = None) -> Any:
+    """``tf.image.non_max_suppression`` as LiteRT's builtin kernel computes it right (module docstring, 2).
+
+    Returns the selected box indices (int32), in descending score order, at most ``max_output_size``."""
+    boxes = tf.reshape(boxes, [-1, 4])
+    scores = tf.reshape(scores, [-1])
+    score_threshold = tf.cast(score_threshold, tf.float32)
+    limit = tf.cast(max_output_size, tf.int32)
+    # the kernel's own area, (max - min) y * (max - min) x in float32: a box it could select twice is not > 0
+    # and finite (NaN compares false)
+    low, high = tf.minimum(boxes[:, :2], boxes[:, 2:]), tf.maximum(boxes[:, :2], boxes[:, 2:])
+    extent = high - low
+    area = extent[:, 0] * extent[:, 1]
+    proper = tf.logical_and(area > 0, area < float("inf"))
+    neg_inf = tf.fill(tf.shape(scores), float("-inf"))
+    # ONNX suppresses IoU > t, the kernel IoU >= t: the next float above t
+    iou = _next_float_up(tf, iou_threshold)
+    picked, valid = tf.raw_ops.NonMaxSuppressionV4(
+        boxes=boxes, scores=tf.where(proper, scores, neg_inf), max_output_size=limit, iou_threshold=iou,
+        score_threshold=score_threshold, pad_to_max_output_size=True)
+    picked = picked[:valid]
+    # boxes that overlap nothing: selected when their score passes, never suppressing or suppressed
+    lone = tf.cast(tf.reshape(tf.where(tf.logical_and(tf.logical_not(proper), scores > score_threshold)), [-1]),
+                   tf.int32)
+    every = tf.concat([picked, lone], 0)
+    count = tf.minimum(tf.size(every), limit)
+    _, order = tf.math.top_k(tf.gather(scores, every), k=tf.size(every), sorted=True)
+    return tf.gather(every, order[:count], name=name)
+
+
+def _next_float_up(tf: Any, threshold: Any) -> Any:
+    """The float32 after ``threshold`` (>= 0, as ONNX requires): folded when it is a constant, else one add on
+    its bits (LiteRT has no NextAfter kernel)."""
+    static = tf.get_static_value(threshold)
+    if static is not None:
+        value = np.float32(np.asarray(static).reshape(-1)[0])
+        return tf.constant(np.nextafter(value, np.float32(np.inf)), tf.float32)
+    t = tf.maximum(tf.reshape(tf.cast(threshold, tf.float32), []), 0.0)
+    return tf.bitcast(tf.bitcast(t, tf.int32) + 1, tf.float32)
+
+
+class _LiteRtNmsImage:
+    """``tf.image`` whose ``non_max_suppression`` is ``litert_nms`` (see module docstring)."""
 
     def __init__(self, tf: Any) -> None:
         self._tf = tf
@@ -114,14 +168,13 @@ class _StaticBoxesImage:
         return getattr(self._tf.image, name)
 
     def non_max_suppression(self, boxes: Any, scores: Any, *args: Any, **kwargs: Any) -> Any:
-        # the converter legalises NonMaxSuppression to a builtin only with a static box width of 4
-        return self._tf.image.non_max_suppression(self._tf.reshape(boxes, [-1, 4]), scores, *args, **kwargs)
+        return litert_nms(self._tf, boxes, scores, *args, **kwargs)
 
 
-class _StaticBoxesTf:
+class _LiteRtNmsTf:
     def __init__(self, tf: Any) -> None:
         self._tf = tf
-        self.image = _StaticBoxesImage(tf)
+        self.image = _LiteRtNmsImage(tf)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tf, name)
@@ -129,14 +182,14 @@ class _StaticBoxesTf:
 
 @contextlib.contextmanager
 def builtin_nms() -> Iterator[None]:
-    """While active, onnx-tf's NonMaxSuppression handler emits the form LiteRT has a builtin for."""
+    """While active, onnx-tf's NonMaxSuppression handler emits ``litert_nms`` (module docstring, 2)."""
     from bridge.targets.onnx_tf_compat import load_onnx_tf
 
     load_onnx_tf()
     import onnx_tf.handlers.backend.non_max_suppression as handler
 
     original = handler.tf
-    handler.tf = _StaticBoxesTf(original)
+    handler.tf = _LiteRtNmsTf(original)
     try:
         yield
     finally:

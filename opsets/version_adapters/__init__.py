@@ -4,8 +4,13 @@
 from opsets.registry import all_adapters, lookup
 from opsets.version_adapters import (
            activation,
+           affinegrid,
+           bitcast,
            clip,
            col2im,
+           control_flow,
+           cumprod,
+           deformconv,
            elementwise,
            gridsample,
            normalization,
@@ -17,8 +22,10 @@ from opsets.version_adapters import (
            shape,
            softmax,
            split,
+           transformer,
            types,
 )
 
-__all__ = ["activation", "all_adapters", "clip", "col2im", "elementwise", "gridsample", "lookup", "normalization", "pad",
-           "pooling", "reduce", "resize", "scan", "shape", "softmax", "split", "types"]
+__all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "clip", "col2im", "control_flow", "cumprod",
+           "deformconv", "elementwise", "gridsample", "lookup", "normalization", "pad", "pooling", "reduce",
+           "resize", "scan", "shape", "softmax", "split", "transformer", "types"]

@@ -2,7 +2,8 @@
 
 Mish-18: ``x * tanh(softplus(x))`` (its function body in onnx/defs/math/defs.cc). Gelu-20:
 ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"``
-``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` (onnx/defs/math/defs.cc).
+``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` (onnx/defs/math/defs.cc). Swish-24:
+``x * sigmoid(alpha * x)``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from bridge.rewriting import Builder
-from bridge.rewriting.attrs import optional_str
+from bridge.rewriting.attrs import optional_float, optional_str
 from opsets.registry import register
 from opsets.version_adapters._util import Rewritten, fail
 
@@ -45,3 +46,13 @@ def gelu_20_19(b: Builder, node: ir.Node) -> Rewritten:
         raise fail(node, "gelu_20_19", f"unknown approximate={approximate!r}")
     half_x = b.op("Mul", x, _scalar(b, x, 0.5))
     return [b.op("Mul", half_x, b.op("Add", gate, _scalar(b, x, 1.0)))]
+
+
+@register("Swish", 24, 23)
+def swish_24_23(b: Builder, node: ir.Node) -> Rewritten:
+    x = node.inputs[0]
+    if x is None:
+        raise fail(node, "swish_24_23", "the input is missing")
+    alpha = optional_float(node, "alpha", 1.0)
+    scaled = x if alpha == 1.0 else b.op("Mul", x, _scalar(b, x, alpha))
+    return [b.op("Mul", x, b.op("Sigmoid", scaled))]

@@ -333,20 +333,24 @@ _READERS = {"mxnet": _read_mxnet, "yolo": _read_yolo, "boxes-scores-classes": _r
 def _with_masks(dets: list[Detections], masks: np.ndarray, batched: bool) -> list[Detections]:
     """Attach each detection's mask: [B, K, ...] masks for batched boxes, else [K, ...] by output row."""
     return [Detections(d.boxes, d.scores, d.classes, d.rows, d.suppressed_scores,
-                       (masks[image] if batched else masks)[d.row_ids()]) for image, d in enumerate(dets)]
+                       (masks[image] if batched else masks)[d.row_ids()], d.suppressed_boxes)
+            for image, d in enumerate(dets)]
 
 
 def _to_xyxy(d: Detections, box_format: str) -> Detections:
-    b = d.boxes
-    if box_format == "xyxy" or len(b) == 0:
+    if box_format == "xyxy" or len(d.boxes) == 0:
         return d
+    suppressed = None if d.suppressed_boxes is None else _boxes_to_xyxy(d.suppressed_boxes, box_format)
+    return Detections(_boxes_to_xyxy(d.boxes, box_format), d.scores, d.classes, d.rows, d.suppressed_scores, d.masks,
+                      suppressed)
+
+
+def _boxes_to_xyxy(b: np.ndarray, box_format: str) -> np.ndarray:
     if box_format == "yxyx":
-        nb = b[:, [1, 0, 3, 2]]
-    elif box_format == "xywh":
-        nb = np.concatenate([b[:, :2], b[:, :2] + b[:, 2:]], axis=1)
-    else:  # cxcywh
-        nb = np.concatenate([b[:, :2] - b[:, 2:] / 2, b[:, :2] + b[:, 2:] / 2], axis=1)
-    return Detections(nb, d.scores, d.classes, d.rows, d.suppressed_scores, d.masks)
+        return b[:, [1, 0, 3, 2]]
+    if box_format == "xywh":
+        return np.concatenate([b[:, :2], b[:, :2] + b[:, 2:]], axis=1)
+    return np.concatenate([b[:, :2] - b[:, 2:] / 2, b[:, :2] + b[:, 2:] / 2], axis=1)  # cxcywh
 
 
 def read_detection_pair(spec: DetectionSpec, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]
@@ -393,18 +397,19 @@ def _padded_capacity(spec: DetectionSpec, candidate: Mapping[str, np.ndarray]) -
 def best_rows(d: Detections, k: int) -> Detections:
     """The ``k`` best rows of ``d`` as a top-K output keeps them: score descending, equal scores in row order
     (a stable sort; NaN scores first, as TopK ranks NaN above every number). The rows cut off stay as tie
-    evidence (``suppressed_scores``): a candidate that kept another row of a score tied at the K-th is excused
-    like a tie swap, not reported as a difference."""
+    evidence (``suppressed_scores`` / ``suppressed_boxes``: candidates this side weighed and did not keep)."""
     if len(d) <= k:
         return d
     key = np.where(np.isnan(d.scores), np.inf, d.scores)
     order = np.argsort(-key, kind="stable")
     kept, dropped = np.sort(order[:k]), order[k:]
     cut = d.take(kept)
-    evidence = d.scores[dropped]
+    evidence, evidence_boxes = d.scores[dropped], d.boxes[dropped]
     if d.suppressed_scores is not None:
         evidence = np.concatenate([np.asarray(d.suppressed_scores, np.float64), evidence])
-    return Detections(cut.boxes, cut.scores, cut.classes, cut.rows, evidence, cut.masks)
+        evidence_boxes = (None if d.suppressed_boxes is None
+                          else np.concatenate([np.asarray(d.suppressed_boxes, np.float64), evidence_boxes]))
+    return Detections(cut.boxes, cut.scores, cut.classes, cut.rows, evidence, cut.masks, evidence_boxes)
 
 
 # -- serialisation of a model's groups ----------------------------------------------------------------

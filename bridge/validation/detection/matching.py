@@ -5,7 +5,11 @@ suppressed row's score in place (MXNet), or - when two candidates' scores tie - 
 one of the two. A tensor diff says little, so here detections are matched per image and class,
 greedily by descending reference score, each to the unmatched candidate of the same class with the
 highest IoU (at least ``match_iou``). A matched pair is clean when its IoU >= ``iou`` (default
-0.999) and its score difference <= ``score_tol + score_rtol * |reference score|``.
+0.999) or its corners differ by at most ``box_atol`` of the image's coordinate scale (the largest
+finite reference coordinate magnitude, at least 1: normalised boxes 1e-4 of the image, pixel boxes
+1e-4 of the largest coordinate), and its score difference <= ``score_tol + score_rtol * |reference
+score|``. IoU alone is no measure for thin boxes: a box 4e-4 wide whose corners moved by 2e-5 - float32
+noise of a decode whose offsets are ~1e2 in a saturated model - has IoU 0.93.
 
 Scale: per class, only candidates whose corners lie within the window where IoU >= t is possible
 (``|x1_a - x1_b| <= (1 - t) / t * width_a``, the same in y) are examined, found by range queries on
@@ -14,15 +18,27 @@ pairs inside those windows; detections after NMS keep P = O(N). Nothing N x N is
 14k-detection model used to need 6 GiB).
 
 Ties: a *problem row* is an unmatched detection or one side of a matched pair that is not clean.
-It is **tie-ambiguous** (reported with its row, not counted as a mismatch) when its score equals,
-within ``tie_ulps`` float32 ulps or within the score error measured on the clean matches (``tie_margin``:
-scores closer than the runtimes' own disagreement can be ordered either way), (a) the score of an unmatched row of the other side whose box
-is a different candidate (IoU < ``match_iou``; the same box under another label is a real
-difference), paired one to one (two tied candidates, each runtime kept the other), or (b) the score of another detection
-on its own side, or of a candidate that side shows as suppressed (MXNet rows with class -1). Ties
-excuse nothing unless at least one detection matched cleanly: a systematic box error with
-unchanged scores (every row unmatched, each "tied" to its counterpart) must fail. A matched pair
-with tied scores but IoU < ``iou`` needs (b): alone it looks exactly like a box that moved.
+It is **tie-ambiguous** (reported with its row, not counted as a mismatch) only with evidence that an NMS
+visiting tied candidates in another order produced it. Scores tie within ``tie_ulps`` float32 ulps or
+within the score error measured on the clean matches (``tie_margin``: scores closer than the runtimes'
+own disagreement can be ordered either way). The evidence, per problem row:
+
+(a) swap: an unmatched row of the other side with a tied score whose box is a different candidate
+    (IoU < ``match_iou``; the same box under another label is a real difference), paired one to one
+    (two tied candidates, each runtime kept the other; also a top-K cut between tied scores);
+(b) cascade: for an unmatched row, a problem row of the other side (kept there, not here) with a tied
+    score whose box overlaps it with positive area: kept first, it could have suppressed this one there
+    (one swap can change what a chain of overlapping tied boxes keeps). A detection kept on *both*
+    sides is no such rival: it did not suppress the row on one side, so it cannot have on the other;
+    nor is a zero-area box, which overlaps nothing and is never suppressed;
+(c) for a matched pair that is not clean (two overlapping boxes): the scores tie and a side shows the
+    other side's box among the candidates it suppressed (``suppressed_boxes``, e.g. MXNet rows with
+    class -1) with a tied score; alone such a pair looks exactly like a box that moved.
+
+A row whose score merely ties with others is not excused: models with saturated or random weights
+score most boxes exactly alike, and a runtime that dropped most detections would pass. Ties excuse
+nothing unless at least one detection matched cleanly: a systematic box error with unchanged scores
+(every row unmatched, each "tied" to its counterpart) must fail.
 
 Non-finite detections (NaN/inf box or score) are matched only to an identical row (NaN equal to
 NaN); NaN/inf in the reference's detections, or no detection on either side, makes the verdict
@@ -42,6 +58,7 @@ from typing import Any
 import numpy as np
 
 DEFAULT_IOU = 0.999
+DEFAULT_BOX_ATOL = 1e-4  # corner difference, as a share of the image's coordinate scale, that is the same box
 DEFAULT_SCORE_TOL = 1e-5
 DEFAULT_MATCH_IOU = 0.5
 DEFAULT_TIE_ULPS = 4
@@ -56,8 +73,9 @@ class Detections:
     """The detections of one image: boxes [K, 4] corner (x1, y1, x2, y2), scores [K], classes [K] int.
 
     ``rows`` is where each detection sits in the output it was read from (reports name it);
-    ``suppressed_scores`` the scores of candidates the output shows as suppressed (MXNet keeps
-    them, class -1), evidence that two candidates tied; ``masks`` [K, ...] instance masks
+    ``suppressed_scores`` / ``suppressed_boxes`` [S] / [S, 4] the candidates the output shows as
+    suppressed (MXNet keeps them, class -1; a top-K cut keeps the rows it cut), evidence that the
+    output weighed a candidate the other side kept (tie rule c); ``masks`` [K, ...] instance masks
     (torchvision Mask R-CNN), compared between matched detections.
     """
 
@@ -67,6 +85,7 @@ class Detections:
     rows: np.ndarray | None = None
     suppressed_scores: np.ndarray | None = None
     masks: np.ndarray | None = None
+    suppressed_boxes: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "boxes", np.asarray(self.boxes, np.float64).reshape(-1, 4))
@@ -78,6 +97,11 @@ class Detections:
             raise ValueError("rows must have one entry per detection")
         if self.masks is not None and len(self.masks) != len(self.scores):
             raise ValueError("masks must have one entry per detection")
+        if self.suppressed_boxes is not None:
+            sb = np.asarray(self.suppressed_boxes, np.float64).reshape(-1, 4)
+            if self.suppressed_scores is None or len(sb) != len(np.asarray(self.suppressed_scores).reshape(-1)):
+                raise ValueError("suppressed_boxes needs one suppressed score per box")
+            object.__setattr__(self, "suppressed_boxes", sb)
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -87,13 +111,15 @@ class Detections:
 
     def take(self, index: np.ndarray) -> Detections:
         return Detections(self.boxes[index], self.scores[index], self.classes[index], self.row_ids()[index],
-                          self.suppressed_scores, None if self.masks is None else self.masks[index])
+                          self.suppressed_scores, None if self.masks is None else self.masks[index],
+                          self.suppressed_boxes)
 
 
 def _detections(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, rows: np.ndarray | None = None,
-                suppressed: np.ndarray | None = None) -> Detections:
+                suppressed: np.ndarray | None = None, suppressed_boxes: np.ndarray | None = None) -> Detections:
     return Detections(np.asarray(boxes, np.float64).reshape(-1, 4), np.asarray(scores, np.float64).reshape(-1),
-                      as_class_ids(classes), None if rows is None else np.asarray(rows, np.int64), suppressed)
+                      as_class_ids(classes), None if rows is None else np.asarray(rows, np.int64), suppressed,
+                      suppressed_boxes=suppressed_boxes)
 
 
 def as_class_ids(classes: np.ndarray) -> np.ndarray:
@@ -114,8 +140,9 @@ def from_mxnet(detections: np.ndarray) -> list[Detections]:
     for rows in arr:
         cls = rows[:, 0]
         keep = ~(cls < 0)  # NaN classes stay: a NaN model must not look empty
-        suppressed = rows[(cls < 0) & (rows[:, 1] >= 0), 1].astype(np.float64)
-        out.append(_detections(rows[keep, 2:6], rows[keep, 1], cls[keep], np.flatnonzero(keep), suppressed))
+        shown = (cls < 0) & (rows[:, 1] >= 0)
+        out.append(_detections(rows[keep, 2:6], rows[keep, 1], cls[keep], np.flatnonzero(keep),
+                               rows[shown, 1].astype(np.float64), rows[shown, 2:6].astype(np.float64)))
     return out
 
 
@@ -322,17 +349,6 @@ def tie_tolerance(scores: np.ndarray, ulps: int = DEFAULT_TIE_ULPS, margin: floa
     return np.maximum(ulps * np.spacing(mag).astype(np.float64), margin)
 
 
-def _tied_within(values: np.ndarray, pool: np.ndarray, ulps: int, minimum: int, margin: float = 0.0) -> np.ndarray:
-    """For each value: at least ``minimum`` entries of ``pool`` lie within its tie tolerance."""
-    if len(values) == 0:
-        return np.zeros(0, bool)
-    sorted_pool = np.sort(pool[np.isfinite(pool)])
-    tol = tie_tolerance(values, ulps, margin)
-    lo = np.searchsorted(sorted_pool, values - tol, "left")
-    hi = np.searchsorted(sorted_pool, values + tol, "right")
-    return (hi - lo) >= minimum
-
-
 def _pair_ties(ref: Detections, ref_rows: np.ndarray, cand: Detections, cand_rows: np.ndarray, ulps: int,
                match_iou: float, margin: float = 0.0) -> tuple[list[int], list[int]]:
     """One-to-one pairs (positions in ref_rows / cand_rows) of rows whose scores tie and whose boxes
@@ -417,6 +433,7 @@ class DetectionComparison:
     vacuous: bool = False
     vacuous_reason: str = ""
     tie_margin: float = 0.0  # scores closer than this (the score error of clean matches) count as tied
+    box_tolerance: float = DEFAULT_BOX_ATOL  # corners this close (share of the coordinate scale): the same box
     tied_rows: list[DetectionRow] = field(default_factory=list)
     mismatched_rows: list[DetectionRow] = field(default_factory=list)
     images: list[ImageMatch] = field(default_factory=list)
@@ -431,7 +448,8 @@ class DetectionComparison:
         vacuous = f" (vacuous: {self.vacuous_reason})" if self.vacuous else ""
         return (f"{self.candidate} vs {self.reference}: {verdict}{vacuous}, {self.matched} matched, "
                 f"{self.unmatched_reference} only in reference, {self.unmatched_candidate} only in candidate{ties}, "
-                f"min IoU {self.min_iou:.6f} (>= {self.iou_threshold}), max score diff {self.max_score_diff:.3g} "
+                f"min IoU {self.min_iou:.6f} (>= {self.iou_threshold} or corners within {self.box_tolerance:g} of the "
+                f"coordinate scale), max score diff {self.max_score_diff:.3g} "
                 f"(<= {self.score_tolerance:g})")
 
     def to_dict(self) -> dict[str, Any]:
@@ -445,6 +463,7 @@ def compare_detections(
     candidate: Sequence[Detections],
     *,
     iou: float = DEFAULT_IOU,
+    box_atol: float = DEFAULT_BOX_ATOL,
     score_tol: float = DEFAULT_SCORE_TOL,
     score_rtol: float = 0.0,
     match_iou: float = DEFAULT_MATCH_IOU,
@@ -461,13 +480,14 @@ def compare_detections(
     """
     if len(reference) != len(candidate):
         raise ValueError(f"reference has {len(reference)} images, candidate {len(candidate)}")
-    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol)
+    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol, box_tolerance=box_atol)
     problems: list[tuple[int, Detections, Detections, dict[str, Any]]] = []
     clean_total = 0
     nonfinite_reference = 0
     finite_clean = 0  # clean pairs of finite rows: what proves the model beyond NaN/inf rows equal on both sides
     for image, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
-        m, clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, (mask_tol, mask_rtol))
+        m, clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, (mask_tol, mask_rtol),
+                                        box_atol)
         if detail["mask_diff"] is not None:
             result.max_mask_diff = max(result.max_mask_diff or 0.0, detail["mask_diff"])
         m.image = image
@@ -487,7 +507,7 @@ def compare_detections(
                              for _i, _r, _c, d in problems), default=0.0)
     for image, ref, cand, detail in problems:
         m = result.images[image]
-        tied_r, tied_c = _excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin) if clean_total else (
+        tied_r, tied_c = _excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou) if clean_total else (
             np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
         m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
         m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
@@ -529,7 +549,8 @@ def _row(side: str, image: int, d: Detections, k: int) -> DetectionRow:
 
 
 def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float, score_tol: float,
-                 score_rtol: float, mask_tol: tuple[float, float]) -> tuple[ImageMatch, int, dict[str, Any]]:
+                 score_rtol: float, mask_tol: tuple[float, float], box_atol: float = DEFAULT_BOX_ATOL
+                 ) -> tuple[ImageMatch, int, dict[str, Any]]:
     """Match one image; returns the counts, the number of clean pairs and the problem rows."""
     rf, cf = _finite_rows(ref), _finite_rows(cand)
     r_idx, c_idx = np.flatnonzero(rf), np.flatnonzero(cf)
@@ -538,7 +559,11 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
     ni, nj = _match_nonfinite(ref.take(np.flatnonzero(~rf)), cand.take(np.flatnonzero(~cf)))
     ni, nj = np.flatnonzero(~rf)[ni], np.flatnonzero(~cf)[nj]
     diff = np.abs(ref.scores[pi] - cand.scores[pj])
-    clean = (ious >= iou) & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))
+    finite_coords = np.abs(ref.boxes[np.isfinite(ref.boxes)])
+    scale = max(1.0, float(finite_coords.max(initial=0.0)))
+    corners = np.abs(ref.boxes[pi] - cand.boxes[pj]).max(axis=1, initial=0.0)
+    same_box = (ious >= iou) | (corners <= box_atol * scale)
+    clean = same_box & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))
     mask_diff = None
     if ref.masks is not None and cand.masks is not None:
         mask_ok, mask_diff = _compare_masks(ref.masks, cand.masks, pi, pj, *mask_tol)
@@ -588,28 +613,56 @@ def _compare_masks(ref: np.ndarray, cand: np.ndarray, pi: np.ndarray, pj: np.nda
     return ok, worst
 
 
-def _near_rival(d: Detections, rows: np.ndarray, ulps: int, margin: float) -> np.ndarray:
-    """Per row: another detection of ``d`` of the same class, overlapping it, scored within ``margin``."""
-    order = np.argsort(d.scores, kind="stable")
-    sorted_scores = d.scores[order]
+def _overlaps(box: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """Per row of ``others``: its intersection with ``box`` has positive area (NaN compares false)."""
+    with np.errstate(invalid="ignore"):
+        iw = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0])
+        ih = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1])
+        return (iw > 0) & (ih > 0)
+
+
+def _rivals(d: Detections, rows: np.ndarray, other: Detections, rival_rows: np.ndarray, ulps: int,
+            margin: float, same_box: float) -> np.ndarray:
+    """Rule (b): per row of ``d``, a row of ``other`` among ``rival_rows`` with a tied score whose box
+    overlaps it with positive area and is another box (IoU < ``same_box``: the same box under another
+    label is a changed label, not a rival)."""
+    out = np.zeros(len(rows), bool)
+    if not len(rows) or not len(rival_rows):
+        return out
+    order = np.argsort(other.scores[rival_rows], kind="stable")
+    pool = rival_rows[order]
+    sorted_scores = other.scores[pool]
     tol = tie_tolerance(d.scores[rows], ulps, margin)
     lo = np.searchsorted(sorted_scores, d.scores[rows] - tol, "left")
     hi = np.searchsorted(sorted_scores, d.scores[rows] + tol, "right")
-    out = np.zeros(len(rows), bool)
     for i, k in enumerate(rows.tolist()):
-        window = order[lo[i]:min(hi[i], lo[i] + 64)]  # bounded scan, as in _pair_ties
-        window = window[(window != k) & (d.classes[window] == d.classes[k])]
-        if len(window):
-            out[i] = bool((pair_iou(np.repeat(d.boxes[k][None], len(window), axis=0), d.boxes[window]) > 0).any())
+        if hi[i] > lo[i]:
+            boxes = other.boxes[pool[lo[i]:hi[i]]]
+            other_box = pair_iou(np.repeat(d.boxes[k][None], len(boxes), axis=0), boxes) < same_box
+            out[i] = bool((_overlaps(d.boxes[k], boxes) & other_box).any())
+    return out
+
+
+def _shows_suppressed(d: Detections, boxes: np.ndarray, scores: np.ndarray, iou: float, ulps: int,
+                      margin: float) -> np.ndarray:
+    """Rule (c): per box, ``d`` shows it (IoU >= ``iou``) among its suppressed candidates with a tied score."""
+    out = np.zeros(len(boxes), bool)
+    if d.suppressed_boxes is None or not len(d.suppressed_boxes) or not len(boxes):
+        return out
+    pool_scores = np.asarray(d.suppressed_scores, np.float64)
+    tol = tie_tolerance(scores, ulps, margin)
+    for i in range(len(boxes)):
+        near = np.flatnonzero(np.abs(pool_scores - scores[i]) <= tol[i])
+        if len(near):
+            out[i] = bool((pair_iou(np.repeat(boxes[i][None], len(near), axis=0), d.suppressed_boxes[near]) >= iou).any())
     return out
 
 
 def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int,
-             match_iou: float, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Which problem rows of one image are tie-ambiguous (module docstring, rules a and b).
+             match_iou: float, margin: float = 0.0, iou: float = DEFAULT_IOU) -> tuple[np.ndarray, np.ndarray]:
+    """Which problem rows of one image are tie-ambiguous (module docstring, rules a, b and c).
 
-    Rows with a NaN/inf box or score are never excused. A failing matched pair is excused as a whole
-    when either row ties with a candidate its side shows as suppressed (that side saw both candidates).
+    Rows with a NaN/inf box or score are never excused.
     """
     ref_rows, cand_rows = detail["ref_rows"], detail["cand_rows"]
     finite_r, finite_c = _finite_rows(ref)[ref_rows], _finite_rows(cand)[cand_rows]
@@ -620,25 +673,20 @@ def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: in
     pr, pc = _pair_ties(ref, ref_rows[ur], cand, cand_rows[uc], ulps, match_iou, margin)
     tied_r[ur[pr]] = True
     tied_c[uc[pc]] = True
-    # (b) tied with another detection of its own side, or with a candidate that side shows suppressed;
-    # a near tie (within the measured score error) excuses only an unmatched row, and only with a rival
-    # NMS could have weighed it against (same class, overlapping box)
-    pooled = []
-    for d, rows, tied, unmatched in ((ref, ref_rows, tied_r, detail["ref_unmatched"]),
-                                     (cand, cand_rows, tied_c, detail["cand_unmatched"])):
-        values = d.scores[rows]
-        tied |= _tied_within(values, d.scores, ulps, 2)
-        if margin > 0:
-            tied |= unmatched & _near_rival(d, rows, ulps, margin)
-        pool = np.zeros(len(rows), bool)
-        if d.suppressed_scores is not None and len(d.suppressed_scores):
-            pool = _tied_within(values, np.asarray(d.suppressed_scores, np.float64), ulps, 1)
-        tied |= pool
-        pooled.append(pool)
+    # (b) an unmatched row with an overlapping tied rival that only the other side kept
+    rivals_c, rivals_r = cand_rows[finite_c], ref_rows[finite_r]
+    tied_r[ur] |= _rivals(ref, ref_rows[ur], cand, rivals_c, ulps, margin, iou)
+    tied_c[uc] |= _rivals(cand, cand_rows[uc], ref, rivals_r, ulps, margin, iou)
+    # (c) a failing pair of tied scores where a side shows the other's box suppressed
     pos_r, pos_c = detail["pair_ref_pos"], detail["pair_cand_pos"]
-    either = pooled[0][pos_r] | pooled[1][pos_c]
-    tied_r[pos_r] |= either
-    tied_c[pos_c] |= either
+    if len(pos_r):
+        ri, cj = ref_rows[pos_r], cand_rows[pos_c]
+        tie = np.abs(ref.scores[ri] - cand.scores[cj]) <= tie_tolerance(ref.scores[ri], ulps, margin)
+        seen = (_shows_suppressed(ref, cand.boxes[cj], cand.scores[cj], iou, ulps, margin)
+                | _shows_suppressed(cand, ref.boxes[ri], ref.scores[ri], iou, ulps, margin))
+        both = tie & seen
+        tied_r[pos_r] |= both
+        tied_c[pos_c] |= both
     return tied_r & finite_r, tied_c & finite_c
 
 

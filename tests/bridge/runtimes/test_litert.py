@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from deploy_models import decode_model, feeds, onnxruntime_outputs
-
-pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'bridge[litert]')")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-pytest.importorskip("tensorflow", reason="TensorFlow (the .tflite converter) is not installed")
-if importlib.util.find_spec("onnx_tf") is None:
-    pytest.skip("onnx-tf (the ONNX -> TF step of the tflite target) is not installed", allow_module_level=True)
+from deploy_models import decode_model, feeds, onnxruntime_outputs, require_litert
 
 from bridge.errors import RuntimeLoadError, UsageError
 from bridge.runtimes import activated, get_runtime
 from bridge.runtimes.isolated import isolate
 from bridge.runtimes.litert import LiteRtRuntime, read_name_map
 from bridge.targets.tflite import export_tflite
+
+require_litert()
 
 
 @pytest.fixture(scope="module")

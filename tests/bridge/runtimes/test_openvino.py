@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from deploy_models import custom_op_model, decode_model, feeds, onnxruntime_outputs, save
-
-pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
+from deploy_models import custom_op_model, decode_model, feeds, onnxruntime_outputs, require_openvino, save
 
 from bridge.errors import RuntimeLoadError, UsageError
 from bridge.runtimes import activated, get_runtime
 from bridge.runtimes.isolated import isolate
 from bridge.runtimes.openvino import OpenVinoRuntime
 from bridge.targets import candidate_runtime
+
+require_openvino()
 
 
 @pytest.fixture(scope="module")

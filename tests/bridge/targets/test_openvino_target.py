@@ -8,20 +8,17 @@ import numpy as np
 import onnx
 import pytest
 from deploy_models import (
-    SSD_ARGS,
-    SSD_SYMBOL,
     compare_with_onnxruntime,
     custom_op_model,
     decode_model,
     feeds,
     initializer,
     onnxruntime_outputs,
+    require_openvino,
     save,
     tamper,
 )
-from support import mxnet_available, run_cli
-
-pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'bridge[openvino]')")
+from support import run_cli
 
 import bridge
 from bridge.config import Tolerance
@@ -30,6 +27,8 @@ from bridge.runtimes import activated
 from bridge.runtimes.openvino import OpenVinoRuntime
 from bridge.targets import get_target
 from bridge.targets.openvino import OpenVinoTarget, OpenVinoUnsupportedError, export_ir, ir_destination
+
+require_openvino()
 
 
 @pytest.fixture(scope="module")
@@ -97,16 +96,6 @@ def test_convert_an_onnx_model_to_openvino(model: onnx.ModelProto, tmp_path: Pat
     with activated(OpenVinoRuntime(tmp_path / "out" / "m.xml")) as rt:  # the written IR keeps the batch dynamic
         assert rt.input_metadata()[0].shape == (None, 3, 8, 8)
         assert rt.infer(feeds(5))["boxes"].shape == (5, 64, 4)
-
-
-@pytest.mark.skipif(not mxnet_available(), reason="MXNet (the reference of the bundled SSD) is not installed")
-def test_bundled_mxnet_ssd_to_openvino_matches_mxnet_detections(tmp_path: Path) -> None:
-    result = bridge.convert(SSD_SYMBOL, output=tmp_path / "ssd.onnx", to="openvino", **SSD_ARGS)
-    assert result.passed and (tmp_path / "ssd.xml").is_file()
-    (openvino,) = [c for c in result.validation if c.candidate == "openvino"]
-    (out,) = openvino.outputs
-    assert out.detection is not None and out.detection["matched"] > 0 and out.max_abs < 1e-5
-    assert out.detection["unmatched_reference"] == 0 and out.detection["unmatched_candidate"] == 0
 
 
 def test_fp16_weights_are_validated_like_any_other(model: onnx.ModelProto, tmp_path: Path) -> None:

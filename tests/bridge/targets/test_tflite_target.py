@@ -3,32 +3,23 @@ named before conversion, select TF ops on request, tampering caught, convert end
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from deploy_models import (
-    SSD_ARGS,
-    SSD_SYMBOL,
     compare_with_onnxruntime,
     decode_model,
     feeds,
     initializer,
     onnxruntime_outputs,
+    require_litert,
     save,
     tamper,
 )
 from onnx import TensorProto, helper
-from support import make_model, mxnet_available
-
-pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'bridge[litert]')")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-pytest.importorskip("tensorflow", reason="TensorFlow (the .tflite converter) is not installed")
-if importlib.util.find_spec("onnx_tf") is None:
-    pytest.skip("onnx-tf (the ONNX -> TF step of the tflite target) is not installed", allow_module_level=True)
+from support import make_model
 
 import bridge
 from bridge.errors import RuntimeLoadError, UsageError
@@ -37,6 +28,8 @@ from bridge.runtimes import activated
 from bridge.runtimes.litert import LiteRtRuntime
 from bridge.targets import get_target
 from bridge.targets.tflite import LiteRtUnsupportedError, TfliteTarget, export_tflite
+
+require_litert()
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +121,3 @@ def test_convert_an_onnx_model_to_tflite(model: onnx.ModelProto, tmp_path: Path)
     with activated(LiteRtRuntime(written)) as rt:  # the written .tflite keeps the batch dynamic
         assert rt.input_metadata()[0].shape == (None, 3, 8, 8)
         assert rt.infer(feeds(5))["boxes"].shape == (5, 64, 4)
-
-
-@pytest.mark.skipif(not mxnet_available(), reason="MXNet (the reference of the bundled SSD) is not installed")
-def test_bundled_mxnet_ssd_to_tflite_matches_mxnet_detections(tmp_path: Path) -> None:
-    result = bridge.convert(SSD_SYMBOL, output=tmp_path / "ssd.onnx", to="tflite", **SSD_ARGS)
-    assert result.passed and (tmp_path / "ssd.tflite").is_file()
-    (litert,) = [c for c in result.validation if c.candidate == "litert"]
-    (out,) = litert.outputs
-    assert out.detection is not None and out.detection["matched"] > 0 and out.max_abs < 1e-5
-    assert out.detection["unmatched_reference"] == 0 and out.detection["unmatched_candidate"] == 0

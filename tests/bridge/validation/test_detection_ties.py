@@ -161,11 +161,68 @@ def test_near_ties_closer_than_the_measured_score_error_are_tie_ambiguous(gap: f
 
 
 @pytest.mark.parametrize(("rival", "excused"), [(B, True), (np.array([90.0, 90, 99, 99]), False)])
-def test_a_lone_survivor_near_tied_with_an_overlapping_rival_is_tie_ambiguous(rival: np.ndarray, excused: bool) -> None:
-    """The reference keeps A and a same-class rival scored 5e-6 above it (under the 8e-6 score error); the
-    candidate suppressed A: excused only when the rival overlaps A (NMS weighed the two against each other)."""
-    ref = _with([A, rival], [TIED, TIED + 5e-6], [2, 2])
+def test_a_near_tied_cascade_is_tie_ambiguous_only_through_an_overlapping_rival(rival: np.ndarray, excused: bool) -> None:
+    """The reference keeps A and C, the candidate only a rival scored 5e-6 above them (under the 8e-6 score
+    error): one of A / C swaps with the rival; the other is excused only when the rival overlaps it (kept
+    first, it could have suppressed it)."""
+    c = np.array([70.0, 70, 80, 80])
+    ref = _with([A, c], [TIED, TIED], [2, 2])
     cand = _with([rival], [TIED + 5e-6], [2])
     cand.scores[:3] += np.array([8e-6, -5e-6, 2e-6])
     cmp = compare_detections([ref], [cand])
-    assert cmp.passed is excused and cmp.tie_ambiguous == (1 if excused else 0)
+    assert cmp.passed is excused and cmp.tie_ambiguous == (3 if excused else 2)
+
+
+def test_a_rival_kept_on_both_sides_excuses_nothing() -> None:
+    """The reference keeps A and an overlapping rival B of the same score, the candidate only B: B did not
+    suppress A in the reference, so it cannot have in the candidate - A is missing, not tie-ambiguous."""
+    ref = _with([A, B], [TIED, TIED], [2, 2])
+    cand = _with([B], [TIED], [2])
+    cmp = compare_detections([ref], [cand])
+    assert not cmp.passed and cmp.mismatched == 1 and cmp.tie_ambiguous == 0
+
+
+def _mxnet_rows(kept: np.ndarray, kept_classes: np.ndarray, shown: np.ndarray, score: float) -> np.ndarray:
+    """MXNet [1, N, 6] rows: the kept boxes with their classes, then ``shown`` as suppressed (class -1), all
+    scored ``score``."""
+    rows = [[c, score, *b] for b, c in zip(kept, kept_classes, strict=True)]
+    rows += [[-1, score, *b] for b in shown]
+    return np.array([rows], np.float32)
+
+
+def test_a_candidate_dropping_most_equally_scored_detections_fails() -> None:
+    """A saturated (random-weight) SSD scores every box 1.0; MXNet keeps 60 of them, the candidate keeps 3 and
+    shows the rest as suppressed. Equal scores everywhere are no evidence of a tie swap: nothing the candidate
+    kept could have suppressed them (zero-area boxes, or boxes apart from the kept ones), so it fails."""
+    rng = np.random.default_rng(0)
+    low = rng.uniform(0, 0.9, (60, 2))
+    boxes = np.concatenate([low, low + rng.uniform(0.01, 0.05, (60, 2))], 1)
+    boxes[::2, 3] = boxes[::2, 1]  # half of them clipped flat: zero area
+    classes = np.arange(60) % 3
+    ref = from_mxnet(_mxnet_rows(boxes, classes, np.zeros((0, 4)), 1.0))
+    kept = np.flatnonzero(np.isin(np.arange(60), [0, 1, 2]))
+    cand = from_mxnet(_mxnet_rows(boxes[kept], classes[kept], np.delete(boxes, kept, axis=0), 1.0))
+    cmp = compare_detections(ref, cand)
+    assert not cmp.passed
+    assert cmp.matched == 3 and cmp.unmatched_reference == 57 and cmp.mismatched == 57 and cmp.tie_ambiguous == 0
+
+
+def test_zero_area_boxes_are_never_rivals() -> None:
+    """A zero-area box overlaps nothing: kept by the candidate alone, it cannot have suppressed anything."""
+    flat = np.array([60.0, 65, 75, 65])  # zero height across A
+    ref = _with([A, np.array([90.0, 90, 99, 99])], [TIED, TIED], [2, 2])
+    cand = _with([flat], [TIED], [2])
+    cmp = compare_detections([ref], [cand])
+    assert not cmp.passed and cmp.tie_ambiguous == 2 and cmp.mismatched == 1  # one swap, one missing
+
+
+@pytest.mark.parametrize(("shift", "clean"), [(2e-5, True), (1.2e-4, False)])
+def test_a_thin_box_moved_by_float_noise_is_the_same_box(shift: float, clean: bool) -> None:
+    """A box 4.5e-4 wide (normalised coordinates) whose corners moved by 2e-5 - float32 noise of a saturated
+    decode - has IoU ~0.93 but is the same detection; moved by 1.2e-4 (IoU 0.58) it is not."""
+    thin = np.array([[0.3471, 0.0, 0.3476, 1.0], [0.1, 0.1, 0.3, 0.3]])
+    ref = _dets(thin, [0.77, 0.5], [15, 2])
+    cand = _dets(thin + np.array([[shift, 0, shift, 0], [0, 0, 0, 0]]), [0.77, 0.5], [15, 2])
+    cmp = compare_detections([ref], [cand])
+    assert cmp.matched == 2 and cmp.passed is clean and cmp.failed_pairs == (0 if clean else 1)
+    assert cmp.min_iou < 0.999 or not clean
