@@ -11,7 +11,7 @@ import functools
 import inspect as _inspect
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -185,6 +185,8 @@ class ValidateResult:
     inputs: dict[str, list[int]]
     saved_reference: str | None = None
     strict: bool = False
+    sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size checked
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -197,7 +199,8 @@ class ValidateResult:
     def to_dict(self) -> dict[str, Any]:
         return {"command": "validate", "model": self.model, "reference": self.reference, "passed": self.passed,
                 "vacuous": self.vacuous, "strict": self.strict,
-                "inputs": self.inputs, "comparisons": [c.to_dict() for c in self.comparisons],
+                "inputs": self.inputs, "sizes": self.sizes, "warnings": self.warnings,
+                "comparisons": [c.to_dict() for c in self.comparisons],
                 "saved_reference": self.saved_reference}
 
 
@@ -224,6 +227,7 @@ def validate(
     input_kind: str | None = None,
     input_range: str | tuple[float, float] | None = None,
     max_memory: int | str | None = None,
+    progress: Progress | None = None,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
 
@@ -233,13 +237,17 @@ def validate(
     ``save_reference`` stores the reference run (inputs + outputs) so another environment can
     validate against it later with ``reference=``. ``isolated`` runs the reference and each runtime in a
     child process with ``timeout`` seconds per step and the memory limit (``bridge.runtimes.isolated``).
-    Raises ValidationMismatch (with ``.result``).
+    A model with dynamic axes is checked at a second size of them too (the source run there as well);
+    ``.sizes`` lists the input shapes of every size checked. ``progress`` hears each step (loading, the
+    reference run, each runtime). Raises ValidationMismatch (with ``.result``).
     """
+    say = progress or (lambda _msg: None)
     if (source is None) == (reference is None):
         raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
     from bridge.targets import candidate_runtime
 
     runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
+    say(f"loading {model}")
     proto = load_model(model)
     specs = [i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs]
     groups = detection_groups(proto, detections)
@@ -255,7 +263,7 @@ def validate(
             saved = RunResults.load(Path(reference))
             run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=groups,
                                   shape_only=nondeterministic_outputs(proto),
-                                  reference_name=f"{saved.runtime} ({reference})")
+                                  reference_name=f"{saved.runtime} ({reference})", progress=say)
             ref_name = str(reference)
         else:
             from adapters import detect_adapter, get_adapter, reference_runner
@@ -276,14 +284,15 @@ def validate(
                                              model=proto,
                                              values=values),
                                   tolerance, detections=groups, shape_only=nondeterministic_outputs(proto),
-                                  check_sensitivity=True)
+                                  check_sensitivity=True, second_size=True, progress=say)
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
                 RunResults(dict(run.feeds), run.reference_outputs, runner.name,
                            {"source": src.describe(), "seed": seed}).save(Path(save_reference))
     comparisons = run.comparisons
     saved_to = str(save_reference) if save_reference and source is not None else None
-    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict)
+    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict,
+                            sizes=run.sizes, warnings=[run.second_size_skipped] if run.second_size_skipped else [])
     if report:
         from bridge.report import write_report
 
@@ -340,10 +349,13 @@ def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256,
 
     # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error
     # (in-process while a test breakage is applied: it patches this process only)
-    result = call_isolated(partial(debug_conversion, cfg, model=load_model(model) if model else None,
-                                   budget=budget_mb * 2**20), stage="bridge debug", timeout=cfg.timeout,
-                           enabled=not deliberate_breakages, max_memory=child_memory_limit(),
-                           progress=progress or (lambda _m: None))
+    # the pass-by-pass models go into a folder this process owns, so a child killed by --timeout or a
+    # native crash leaves nothing behind
+    with tempfile.TemporaryDirectory(prefix="bridge-debug-") as workdir:
+        result = call_isolated(partial(debug_conversion, cfg, model=load_model(model) if model else None,
+                                       budget=budget_mb * 2**20, workdir=Path(workdir)), stage="bridge debug",
+                               timeout=cfg.timeout, enabled=not deliberate_breakages,
+                               max_memory=child_memory_limit(), progress=progress or (lambda _m: None))
     if cfg.report:
         write_debug_report(result, cfg.report)
     return result

@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("opsets",),
     ("bridge.rewriting",),
     # leaves, lowest last
-    ("bridge.report", "bridge.chatter", "bridge.model", "bridge.frameworks"),
+    ("bridge.report", "bridge.chatter", "bridge.progress", "bridge.model", "bridge.frameworks"),
     ("bridge.config",),
     ("bridge.io",),
     ("bridge.limits", "bridge.registry"),

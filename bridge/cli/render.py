@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,49 +19,45 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli.safe_console import SafeConsole
+from bridge.progress import HEARTBEAT_S, Progress
 
 out = SafeConsole()
 err = SafeConsole(stderr=True)
 
 
-HEARTBEAT_S = 15.0
+def sizes_text(sizes: list[dict[str, Any]]) -> str:
+    """Every size validated at (``bridge.report.sizes_text``), markup-escaped."""
+    from bridge.report.sizes import sizes_text as text
+
+    return escape(text(sizes))
 
 
 @contextlib.contextmanager
 def progress(what: str, logger: str = "bridge.cli", heartbeat: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
     """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise; either way
-    a long stage says it is still running every ``heartbeat`` seconds."""
+    a long stage says it is still running every ``heartbeat`` seconds (``bridge.progress``: written to the
+    stderr of now, so a framework capturing ``sys.stderr`` during an export does not swallow it). Any layer
+    reaches it through ``bridge.progress.stage``."""
     log = logging.getLogger(logger)
-    stage: dict[str, Any] = {"msg": "", "since": time.monotonic()}
-    done = threading.Event()
+    stream = err.file  # resolved now, before any exporter swaps sys.stderr
+    console = SafeConsole(file=stream, force_terminal=err.is_terminal, width=err.width)
     with contextlib.ExitStack() as stack:
-        status = stack.enter_context(err.status(what)) if err.is_terminal else None
+        status = stack.enter_context(console.status(what)) if console.is_terminal else None
 
-        def show(msg: str) -> None:
-            stage.update(msg=msg, since=time.monotonic())
+        def on_stage(msg: str) -> None:
             if status is not None:
                 status.update(f"{what}: {escape(msg)}")
             else:
                 log.info("%s: %s", what, msg)
 
-        def beat() -> None:
-            while not done.wait(heartbeat):
-                elapsed = time.monotonic() - stage["since"]
-                if elapsed < heartbeat or not stage["msg"]:
-                    continue
-                line = f"{what}: still {stage['msg']} ({elapsed:.0f} s)"
-                if status is not None:
-                    status.update(escape(line))
-                else:
-                    err.print(line, highlight=False, markup=False, soft_wrap=True)
+        def on_beat(line: str) -> None:
+            if status is not None:
+                status.update(escape(line))
+            else:
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-        thread = threading.Thread(target=beat, name="bridge-progress", daemon=True)
-        thread.start()
-        try:
-            yield show
-        finally:
-            done.set()
-            thread.join()
+        yield stack.enter_context(Progress(what, heartbeat=heartbeat, stream=stream, on_stage=on_stage,
+                                           on_beat=on_beat))
 
 
 def hint(text: str) -> None:

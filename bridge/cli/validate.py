@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from bridge.cli import render
 from bridge.cli.debug import LocalizeOpt, localize_failure
@@ -67,14 +68,14 @@ def validate_command(
     from bridge import api
 
     try:
-        result = api.validate(model, source=source, reference=reference, runtime=runtimes_from(runtime) or [],
-                              framework=framework, inputs=input, weights=weights,
-                              tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
-                              save_reference=save_reference, report=report, feeds=feeds,
-                              options={"trust_source": "1"} if trust_source else None, isolated=isolate,
-                              timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
-                              input_kind=input_kind,
-                              input_range=input_range)
+        with render.progress(f"validating {model}") as progress:
+            result = api.validate(model, source=source, reference=reference, runtime=runtimes_from(runtime) or [],
+                                  framework=framework, inputs=input, weights=weights,
+                                  tolerance=tolerance_from(atol, rtol, tolerance), seed=seed,
+                                  save_reference=save_reference, report=report, feeds=feeds,
+                                  options={"trust_source": "1"} if trust_source else None, isolated=isolate,
+                                  timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
+                                  input_kind=input_kind, input_range=input_range, progress=progress)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_comparisons(exc.result.comparisons)
@@ -90,7 +91,9 @@ def validate_command(
             render.hint(f"to name the node where the outputs start to diverge, compare with the source model: "
                         f"bridge validate {model} --source SOURCE --localize (or: bridge debug SOURCE --model {model})")
         raise
-    out.print("validated at: " + ", ".join(f"{k}{v}" for k, v in result.inputs.items()))
+    for w in result.warnings:
+        out.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    out.print("validated at: " + render.sizes_text(result.sizes or [result.inputs]))
     render.print_comparisons(result.comparisons)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")

@@ -209,7 +209,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         progress(f"validating in {', '.join(runtimes)} against {reference.name}")
         run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
                               detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
-                              check_sensitivity=True)
+                              check_sensitivity=True, second_size=True, progress=progress)
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         reason = str(exc)
         _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",
@@ -219,6 +219,9 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         result.warnings.extend(vacuous_warnings(run.comparisons))
         result.validation = run.comparisons
         result.validation_inputs = run.input_shapes()
+        result.validation_sizes = run.sizes
+        if run.second_size_skipped:
+            result.warnings.append(run.second_size_skipped)
         result.validation_feeds = run.input_summary(feeds.describe())
     result.timings["validate_s"] = time.perf_counter() - start
 

@@ -82,6 +82,7 @@ class ConvertResult:
     validation: list[Comparison] = field(default_factory=list)
     validation_skipped: str | None = None
     validation_inputs: dict[str, list[int]] = field(default_factory=dict)
+    validation_sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size checked
     timings: dict[str, float] = field(default_factory=dict)
     written: bool = False
     target: dict[str, Any] | None = None  # the target's artefact report (e.g. the TensorFlow SavedModel)
@@ -118,7 +119,8 @@ class ConvertResult:
             "inputs": [asdict(m) for m in self.inputs], "outputs": [asdict(m) for m in self.outputs],
             "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
-            "validation_inputs": self.validation_inputs, "passed": self.passed, "timings": self.timings,
+            "validation_inputs": self.validation_inputs, "validation_sizes": self.validation_sizes,
+            "passed": self.passed, "timings": self.timings,
             "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
             "detections": self.detections, "validation_feeds": self.validation_feeds,
             "export_inputs": self.export_inputs, "warning_details": self.warning_details,

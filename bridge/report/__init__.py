@@ -8,6 +8,7 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.io import atomic_write_text
+from bridge.report.sizes import sizes_text
 
 
 def write_report(data: dict[str, Any], path: Path) -> None:
@@ -65,9 +66,11 @@ def to_markdown(data: dict[str, Any]) -> str:
             out.append(f"| {p['name']} | {'yes' if p['modified'] else 'no'} | {p['seconds']:.3f} | {p['reason']} |")
         comparisons = data["validation"]
         if data.get("validation_inputs"):
-            out.append("\nValidation inputs: " + ", ".join(f"{k} {v}" for k, v in data["validation_inputs"].items()))
+            out.append("\nValidation inputs: " + sizes_text(data.get("validation_sizes") or [data["validation_inputs"]]))
     else:
         out.append(f"# bridge validate: {data['model']}\n\n- reference: {data['reference']}\n- verdict: {verdict}")
+        if data.get("inputs"):
+            out.append("- validated at: " + sizes_text(data.get("sizes") or [data["inputs"]]))
         comparisons = data["comparisons"]
     for comp in comparisons:
         out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")

@@ -213,6 +213,11 @@ def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
     if cmd == "debug":
         parts.append(_verdict(data))
     parts.append(_comparisons(data.get("validation") or data.get("comparisons") or [], data.get("validation_skipped")))
+    sizes = data.get("validation_sizes") or data.get("sizes")
+    if sizes:
+        from bridge.report.sizes import sizes_text
+
+        parts.append(f"<p>validated at: {_e(sizes_text(sizes))}</p>")
     parts.append(_overlays(overlays))
     parts.append(_histograms(data))
     parts.append(_divergence(data))

@@ -36,10 +36,12 @@ import multiprocessing.connection
 import os
 import pickle
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -91,7 +93,10 @@ class _Child:
         self.stage = stage
         self.max_memory = max_memory
         ours, theirs = socket.socketpair()
-        env = {**os.environ, _PATH_ENV: json.dumps([p for p in sys.path if isinstance(p, str)])}
+        # the child's temporary files (TensorFlow's autograph modules, exporters' scratch) go into a folder
+        # this process removes in stop(): a child is always ended by kill, so its own atexit cleanup never runs
+        self.tmpdir = tempfile.mkdtemp(prefix="bridge-child-")
+        env = {**os.environ, _PATH_ENV: json.dumps([p for p in sys.path if isinstance(p, str)]), "TMPDIR": self.tmpdir}
         main_thread = threading.current_thread() is threading.main_thread()
         try:
             self.process = subprocess.Popen(
@@ -100,6 +105,7 @@ class _Child:
                 close_fds=True)
         except OSError as exc:
             ours.close()
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
             raise WorkerStartError(f"bridge could not start a child process for {stage}: {exc}") from exc
         finally:
             theirs.close()
@@ -147,6 +153,7 @@ class _Child:
                 self.process.wait(5)
         with contextlib.suppress(OSError):
             self.conn.close()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 def _stderr_fd() -> int | None:

@@ -97,6 +97,38 @@ class Comparison:
     reference: str
     candidate: str
     outputs: list[OutputComparison] = field(default_factory=list)
+    sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size compared at
+
+    def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]]) -> None:
+        """Take in the verdicts of the same candidate at another input size (``shapes``): an output passes only
+        when it passes at every size; its figures are the worst of them, and a failure there is said."""
+        self.sizes.append({k: list(v) for k, v in shapes.items()})
+        where = _shapes_text(shapes)
+        mine = {o.name: o for o in self.outputs}
+        for o in other.outputs:
+            first = mine.get(o.name)
+            if first is None:  # an output present at one size only
+                o.note = "; ".join(n for n in (o.note, f"at {where}") if n)
+                self.outputs.append(o)
+                continue
+            for figure in ("max_abs", "max_rel", "mismatch_fraction"):
+                values = [v for v in (getattr(first, figure), getattr(o, figure)) if v is not None]
+                setattr(first, figure, max(values) if values else None)
+            first.nonfinite_mismatch += o.nonfinite_mismatch
+            if not o.passed:
+                first.passed = False
+                first.shape_match &= o.shape_match
+                first.dtype_match &= o.dtype_match
+                figures = f"max abs {_figure(o.max_abs)}, mismatch {_figure(o.mismatch_fraction)}"
+                first.note = "; ".join(n for n in (first.note, f"at {where}: FAIL ({figures}"
+                                                   + (f"; {o.note})" if o.note else ")")) if n)
+
+    def fail_at_size(self, shapes: Mapping[str, Sequence[int]], error: str) -> None:
+        """The candidate raised at another input size where the reference ran: every output fails there."""
+        self.sizes.append({k: list(v) for k, v in shapes.items()})
+        for o in self.outputs:
+            o.passed = False
+            o.note = "; ".join(n for n in (o.note, f"at {_shapes_text(shapes)} the candidate failed: {error}") if n)
 
     @property
     def passed(self) -> bool:
@@ -138,6 +170,8 @@ class Comparison:
         if self.vacuous:
             verdict += f" [vacuous: {'; '.join(self.vacuous_reasons)}]"
         ties = f", {self.tie_ambiguous} tie-ambiguous detections" if self.tie_ambiguous else ""
+        if len(self.sizes) > 1:
+            ties += f", at {len(self.sizes)} sizes ({' and '.join(_shapes_text(s) for s in self.sizes)})"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
         ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
         return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
@@ -146,7 +180,15 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
                 "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
-                "tie_ambiguous": self.tie_ambiguous, "outputs": [asdict(o) for o in self.outputs]}
+                "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "outputs": [asdict(o) for o in self.outputs]}
+
+
+def _shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
+    return ", ".join(f"{k}[{', '.join(str(d) for d in v)}]" for k, v in shapes.items())
+
+
+def _figure(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
 
 
 _INT_DTYPE_KINDS = "iub"

@@ -37,7 +37,7 @@ from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
 from bridge.validation.constraints import constrained_consumers
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
-from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, true_inputs
+from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, other_size, true_inputs
 from bridge.validation.results import RunResults
 
 CandidateSource = Runtime | Callable[[], Runtime]
@@ -85,11 +85,57 @@ class FeedSource:
             fresh = {k: (v * scale).astype(v.dtype) for k, v in fresh.items()}
         return {k: fresh.get(k, v) for k, v in feeds.items()}
 
+    def at_second_size(self, feeds: Mapping[str, np.ndarray], metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
+        """``feeds`` at a second size of every dynamic axis of ``metas`` (a dim that is not a number), or {}
+        when the model has none: what proves a named dynamic axis really is one.
+
+        Axes sharing a symbol (``batch`` on every input) get the same size. Generated inputs that ran at
+        another size than the export sample (``vary_dynamic``) run at the sample size now, others at
+        ``other_size`` (batch + 1; spatial axes grown by their largest power-of-two divisor); ``--feeds``
+        arrays are extended (or cut) cyclically along the axis - real rows, repeated."""
+        by_name = {s.name: s for s in self.specs}
+        sizes: dict[str, int] = {}
+        shapes: dict[str, tuple[int, ...]] = {}
+        for meta in metas:
+            if meta.name not in feeds or meta.shape is None:
+                continue
+            shape = list(np.shape(feeds[meta.name]))
+            spec = by_name.get(meta.name)
+            for axis, dim in enumerate(meta.shape[: len(shape)]):
+                if isinstance(dim, int):
+                    continue
+                key = dim or f"{meta.name}:{axis}"  # an unnamed dim is its own axis
+                if key not in sizes:
+                    sample = (spec.shape[axis] if self.file is None and self.vary_dynamic and spec is not None
+                              and spec.shape is not None and axis < len(spec.shape) else None)
+                    sizes[key] = sample if sample and sample != shape[axis] else other_size(axis, shape[axis] or 1)
+                shape[axis] = sizes[key]
+            shapes[meta.name] = tuple(shape)
+        if all(shapes[k] == np.shape(feeds[k]) for k in shapes):
+            return {}
+        if self.file is None:
+            made = make_inputs(metas, self.specs, seed=self.seed, shapes=shapes, values=self.values, model=self.model)
+            return {k: made.get(k, v) for k, v in feeds.items()}
+        return {k: _cyclic(v, shapes.get(k, np.shape(v))) for k, v in feeds.items()}
+
     def describe(self) -> str:
         """Which inputs were used, for reports."""
         if self.file is not None:
             return f"--feeds {self.file}"
         return f"generated ({(self.values or InputValues()).describe()}, seed {self.seed})"
+
+
+def _cyclic(array: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """``array`` brought to ``shape`` by repeating (or cutting) it along every axis that differs."""
+    out = np.asarray(array)
+    for axis, (have, want) in enumerate(zip(out.shape, shape, strict=True)):
+        if have != want and have > 0:
+            out = np.take(out, np.arange(want) % have, axis=axis)
+    return out
+
+
+def shapes_of(feeds: Mapping[str, Any]) -> dict[str, list[int]]:
+    return {k: list(np.shape(v)) for k, v in feeds.items()}
 
 
 @dataclass
@@ -101,6 +147,8 @@ class ComparisonRun:
     reference_name: str
     comparisons: list[Comparison] = field(default_factory=list)
     insensitive: list[str] = field(default_factory=list)  # reference outputs that ignored the input
+    sizes: list[dict[str, list[int]]] = field(default_factory=list)  # the input shapes of every size checked
+    second_size_skipped: str | None = None  # why a model with dynamic axes was checked at one size only
 
     def input_summary(self, source: str = "") -> dict[str, dict[str, object]]:
         """Per input: shape, dtype, value range and where the values came from (for reports)."""
@@ -179,17 +227,26 @@ def run_and_compare(
     reference_name: str | None = None,
     shape_only: Sequence[str] = (),
     check_sensitivity: bool = False,
+    second_size: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ComparisonRun:
     """Run ``reference`` and every candidate on the same inputs; compare each candidate with the reference.
 
     Inputs come from the saved run when ``reference`` is a RunResults, else from ``feeds`` sized by the
     first candidate's input metadata. ``detections`` (DetectionSpecs, or the legacy output name -> format
     map) are compared detection by detection instead of elementwise.
+
+    ``second_size``: a model with dynamic axes is run again at a second size of every one of them, the
+    reference too (``FeedSource.at_second_size``), and each candidate's verdict covers both sizes
+    (``Comparison.sizes``); one size proves nothing about an axis said to be dynamic. ``progress`` hears
+    each step (loading, reference run, each runtime).
     """
+    say = progress or (lambda _msg: None)
     with contextlib.ExitStack() as stack:
         saved = reference if isinstance(reference, RunResults) else None
         if saved is None:
             assert not isinstance(reference, RunResults)
+            say(f"loading the {getattr(reference, 'name', 'source')} reference")
             try:
                 stack.enter_context(activated(reference))
             except (AdapterUnavailableError, RuntimeLoadError) as exc:
@@ -199,8 +256,10 @@ def run_and_compare(
         run: ComparisonRun | None = None
         wider_runs: dict[float, tuple[dict[str, Any], dict[str, Any]] | None] = {}  # scale -> (feeds, reference)
         if saved is not None:
-            run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name)
+            run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name, sizes=[shapes_of(saved.inputs)])
+        second: _SecondSize | None = None
         for cand_name, source in candidates.items():
+            say(f"loading the {cand_name} candidate")
             candidate = source if isinstance(source, Runtime) else source()
             with activated(candidate):
                 metas = candidate.input_metadata()
@@ -208,22 +267,77 @@ def run_and_compare(
                     metas = source_inputs(metas, reference, cand_name)  # type: ignore[arg-type]
                 if run is None:
                     made = feeds.make(metas)
-                    run = ComparisonRun(made, reference.infer(made), name)  # type: ignore[union-attr]
+                    say(f"running the {name} reference at {_sizes_text(shapes_of(made))}")
+                    run = ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)])  # type: ignore[union-attr]
+                say(f"running {cand_name}")
                 outputs = candidate.infer(run.feeds)
                 comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
                                              candidate_name=cand_name, detection_outputs=detections,
                                              shape_only=shape_only)
+                comparison.sizes = list(run.sizes)
                 if saved is None:
                     _compare_small_outputs_wider(comparison, reference, candidate, feeds, run, tolerance,  # type: ignore[arg-type]
                                                  wider_runs)
+                    if second_size:
+                        if second is None:
+                            second = _SecondSize.run(reference, feeds, run, metas, say)  # type: ignore[arg-type]
+                        second.compare(comparison, candidate, tolerance, detections, shape_only, say)
             run.comparisons.append(comparison)
         if run is None:  # no candidates: the reference still runs, so its outputs can be saved
             assert not isinstance(reference, RunResults)
             made = feeds.make(reference.input_metadata())
-            run = ComparisonRun(made, reference.infer(made), name)
+            say(f"running the {name} reference at {_sizes_text(shapes_of(made))}")
+            run = ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)])
         if check_sensitivity and saved is None:
             _mark_insensitive(run, reference, feeds, as_detection_specs(detections))  # type: ignore[arg-type]
         return run
+
+
+def _sizes_text(shapes: Mapping[str, Sequence[int]]) -> str:
+    return ", ".join(f"{k}{list(v)}" for k, v in shapes.items())
+
+
+@dataclass
+class _SecondSize:
+    """The reference's run at the second size, shared by every candidate (``run_and_compare(second_size=)``)."""
+
+    feeds: dict[str, np.ndarray]
+    outputs: dict[str, Any] | None
+
+    @classmethod
+    def run(cls, reference: Runtime, feeds: FeedSource, run: ComparisonRun, metas: Sequence[TensorMeta],
+            say: Callable[[str], None]) -> _SecondSize:
+        second = feeds.at_second_size(run.feeds, metas)
+        if not second:
+            return cls(second, None)
+        shapes = shapes_of(second)
+        say(f"running the {run.reference_name} reference at a second size, {_sizes_text(shapes)}")
+        try:
+            outputs = reference.infer(second)
+        except Exception as exc:  # the source itself does not run there: nothing to compare with, said
+            run.second_size_skipped = (f"the dynamic axes were checked at one size only: the {run.reference_name} "
+                                       f"reference failed at {_sizes_text(shapes)} ({type(exc).__name__}: {exc})")
+            log.warning("%s", run.second_size_skipped)
+            return cls({}, None)
+        run.sizes.append(shapes)
+        return cls(second, outputs)
+
+    def compare(self, comparison: Comparison, candidate: Runtime, tolerance: Tolerance,
+                detections: Sequence[DetectionSpec] | Mapping[str, str] | None, shape_only: Sequence[str],
+                say: Callable[[str], None]) -> None:
+        if self.outputs is None:
+            return
+        shapes = shapes_of(self.feeds)
+        say(f"running {comparison.candidate} at a second size")
+        try:
+            outputs = candidate.infer(self.feeds)
+        except Exception as exc:  # the source runs there and the candidate does not: a failure of the conversion
+            comparison.fail_at_size(shapes, f"{type(exc).__name__}: {exc}")
+            return
+        again = compare_outputs(self.outputs, outputs, tolerance, reference_name=comparison.reference,
+                                candidate_name=comparison.candidate, detection_outputs=detections,
+                                shape_only=shape_only)
+        comparison.add_size(again, shapes)
 
 
 WIDER_SCALES = (10.0, 1000.0)  # a second look at outputs that did not change, on wider-ranged inputs

@@ -1,11 +1,15 @@
 """Run ``bridge convert`` over many model files in one interpreter and print the exit-code histogram.
 
 Used to measure how bridge ends on onnx's own backend node-test models (written out by
-``python tests/hostile/sweep.py --write-onnx-node-models DIR``) and on the hostile corpus
-(``tests/hostile/corpus.py``). Each file runs in a worker process that is restarted after a crash,
+``python tests/hostile/sweep.py --write-onnx-node-models DIR``) and on the hostile corpus, which
+``python tests/hostile/corpus.py DIR`` builds in code (one folder per case: its files and
+``args.json``, the CLI arguments). Each file runs in a worker process that is restarted after a crash,
 a signal death or a time-out, so one bad file cannot hide the results of the others.
 
+    python tests/hostile/corpus.py out/hostile && python tests/hostile/sweep.py out/hostile
     python tests/hostile/sweep.py DIR [--jsonl results.jsonl] [--timeout 60] [--sample N]
+
+A DIR that holds no case folders (``*/args.json``) and no model files is refused, saying how to build one.
 """
 
 from __future__ import annotations
@@ -110,6 +114,9 @@ def main() -> int:
         print(f"wrote {write_onnx_node_models(args.folder)} models", file=sys.stderr)
     cases = sorted(p.parent for p in args.folder.glob("*/args.json"))
     files = cases or sorted(p for p in args.folder.glob(args.glob) if p.is_file() and not p.name.startswith("."))
+    if not files:
+        ap.error(f"{args.folder} holds no models: build the hostile corpus first with "
+                 f"`python tests/hostile/corpus.py {args.folder}` (or add --write-onnx-node-models)")
     if args.sample > 1:
         files = files[:: args.sample]
     rows = sweep(files, args.timeout, args.extra.split())

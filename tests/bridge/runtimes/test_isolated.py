@@ -75,3 +75,18 @@ def test_in_process_runtimes_keep_the_time_limit(capfd: pytest.CaptureFixture[st
 def test_absurd_time_limits_are_usage_errors(value: float) -> None:
     with pytest.raises(UsageError, match="--timeout"):
         isolate(partial(make, "ok"), name="m", stage="s", timeout=value)
+
+
+def test_a_childs_temporary_files_are_removed_with_it() -> None:
+    """A child is ended by kill (its own atexit cleanup never runs): what it wrote under TMPDIR - TensorFlow's
+    autograph modules, an exporter's scratch files - lives in a folder this process removes."""
+    import tempfile
+    from pathlib import Path
+
+    from bridge.runtimes.isolated import call_isolated
+
+    _fd, written = call_isolated(partial(tempfile.mkstemp, suffix=".scratch"), stage="the test child")
+    path = Path(written)
+    assert path.parent.name.startswith("bridge-child-")
+    assert path.parent.parent == Path(tempfile.gettempdir())
+    assert not path.exists() and not path.parent.exists()

@@ -22,9 +22,12 @@ sys.path.insert(0, str(REPO / "tests" / "bridge" / "runtimes"))
 from test_isolated_orphans import spinning_loop_model  # noqa: E402
 
 
-def _bridge(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _bridge(*args: str, cwd: Path, tmpdir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "300"}
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     return subprocess.run([sys.executable, "-m", "bridge", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "300"})
+                          timeout=240, env=env)
 
 
 def _conv_transpose_group0(path: Path) -> None:
@@ -44,9 +47,14 @@ def _conv_transpose_group0(path: Path) -> None:
 def test_a_spinning_loop_is_stopped_by_the_time_limit(tmp_path: Path, command: list[str]) -> None:
     onnx.save(spinning_loop_model(), tmp_path / "spin.onnx")
     argv = [a.format(m="spin.onnx", o="fixed.onnx", d="buckets") for a in command]
-    proc = _bridge(*argv, cwd=tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    proc = _bridge(*argv, cwd=tmp_path, tmpdir=scratch)
     assert proc.returncode == 3, proc.stderr
     assert "did not answer within 3 s" in proc.stderr
+    # (.ses: a session id a runtime library writes into TMPDIR on import; not a file of the stopped work)
+    left = [p.name for p in scratch.iterdir() if p.name != ".ses"]
+    assert not left, f"the stopped child's temporary files were left behind: {left}"
 
 
 def test_debug_runs_isolated_so_a_native_crash_is_an_error(tmp_path: Path) -> None:

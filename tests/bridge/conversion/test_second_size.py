@@ -1,0 +1,164 @@
+"""A model with a named dynamic axis is validated at two sizes of it, the source framework's reference run at
+both (MXNet, TensorFlow, ONNX and PyTorch sources alike, ``--feeds`` or generated inputs), and the report says
+which; a conversion that is right at the given batch and wrong at another fails."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from support import make_model
+
+from bridge import api
+from bridge.errors import ValidationMismatch
+from bridge.model import ModelContainer
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)  # one 3x3 convolution, 3 -> 4 channels, no padding
+
+
+def _onnx(tmp: Path) -> tuple[Any, dict[str, Any], str]:
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                        helper.make_node("Relu", ["c"], ["y"], name="relu")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 6, 6])],
+                       initializers=[onnx.numpy_helper.from_array(W, "w")])
+    onnx.save(model, tmp / "net.onnx")
+    return tmp / "net.onnx", {}, "x"
+
+
+def _mxnet(tmp: Path) -> tuple[Any, dict[str, Any], str]:
+    from adapters.mxnet.reference import import_mxnet
+    from bridge.errors import AdapterUnavailableError
+
+    try:
+        mx = import_mxnet()
+    except AdapterUnavailableError:
+        pytest.skip("MXNet is not installed (pip install 'bridge[mxnet]')")
+    y = mx.sym.relu(mx.sym.Convolution(mx.sym.var("x"), kernel=(3, 3), num_filter=4, no_bias=True, name="conv"))
+    y.save(str(tmp / "net-symbol.json"))
+    mx.nd.save(str(tmp / "net-0000.params"), {"arg:conv_weight": mx.nd.array(W)})
+    return tmp / "net-symbol.json", {}, "x"
+
+
+def _torch(tmp: Path) -> tuple[Any, dict[str, Any], str]:
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'bridge[torch]')")
+    (tmp / "net.py").write_text(
+        "import torch\n\n\nclass Net(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)\n\n"
+        "    def forward(self, x):\n        return torch.relu(self.conv(x))\n\n\n"
+        "def build():\n    return Net().eval()\n")
+    torch.save({"conv.weight": torch.from_numpy(W)}, tmp / "w.pt")
+    return f"{tmp / 'net.py'}:build", {"weights": tmp / "w.pt"}, "x"
+
+
+def _tensorflow(tmp: Path) -> tuple[Any, dict[str, Any], str]:
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip install 'bridge[tensorflow]')")
+    x = tf.keras.Input((3, 8, 8), name="x")  # channels first in the feed, as the other sources
+    y = tf.keras.layers.Conv2D(4, 3, use_bias=False, activation="relu")(tf.keras.layers.Permute((2, 3, 1))(x))
+    model = tf.keras.Model(x, y)
+    model.layers[-1].set_weights([W.transpose(2, 3, 1, 0)])
+    model.save(tmp / "net.keras")
+    return tmp / "net.keras", {}, "x"
+
+
+SOURCES: dict[str, Callable[[Path], tuple[Any, dict[str, Any], str]]] = {
+    "onnx": _onnx, "mxnet": _mxnet, "pytorch": _torch, "tensorflow": _tensorflow}
+
+
+def _batches(sizes: list[dict[str, list[int]]], name: str) -> list[int]:
+    return [s[name][0] for s in sizes]
+
+
+@pytest.mark.parametrize("feeds", [True, False], ids=["feeds", "generated"])
+@pytest.mark.parametrize("framework", list(SOURCES))
+def test_a_dynamic_batch_is_validated_at_two_sizes(framework: str, feeds: bool, tmp_path: Path) -> None:
+    source, extra, name = SOURCES[framework](tmp_path)
+    if feeds:
+        np.savez(tmp_path / "feeds.npz", **{name: RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)})
+        extra["feeds"] = tmp_path / "feeds.npz"
+    result = api.convert(source, tmp_path / "out.onnx", inputs=[f"{name}:2,3,8,8"], dynamic=[f"{name}:0=batch"],
+                         report=tmp_path / "r.json", **extra)
+    assert result.passed and result.written
+    batches = _batches(result.validation_sizes, name)
+    assert len(batches) == 2 and len(set(batches)) == 2 and 2 in batches, result.validation_sizes
+    for comparison in result.validation:
+        assert comparison.sizes == result.validation_sizes
+        assert "at 2 sizes" in comparison.summary()
+    assert json.loads((tmp_path / "r.json").read_text())["validation_sizes"] == result.validation_sizes
+
+
+def _bake_batch(proto: onnx.ModelProto, batch: int) -> None:
+    """Add ``(dim 0 of the first input) - batch`` to the first output: right at ``batch``, wrong at any other
+    (what a conversion that fixed the batch somewhere inside computes)."""
+    g = proto.graph
+    out = g.output[0].name
+    for node in g.node:
+        node.output[:] = [f"{out}__raw" if o == out else o for o in node.output]
+    g.initializer.extend([onnx.numpy_helper.from_array(np.array([0], np.int64), "bake_axis"),
+                          onnx.numpy_helper.from_array(np.array(batch, np.float32), "bake_batch")])
+    g.node.extend([helper.make_node("Shape", [g.input[0].name], ["bake_shape"]),
+                   helper.make_node("Gather", ["bake_shape", "bake_axis"], ["bake_n"]),
+                   helper.make_node("Cast", ["bake_n"], ["bake_nf"], to=TensorProto.FLOAT),
+                   helper.make_node("Sub", ["bake_nf", "bake_batch"], ["bake_off"]),
+                   helper.make_node("Add", [f"{out}__raw", "bake_off"], [out])])
+
+
+@pytest.mark.parametrize("framework", ["onnx", "mxnet", "pytorch"])
+def test_a_conversion_wrong_only_at_another_batch_fails(framework: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validated with --feeds at batch 2 only, this conversion would pass and be written."""
+    source, extra, name = SOURCES[framework](tmp_path)
+    np.savez(tmp_path / "feeds.npz", **{name: RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)})
+    to_proto = ModelContainer.to_proto
+
+    def baked(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        proto = to_proto(self, *args, **kwargs)
+        _bake_batch(proto, 2)
+        return proto
+
+    monkeypatch.setattr(ModelContainer, "to_proto", baked)
+    with pytest.raises(ValidationMismatch, match=r"at 2 sizes") as caught:
+        api.convert(source, tmp_path / "out.onnx", inputs=[f"{name}:2,3,8,8"], dynamic=[f"{name}:0=batch"],
+                    feeds=tmp_path / "feeds.npz", **extra)
+    assert not (tmp_path / "out.onnx").exists()
+    result = caught.value.result
+    assert _batches(result.validation_sizes, name) == [2, 3]
+    failed = result.validation[0].failures[0]
+    assert f"at {name}[3, 3, 8, 8]: FAIL" in failed.note and failed.max_abs == pytest.approx(1.0, abs=1e-4)
+
+
+def _scaled(n: str | int) -> onnx.ModelProto:
+    return make_model([helper.make_node("Mul", ["x", "two"], ["y"], name="mul")],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 4])],
+                      initializers=[onnx.numpy_helper.from_array(np.array(2, np.float32), "two")])
+
+
+@pytest.mark.parametrize("feeds", [True, False], ids=["feeds", "generated"])
+def test_validate_checks_a_dynamic_model_at_a_second_size(feeds: bool, tmp_path: Path) -> None:
+    onnx.save(_scaled("N"), tmp_path / "source.onnx")
+    good = _scaled("N")
+    onnx.save(good, tmp_path / "good.onnx")
+    _bake_batch(good, 2)
+    onnx.save(good, tmp_path / "bad.onnx")
+    np.savez(tmp_path / "feeds.npz", x=RNG.standard_normal((2, 4)).astype(np.float32))
+    given: dict[str, Any] = {"feeds": tmp_path / "feeds.npz"} if feeds else {"inputs": ["x:2,4"]}
+    result = api.validate(tmp_path / "good.onnx", source=tmp_path / "source.onnx", report=tmp_path / "r.md",
+                          **given)
+    assert _batches(result.sizes, "x") == [2, 3]
+    assert "validated at: x[2, 4] and x[3, 4]" in (tmp_path / "r.md").read_text()
+    with pytest.raises(ValidationMismatch, match=r"x\[3, 4\]"):
+        api.validate(tmp_path / "bad.onnx", source=tmp_path / "source.onnx", **given)
+
+
+def test_a_static_model_is_validated_at_its_one_size(tmp_path: Path) -> None:
+    onnx.save(_scaled(2), tmp_path / "m.onnx")
+    result = api.validate(tmp_path / "m.onnx", source=tmp_path / "m.onnx")
+    assert result.sizes == [{"x": [2, 4]}] and result.comparisons[0].sizes == result.sizes
