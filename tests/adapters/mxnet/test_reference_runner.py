@@ -207,3 +207,33 @@ def test_batchnorm_statistics_fed_as_inputs(tmp_path: Path) -> None:
         * f["gamma"].reshape(shape) + f["beta"].reshape(shape)
     np.testing.assert_allclose(ref["bn_output"], want, rtol=1e-5, atol=1e-5)
     assert_close(run_onnx(result.model, model.feeds), ref)
+
+
+def test_runner_zeroes_roi_rows_mxnet_leaves_unwritten(tmp_path: Path) -> None:
+    """MXNet's CPU ROIAlign never writes the rows of rois with a negative batch index (GluonCV's FPN pads
+    each level's rois with -1): the reference reads them as zeros, as the converted model computes them."""
+    mx = need_mxnet()
+    feat, rois = mx.sym.var("feat"), mx.sym.var("rois")
+    pooled = mx.sym.contrib.ROIAlign(feat, rois, pooled_size=(3, 3), spatial_scale=0.5, sample_ratio=2, name="ra")
+    out = mx.sym.relu(pooled * 2, name="after")  # a consumer of the layer sees the zeroed rows too
+    sym_file = tmp_path / "roi-symbol.json"
+    sym_file.write_text(out.tojson())
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 16, 16)).astype(np.float32)
+    r = np.array([[-1, 0, 0, 9, 9], [1, 2, 2, 12, 8], [-0.5, 1, 1, 6, 6], [-3, 2, 2, 3, 3], [0, 0, 0, 20, 20]],
+                 np.float32)
+    model = Model(sym_file, None, {"feat": x, "rois": r})
+    result = export(model)
+    runner = MXNetAdapter().reference_runner(model.source(), result)
+    runner.activate()
+    try:
+        got = runner.infer(model.feeds)["after_output"]
+    finally:
+        runner.deactivate()
+    expected = mx.nd.relu(mx.nd.contrib.ROIAlign(mx.nd.array(x), mx.nd.array(r), pooled_size=(3, 3), spatial_scale=0.5,
+                                                 sample_ratio=2) * 2).asnumpy()
+    written = np.array([False, True, True, False, True])  # index -0.5 truncates to image 0
+    np.testing.assert_array_equal(got[~written], 0)
+    np.testing.assert_allclose(got[written], expected[written], rtol=1e-6, atol=1e-6)
+    assert np.abs(got[written]).max() > 0
+    assert_close(run_onnx(result.model, model.feeds), {"after_output": got})  # the converted model agrees
