@@ -176,9 +176,8 @@ def _gluoncv_box_nms(folder: Path) -> tuple[object, dict[str, object], Feeds]:
 
     built = build_gluoncv(_mxnet(), "gluoncv_tiny", folder / "cache")
     feeds = _images("data", (3, 64, 64), 0.0, 1.0)
-    # static batch: with the batch dynamic, the box_nms lowering refuses this head (its [B, N * C, 6] input
-    # loses the static width 6 in shape inference)
-    return built.symbol, {"inputs": ["data:2,3,64,64"], "feeds": _feeds_file(folder / "feeds.npz", feeds, 2)}, feeds
+    return built.symbol, {"inputs": ["data:2,3,64,64"], "dynamic": ["data:0=batch"],
+                          "feeds": _feeds_file(folder / "feeds.npz", feeds, 2)}, feeds
 
 
 def _pytorch(folder: Path) -> tuple[object, dict[str, object], Feeds]:
@@ -202,8 +201,8 @@ def _keras(folder: Path) -> tuple[object, dict[str, object], Feeds]:
     return keras.Model(inp, x, name="tiny"), {"dynamic": ["img:0=batch"]}, _images("img", (16, 16, 3), -1.0, 1.0)
 
 
-# name -> (folder -> (source, bridge.convert arguments, inputs of the converted model by batch size)); each
-# source but the GluonCV-style head has a dynamic batch
+# name -> (folder -> (source, bridge.convert arguments, inputs of the converted model by batch size)); every
+# source has a dynamic batch
 DEPLOY_SOURCES = {"bundled_ssd": _bundled_ssd, "saturated_ssd": _saturated_ssd, "gluoncv_box_nms": _gluoncv_box_nms,
                   "pytorch": _pytorch, "keras": _keras}
 

@@ -25,6 +25,7 @@ dw, dh before exp; output corner boxes. See ``nms.decode_deltas`` for the float3
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from bridge.errors import NodeError
@@ -33,6 +34,7 @@ from bridge.passes.contrib.common import LoweringPass
 from bridge.rewriting import node_label
 from bridge.rewriting.attrs import required_float, required_int, required_str
 from bridge.rewriting.builder import I64, Builder
+from bridge.rewriting.protos import call_without_weights
 
 _FORMATS = ("corner", "center")
 
@@ -51,6 +53,10 @@ class LowerBoxNMSPass(LoweringPass):
     input_names = ("data",)
     float32_inputs = (0,)
 
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        _learn_box_widths(model, [n.inputs[0] for n in self.nodes(model) if n.inputs and n.inputs[0] is not None])
+        return super().call(model)
+
     def lower(self, b: Builder, node: ir.Node) -> list[ir.Value]:
         data = node.inputs[0]
         assert data is not None  # check() made sure
@@ -61,6 +67,38 @@ class LowerBoxNMSPass(LoweringPass):
             id_index=required_int(node, "id_index"), background_id=required_int(node, "background_id"),
             force_suppress=bool(required_int(node, "force_suppress")), in_format=_format(node, "in_format"),
             out_format=_format(node, "out_format"))]
+
+
+def _static_width(value: ir.Value) -> bool:
+    return value.shape is not None and len(value.shape) >= 2 and isinstance(value.shape[-1], int)
+
+
+def _learn_box_widths(model: ir.Model, datas: list[ir.Value]) -> None:
+    """Give each box_nms input whose box width the model does not record the shape onnx's inference derives.
+
+    An exporter records intermediate shapes for the static case only: with a dynamic batch, GluonCV's
+    [B, N * C, 6] (a Concat of id, score and box columns) reaches the lowering with no shape although the
+    width 6 follows from its inputs. Inference runs on a copy without the weights (seconds saved on a
+    full-size model); a width it cannot derive is left unknown and the lowering says so."""
+    missing = {str(v.name): v for v in datas if not _static_width(v) and v.name}
+    if not missing:
+        return
+
+    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+
+    try:
+        inferred = call_without_weights(infer, model)
+    except Exception:  # best effort: the lowering's own error names the node
+        return
+    g = inferred.graph
+    for info in (*g.value_info, *g.output, *g.input):
+        value = missing.get(info.name)
+        if value is None or not info.type.tensor_type.HasField("shape"):
+            continue
+        dims = info.type.tensor_type.shape.dim
+        if len(dims) >= 2 and dims[-1].HasField("dim_value") and (value.shape is None or len(value.shape) == len(dims)):
+            value.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in dims])
 
 
 def build_box_nms(b: Builder, node: ir.Node, data: ir.Value, *, overlap_thresh: float, valid_thresh: float,

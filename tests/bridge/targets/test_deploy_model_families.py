@@ -1,7 +1,7 @@
 """Every deploy target on a model of each source family: ``bridge convert --to openvino`` / ``--to tflite``
 validates the artefact in its own runtime against the source (detection by detection for the SSDs), and the
 written artefact keeps its batch dynamic: run at another batch size it matches onnxruntime on the written
-ONNX model (the GluonCV-style head converts with a static batch only: ``deploy_models``).
+ONNX model.
 
 Sources (``deploy_models.DEPLOY_SOURCES``): the bundled MXNet SSD; a random-weight SSD whose scores saturate
 to exactly 1.0 with mostly zero-area boxes (LiteRT's NMS kernel kept 3 of its 99 detections); a GluonCV-style

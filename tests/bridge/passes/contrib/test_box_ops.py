@@ -113,6 +113,29 @@ def test_box_nms_differs_from_class_agnostic_nms(mx: ModuleType) -> None:
     assert (got[0, :, 1] > 0).sum() == 2
 
 
+def test_box_nms_width_known_only_through_inference_is_learned(mx: ModuleType) -> None:
+    """GluonCV's per-class layout with a dynamic batch: box_nms reads a Concat of id, score and box columns
+    whose [batch, N, 6] no exporter recorded. The lowering learns the width from shape inference (it used to
+    refuse: "the last axis of data ... must be static") and matches MXNet at two batch sizes."""
+    from contrib_testlib import CONTRIB
+    from onnx import TensorProto, helper
+
+    a = {**NMS_DEFAULTS, "id_index": 0, "topk": 20, "valid_thresh": 0.01}
+    columns = {"ids": 1, "scores": 1, "boxes": 4}
+    node = helper.make_node("box_nms", ["data"], ["out"], name="box_nms_0", domain=CONTRIB, **a)
+    graph = helper.make_graph(
+        [helper.make_node("Concat", list(columns), ["data"], axis=-1), node], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", N, w]) for n, w in columns.items()],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", N, 6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(CONTRIB, 1)])
+    model.ir_version = 8
+    lowered = lower(model, LowerBoxNMSPass())
+    for batch in (1, 3):
+        data = _nms_data(9, leading=(batch,))
+        (got,) = run_ort(lowered, {"ids": data[..., :1], "scores": data[..., 1:2], "boxes": data[..., 2:]})
+        np.testing.assert_allclose(got, mx.nd.contrib.box_nms(mx.nd.array(data), **a).asnumpy(), rtol=0, atol=1e-6)
+
+
 DECODE_CASES: list[dict[str, Any]] = [
     {},
     dict(format="corner"),
