@@ -4,6 +4,7 @@ MXNet as the reference, and detector inputs whose scores are well separated."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -58,3 +59,25 @@ def corner_anchors(rng: np.random.Generator, anchors: int, spread: float = 0.7) 
     xy = rng.random((1, anchors, 2)) * spread
     wh = rng.random((1, anchors, 2)) * 0.3 + 0.05
     return np.concatenate([xy, xy + wh], -1).astype(np.float32)
+
+
+def tiny_ssd_symbol(mx: ModuleType, **detection: Any) -> Any:
+    """A two-scale MXNet SSD (3 classes + background) ending in MultiBoxDetection(**detection)."""
+    data = mx.sym.var("data")
+    x = mx.sym.Activation(mx.sym.Convolution(data, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c1"),
+                          act_type="relu")
+    f2 = mx.sym.Activation(mx.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c2"),
+                           act_type="relu")
+    locs, clss, anchors = [], [], []
+    for i, (feat, sizes, ratios) in enumerate([(x, (0.2, 0.27), (1, 2, 0.5)), (f2, (0.4, 0.5), (1, 2, 0.5, 3))]):
+        a = len(sizes) + len(ratios) - 1
+        loc = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"loc{i}")
+        locs.append(mx.sym.Flatten(mx.sym.transpose(loc, axes=(0, 2, 3, 1))))
+        cls = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"cls{i}")  # 3 classes + bg
+        clss.append(mx.sym.Flatten(mx.sym.transpose(cls, axes=(0, 2, 3, 1))))
+        anchors.append(mx.sym.Flatten(mx.sym.contrib.MultiBoxPrior(feat, sizes=sizes, ratios=ratios, name=f"prior{i}")))
+    loc = mx.sym.Concat(*locs, dim=1)
+    cls = mx.sym.transpose(mx.sym.Reshape(mx.sym.Concat(*clss, dim=1), shape=(0, -1, 4)), axes=(0, 2, 1))
+    anchor = mx.sym.Reshape(mx.sym.Concat(*anchors, dim=1), shape=(0, -1, 4))
+    prob = mx.sym.SoftmaxActivation(cls, mode="channel")
+    return mx.sym.contrib.MultiBoxDetection(prob, loc, anchor, name="detection", **detection)

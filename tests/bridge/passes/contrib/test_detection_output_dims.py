@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contrib_testlib import contrib_model, lower
+from contrib_testlib import contrib_model, lower, tiny_ssd_symbol
 from support import REPO
 
 from bridge import api
@@ -33,24 +33,7 @@ SSD = REPO / "examples" / "mxnet_ssd"
 
 
 def _ssd(mx: ModuleType, tmp: Path, **detection: Any) -> Path:
-    data = mx.sym.var("data")
-    x = mx.sym.Activation(mx.sym.Convolution(data, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c1"),
-                          act_type="relu")
-    f2 = mx.sym.Activation(mx.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c2"),
-                           act_type="relu")
-    locs, clss, anchors = [], [], []
-    for i, (feat, sizes, ratios) in enumerate([(x, (0.2, 0.27), (1, 2, 0.5)), (f2, (0.4, 0.5), (1, 2, 0.5, 3))]):
-        a = len(sizes) + len(ratios) - 1
-        loc = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"loc{i}")
-        locs.append(mx.sym.Flatten(mx.sym.transpose(loc, axes=(0, 2, 3, 1))))
-        cls = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"cls{i}")  # 3 classes + bg
-        clss.append(mx.sym.Flatten(mx.sym.transpose(cls, axes=(0, 2, 3, 1))))
-        anchors.append(mx.sym.Flatten(mx.sym.contrib.MultiBoxPrior(feat, sizes=sizes, ratios=ratios, name=f"prior{i}")))
-    loc = mx.sym.Concat(*locs, dim=1)
-    cls = mx.sym.transpose(mx.sym.Reshape(mx.sym.Concat(*clss, dim=1), shape=(0, -1, 4)), axes=(0, 2, 1))
-    anchor = mx.sym.Reshape(mx.sym.Concat(*anchors, dim=1), shape=(0, -1, 4))
-    prob = mx.sym.SoftmaxActivation(cls, mode="channel")
-    sym = mx.sym.contrib.MultiBoxDetection(prob, loc, anchor, name="detection", threshold=0.2, **detection)
+    sym = tiny_ssd_symbol(mx, threshold=0.2, **detection)
     arg_shapes, _, _ = sym.infer_shape(data=(1, 3, 32, 32))
     rng = np.random.default_rng(0)
     params = {f"arg:{n}": mx.nd.array(rng.normal(0, 0.3, s).astype(np.float32))

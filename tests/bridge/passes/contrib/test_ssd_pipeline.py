@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import onnx
 import pytest
-from contrib_testlib import run_ort
+from contrib_testlib import run_ort, tiny_ssd_symbol
 
 from bridge.config import ExportSpec, InputSpec, Source
 from bridge.model import ModelContainer
@@ -27,27 +26,6 @@ from bridge.passes.shapes import FixInputShapesPass
 from bridge.validation.detection.matching import compare_detections, from_mxnet, from_padded
 
 
-def _ssd_symbol(mx: ModuleType) -> Any:
-    data = mx.sym.var("data")
-    x = mx.sym.Activation(mx.sym.Convolution(data, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c1"),
-                          act_type="relu")
-    f2 = mx.sym.Activation(mx.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), stride=(2, 2), num_filter=8, name="c2"),
-                           act_type="relu")
-    locs, clss, anchors = [], [], []
-    for i, (feat, sizes, ratios) in enumerate([(x, (0.2, 0.27), (1, 2, 0.5)), (f2, (0.4, 0.5), (1, 2, 0.5, 3))]):
-        a = len(sizes) + len(ratios) - 1
-        loc = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"loc{i}")
-        locs.append(mx.sym.Flatten(mx.sym.transpose(loc, axes=(0, 2, 3, 1))))
-        cls = mx.sym.Convolution(feat, kernel=(3, 3), pad=(1, 1), num_filter=4 * a, name=f"cls{i}")  # 3 classes + bg
-        clss.append(mx.sym.Flatten(mx.sym.transpose(cls, axes=(0, 2, 3, 1))))
-        anchors.append(mx.sym.Flatten(mx.sym.contrib.MultiBoxPrior(feat, sizes=sizes, ratios=ratios, name=f"prior{i}")))
-    loc = mx.sym.Concat(*locs, dim=1)
-    cls = mx.sym.transpose(mx.sym.Reshape(mx.sym.Concat(*clss, dim=1), shape=(0, -1, 4)), axes=(0, 2, 1))
-    anchor = mx.sym.Reshape(mx.sym.Concat(*anchors, dim=1), shape=(0, -1, 4))
-    prob = mx.sym.SoftmaxActivation(cls, mode="channel")
-    return mx.sym.contrib.MultiBoxDetection(prob, loc, anchor, name="detection", nms_threshold=0.45, nms_topk=50)
-
-
 def lowering_steps(output_format: str = "mxnet") -> list[Step]:
     return [Step(LowerMultiBoxPriorPass(), "anchors"), Step(LowerBoxDecodePass(), "box_decode"),
             Step(LowerBoxNMSPass(), "box_nms"), Step(LowerMultiBoxDetectionPass(output_format), "detection")]
@@ -57,7 +35,7 @@ def lowering_steps(output_format: str = "mxnet") -> list[Step]:
 def test_ssd_deploy_graph_through_the_pipeline(mx: ModuleType, tmp_path: Path, output_format: str) -> None:
     from adapters.mxnet import MXNetAdapter
 
-    sym = _ssd_symbol(mx)
+    sym = tiny_ssd_symbol(mx, nms_threshold=0.45, nms_topk=50)
     shape = (2, 3, 32, 32)
     mod = mx.mod.Module(sym, label_names=None, context=mx.cpu())
     mod.bind(data_shapes=[("data", shape)], for_training=False)
