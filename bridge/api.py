@@ -162,13 +162,15 @@ def inspect(model: str | Path, *, load_in_runtime: bool = True, nodes: bool = Fa
 def _other_framework(model: str | Path, command: str) -> UsageError | None:
     """When ``model`` is not ONNX but another framework's adapter claims it: the error to raise instead."""
     from adapters import detect_adapter
+    from adapters.onnx import OnnxFileAdapter
 
     try:
-        framework = detect_adapter(Source(location=str(model))).framework
+        adapter = detect_adapter(Source(location=str(model)))
     except BridgeError:
         return None
-    if framework == "onnx":
+    if isinstance(adapter, OnnxFileAdapter):  # an ONNX file after all: the parser's complaint stands
         return None
+    framework = adapter.framework
     return UsageError(f"{model} is not an ONNX file but a source model (--framework {framework}); bridge {command} "
                       f"reads .onnx files. Convert it first: bridge convert {model} -o model.onnx (then bridge "
                       f"{command} model.onnx)")

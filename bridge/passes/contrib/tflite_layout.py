@@ -51,12 +51,6 @@ class TflitePostprocessLayoutPass(BridgePass):
     TFLite_Detection_PostProcess layout (module docstring)."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from bridge.validation.detection.layouts import (
-            DetectionSpec,
-            dump_detection_specs,
-            load_detection_specs,
-        )
-
         found = lowered_detection_outputs(model)
         why = ("the TFLite_Detection_PostProcess layout is built from bridge's decode + NMS of an SSD's "
                "MultiBoxDetection layer (boxes-scores-classes with --max-detections K)")
@@ -95,10 +89,19 @@ class TflitePostprocessLayoutPass(BridgePass):
         others = [v for v in graph.outputs if all(v is not p for p in parts)]
         graph.outputs.clear()
         graph.outputs.extend([*others, *outputs])  # the four in the layout's order replace the lowered group
-        spec = DetectionSpec(layout=_FORMAT, outputs={"boxes": BOXES, "scores": SCORES, "labels": CLASSES, "num": NUM},
-                             box_format="yxyx", reference_layout="mxnet", reference_outputs={"detections": name},
-                             reference_box_format="xyxy", name=name)
+        # the group's spec in the metadata's JSON form (bridge.validation.detection.layouts.DetectionSpec
+        # reads it; written here as data, since passes sit below validation in the layer order): the four
+        # outputs, boxes yxyx, against the source's MXNet [B, N, 6] rows
+        spec = {"layout": _FORMAT, "outputs": {"boxes": BOXES, "scores": SCORES, "labels": CLASSES, "num": NUM},
+                "name": name, "box_format": "yxyx",
+                "reference": {"layout": "mxnet", "outputs": {"detections": name}, "box_format": "xyxy"}}
         recorded = json.loads(model.metadata_props.get(DETECTION_META, "[]"))
-        kept = [s for s in load_detection_specs(json.dumps(recorded)) if s.name != name]
-        model.metadata_props[DETECTION_META] = dump_detection_specs([*kept, spec])
+        kept: list[object] = []
+        for item in recorded if isinstance(recorded, list) else [recorded]:
+            if isinstance(item, dict) and "layout" not in item:  # the lowering's {output: format} entries
+                rest = {k: v for k, v in item.items() if k != name}
+                kept += [rest] if rest else []
+            elif not (isinstance(item, dict) and item.get("name") == name):
+                kept.append(item)
+        model.metadata_props[DETECTION_META] = json.dumps([*kept, spec])
         return ir.passes.PassResult(model, modified=True)
