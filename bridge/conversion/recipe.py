@@ -193,24 +193,43 @@ def exports_in_child(cfg: ConvertConfig, adapter: Any) -> bool:
 
 
 def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
-    """``adapter.export`` run in a child process, its ExportResult (model included) sent back.
+    """``adapter.export`` run in a child process, its ExportResult sent back and its model read from a file.
 
     The framework (torch, TensorFlow: hundreds of MB once imported, more after an exporter ran) then never
     enters this process, which keeps only the ONNX model while the validation children run the framework
     reference and the candidate runtimes: the process tree peaks at about the plain exporter's memory instead
-    of the framework twice. No time limit (an export takes as long as it takes; the heartbeat says so) and
-    the reference's memory limit."""
+    of the framework twice. The model travels as a file, read here once the child has ended: sent through the
+    pipe it would be serialised in the child and received and parsed here while the child, at its largest,
+    still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
+    as long as it takes; the heartbeat says so) and the reference's memory limit."""
+    import shutil
+    import tempfile
+
     from bridge.runtimes.isolated import call_isolated
 
     adapter.require_framework()  # a missing framework is named here, before a child starts
-    return call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export),
-                         stage=f"the {adapter.framework} export", timeout=None, max_memory=child_memory_limit())
+    folder = Path(tempfile.mkdtemp(prefix="bridge-export-"))
+    try:
+        exported = call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export, folder / "exported.onnx"),
+                                 stage=f"the {adapter.framework} export", timeout=None,
+                                 max_memory=child_memory_limit())
+        exported.model = onnx.load(str(folder / "exported.onnx"))  # external data (over 2 GiB) read back too
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return exported
 
 
-def _export(framework: str, source: Any, spec: Any) -> Any:
+def _export(framework: str, source: Any, spec: Any, path: Path | None = None) -> Any:
+    """The export (in the child): with ``path``, the model is written there and sent back without it."""
     from adapters import get_adapter
 
-    return get_adapter(framework).export(source, spec)
+    exported = get_adapter(framework).export(source, spec)
+    if path is not None:
+        from bridge.io import save_model
+
+        save_model(exported.model, path)  # streamed: no serialised copy of the whole model in memory
+        exported.model = onnx.ModelProto()
+    return exported
 
 
 def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:
