@@ -162,15 +162,18 @@ def with_inputs_from(cfg: ConvertConfig, model: onnx.ModelProto | None) -> Conve
 
 def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress) -> Any:
     progress(f"exporting with the {adapter.framework} adapter")
-    from opsets.conversion import check_target
-    from opsets.target import target_opset
-
     if cfg.export.opset_asked:  # every adapter exports at the asked opset: refuse one nothing runs first
+        from opsets.conversion import check_target
+
         check_target(cfg.export.opset)
 
     with staged(stages, "export"):
         exported = export_in_child(cfg, adapter) if exports_in_child(cfg, adapter) else \
             adapter.export(cfg.source, cfg.export)
+    # imported after the export (onnxscript's version converter): while an export child runs, this process
+    # stays small, and the two together are the process tree's peak
+    from opsets.target import target_opset
+
     exported.opset, why = target_opset(cfg.export, exported.model)
     if why:
         exported.notes = [*exported.notes, why]
