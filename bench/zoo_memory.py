@@ -243,6 +243,10 @@ TORCH_MODELS: dict[str, tuple[str, ...]] = {
     "hf_vit": ("pixel_values:1,3,224,224",), "hf_whisper_encoder": ("input_features:1,80,200",),
     "detector_standin": ("images:1,3,32,32",),
 }
+# the plain export uses TorchScript where the dynamo exporter fails on the model (T5's attention reshape in
+# torch 2.13's decomposition) or is not the usual way (the detector's data-dependent NMS): bridge's auto falls
+# back to TorchScript on those too
+PLAIN_TORCHSCRIPT = frozenset({"detector_standin", "hf_t5_encoder"})
 KERAS_MODELS = {"keras_convnext": "ConvNeXtTiny", "keras_mobilenet": "MobileNetV2", "keras_densenet": "DenseNet121",
                 "keras_efficientnet": "EfficientNetB0"}
 
@@ -321,7 +325,7 @@ def measure(name: str, folder: Path, extra: list[str]) -> dict[str, object]:
         bridge_cmd = [sys.executable, "-m", "bridge", "convert", f"bench.zoo_memory:{name}", "-o",
                       str(folder / f"{name}.onnx"), *(a for i in inputs for a in ("--input", i)), *extra]
         plain = PLAIN_TORCH.format(root=str(ROOT), name=name, inputs=inputs, out=str(folder / f"{name}_plain.onnx"),
-                                   dynamo=name != "detector_standin")
+                                   dynamo=name not in PLAIN_TORCHSCRIPT)
     else:
         src = _keras_file(name, folder)
         bridge_cmd = [sys.executable, "-m", "bridge", "convert", str(src), "-o", str(folder / f"{name}.onnx"), *extra]
