@@ -25,10 +25,10 @@ import numpy as np
 import onnx
 
 from bridge.config import ConvertConfig, Tolerance
-from bridge.debug.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
+from bridge.validation.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
 from bridge.debug.localize import Divergence, compare_tensors
 from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers, trace_pipeline
-from bridge.debug.sources import SourceTaps, source_taps
+from bridge.conversion.sources import SourceTaps, source_taps
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.inspection import graph_metas

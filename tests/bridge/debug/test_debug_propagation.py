@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 from bridge import api
 from bridge.config import Tolerance
-from bridge.debug.graph import OnnxTaps
+from bridge.validation.graph import OnnxTaps
 from bridge.debug.localize import compare_tensors
 
 CHANNELS, DEPTH = 64, 4
