@@ -28,9 +28,9 @@ import numpy as np
 import onnx
 
 from bridge.config import Source
-from bridge.validation.graph import OnnxTaps
 from bridge.registry import LazyRegistry
 from bridge.runtimes.base import Runtime
+from bridge.validation.graph import OnnxTaps
 
 
 @dataclass(frozen=True)
