@@ -212,8 +212,10 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
                               detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
                               check_sensitivity=True, second_size=True, progress=progress)
         # a failure that is only a tie at a selection (TopK, NMS) upstream is proved so, or said not to be
-        pin_failures(run, cfg, adapter.framework, export, proto, workdir, by_runtime, feeds,
-                     saved_detection_outputs(proto), nondeterministic_outputs(proto), child_memory_limit(), progress)
+        pin_failures(run, framework=adapter.framework, source=cfg.source, export=export, model=proto, workdir=workdir,
+                     feeds=feeds, tolerance=cfg.tolerance, detections=saved_detection_outputs(proto),
+                     shape_only=nondeterministic_outputs(proto), isolated=cfg.isolate, timeout=cfg.timeout,
+                     max_memory=child_memory_limit(), artefact_runtimes=by_runtime, progress=progress)
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         reason = str(exc)
         _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from bridge.config import ConvertConfig, Source
+from bridge.config import Source, Tolerance
 from bridge.errors import BridgeError
 from bridge.inspection import graph_metas
 from bridge.runtimes.base import activated
@@ -109,18 +109,20 @@ def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float 
     return run
 
 
-def pin_failures(run: ComparisonRun, cfg: ConvertConfig, framework: str, export: Any, model: onnx.ModelProto,
-                 workdir: Path, artefact_runtimes: Mapping[str, Any], feeds: FeedSource,
-                 detections: Sequence[DetectionSpec], shape_only: Sequence[str], max_memory: int | None,
-                 progress: Callable[[str], None]) -> None:
+def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: Any, model: onnx.ModelProto,
+                 workdir: Path, feeds: FeedSource, tolerance: Tolerance, detections: Sequence[DetectionSpec],
+                 shape_only: Sequence[str], isolated: bool, timeout: float | None, max_memory: int | None,
+                 artefact_runtimes: Mapping[str, Any] | None = None,
+                 progress: Callable[[str], None] = lambda _m: None) -> None:
     """Each failed comparison of ``run`` on a model with selection ops gets the upstream tie proof (or, for a
-    runtime that runs another artefact, a note that it was not tried); a passing run returns at once."""
+    runtime that runs another artefact, a note that it was not tried); a passing run returns at once.
+    ``isolated``: the source and the candidate run in child processes (a live framework object stays here)."""
     failing = [c for c in run.comparisons if not c.passed]
     if not failing or not has_selection_ops(model):
         return
-    direct = onnx_runtimes(artefact_runtimes)
-    isolated = cfg.isolate and cfg.source.obj is None
-    source = TapsPinSource(framework, cfg.source, export, enabled=isolated, timeout=cfg.timeout, max_memory=max_memory)
+    direct = onnx_runtimes(artefact_runtimes or {})
+    taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
+                         max_memory=max_memory)
     for comp in failing:
         if comp.candidate not in direct:
             comp.pinning = {"explained": False, "text": (
@@ -136,9 +138,9 @@ def pin_failures(run: ComparisonRun, cfg: ConvertConfig, framework: str, export:
                 sizes.append((second, None))
         progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
         try:
-            explain_by_pinning(comp, model, source, candidate_runner(
-                comp.candidate, workdir, enabled=cfg.isolate, timeout=cfg.timeout, max_memory=max_memory),
-                sizes, cfg.tolerance, detections=detections, shape_only=shape_only, say=progress)
+            explain_by_pinning(comp, model, taps, candidate_runner(
+                comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory),
+                sizes, tolerance, detections=detections, shape_only=shape_only, say=progress)
         except Exception as exc:  # extra evidence only: when it cannot be gathered the failure stands, said
             log.warning("pinning could not run for %s: %s", comp.candidate, exc, exc_info=not isinstance(exc, BridgeError))
             comp.pinning = {"explained": False, "text": f"pinning could not run ({type(exc).__name__}: {exc}); "

@@ -155,3 +155,19 @@ def test_a_runtime_on_another_artefact_keeps_its_failure(tmp_path: Path, monkeyp
     assert by["onnxruntime"].passed and by["onnxruntime"].pinning["explained"]  # type: ignore[index]
     assert not by["toy"].passed and "runs another artefact" in by["toy"].pinning["text"]  # type: ignore[index]
     assert "runs another artefact" in by["toy"].summary()
+
+
+@pytest.mark.parametrize("delta", [5e-7, 0.01])
+def test_validate_proves_the_tie_too(delta: float, tmp_path: Path) -> None:
+    """``bridge validate MODEL --source SRC``: the same proof on a model handed in (explained only within tolerance)."""
+    source, _, _ = _onnx_source(tmp_path)
+    candidate = topk_model()
+    nudge_scores(candidate, delta)
+    onnx.save(candidate, tmp_path / "cand.onnx")
+    if delta > 1e-3:
+        with pytest.raises(ValidationMismatch, match="upstream of the selections"):
+            api.validate(tmp_path / "cand.onnx", source=source, feeds=_feeds(tmp_path))
+        return
+    result = api.validate(tmp_path / "cand.onnx", source=source, feeds=_feeds(tmp_path))
+    (comp,) = result.comparisons
+    assert comp.passed and comp.pinning is not None and comp.pinning["explained"] and "scores" in comp.pinning["pins"]
