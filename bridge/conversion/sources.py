@@ -1,5 +1,8 @@
 """The source framework's side of a per-layer comparison: which tensors it can return, and their values.
 
+Used by ``bridge debug`` (localisation) and by validation's upstream tie proof (``bridge.conversion.pinning``):
+it sits in the conversion layer, above the adapters it reads and below debug.
+
 A ``SourceTaps`` names its tensors the way the converted model does, so both sides meet by name:
 
 * MXNet: ``get_internals()`` outputs; the MXNet adapter names every ONNX tensor after MXNet's own
