@@ -234,8 +234,8 @@ class PinningResult:
                         for s in changed)
         return (f"passed with the source's values pinned at {len(self.pins)} selection input(s): {pins}; each agrees "
                 f"with the source within the tolerance; selections changed by pinning: {sel or 'none measured'}; "
-                "with them pinned every output matches (the unpinned difference is a tie at a selection, "
-                "e.g. a 1-ulp score difference across the top-N cut)")
+                "with them pinned every output matches (the unpinned difference comes from selections reacting to "
+                "within-tolerance differences of their inputs: near-ties, e.g. 1-ulp scores at a top-N cut)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"explained": self.explained, "reason": self.reason, "text": self.text,
@@ -284,6 +284,9 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
              say: Callable[[str], None]) -> PinningResult:
     if not has_selection_ops(model):
         return PinningResult(False, "the model has no selection op (" + ", ".join(SELECTION_OPS) + ")")
+    if len(sizes) < len(comparison.sizes):  # a pass must cover every size the failure was measured at
+        return PinningResult(False, f"the comparison covers {len(comparison.sizes)} input sizes, pinning could be "
+                             f"run at {len(sizes)} only")
     points = selection_points(model, source.names())
     pins = list(dict.fromkeys(p for point in points for p in point.pins))
     if not pins:

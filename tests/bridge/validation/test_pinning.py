@@ -110,6 +110,16 @@ def test_a_passing_comparison_does_no_pinning_work() -> None:
     assert comparison.passed and not result.explained and taps.calls == 0 and comparison.pinning is None
 
 
+def test_a_failure_at_more_sizes_than_pinning_can_rerun_stands() -> None:
+    """A comparison measured at two input sizes is not turned into a pass by a pinned run at one of them."""
+    source, cand = topk_model(), _candidate(5e-7)
+    ref = run(source, feeds())
+    comparison = compare_outputs(ref, run(cand, feeds()), TOL)
+    comparison.sizes = [{"x": [1, 8]}, {"x": [1, 8]}]
+    result = explain_by_pinning(comparison, cand, OnnxSource(source), run, [(feeds(), ref)], TOL)
+    assert not result.explained and not comparison.passed and "2 input sizes" in result.reason
+
+
 def test_a_selection_fed_only_by_graph_inputs_is_not_explained() -> None:
     """Nothing upstream of the cut that the source returns: no pin, the failure stands."""
     comparison, result, _ = _judge(_candidate(5e-7), source=_renamed_source())
