@@ -190,3 +190,26 @@ def test_pinning_judges_every_size(broken_there: bool) -> None:
 
 
 LOGITS_2 = np.array([[-4.0, 3.0, 1.0, 0.999999, 0.5, -1.0, -2.0, 2.0]], np.float32)
+
+
+def test_argmax_and_nms_are_selection_points() -> None:
+    """ArgMax picks by its input; NonMaxSuppression selects by its boxes and its scores: each is pinned upstream."""
+    from onnx import TensorProto, helper
+    from support import make_model
+
+    nodes = [helper.make_node("Relu", ["logits"], ["act"], name="relu"),
+             helper.make_node("ArgMax", ["act"], ["cls"], name="argmax", axis=1),
+             helper.make_node("Identity", ["b"], ["boxes_id"], name="boxes_id"),
+             helper.make_node("Sigmoid", ["s"], ["probs"], name="sig"),
+             helper.make_node("NonMaxSuppression", ["boxes_id", "probs", "mo"], ["sel"], name="nms")]
+    model = make_model(nodes, [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 5]),
+                               helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 4]),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 4])],
+                       [helper.make_tensor_value_info("cls", TensorProto.INT64, [2, 1]),
+                        helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3])],
+                       initializers=[onnx.numpy_helper.from_array(np.array([2], np.int64), "mo")])
+    points = {p.op: p for p in selection_points(model, {"act", "boxes_id", "probs"})}
+    assert points["ArgMax"].pins == ("act",) and points["ArgMax"].indices == "cls"
+    assert set(points["NonMaxSuppression"].pins) == {"boxes_id", "probs"} and points["NonMaxSuppression"].indices == "sel"
+    # the source returns neither: walked back to graph inputs only, so nothing to pin
+    assert all(not p.pins for p in selection_points(model, set()))
