@@ -136,6 +136,8 @@ def test_a_passing_conversion_does_no_pinning_work(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr("bridge.conversion.pinning.explain_by_pinning", never)
     monkeypatch.setattr("bridge.conversion.pinning.TapsPinSource", never)
+    monkeypatch.setattr("bridge.conversion.pinning.has_selection_ops", never)  # not even a scan of the graph
+    monkeypatch.setattr("bridge.conversion.pinning.onnx_runtimes", never)
     result = api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), **extra)
     assert result.passed and result.validation[0].pinning is None
 
