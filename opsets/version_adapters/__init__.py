@@ -6,6 +6,8 @@ from opsets.version_adapters import (
            activation,
            affinegrid,
            bitcast,
+           bitwise,
+           centercroppad,
            clip,
            col2im,
            control_flow,
@@ -26,6 +28,6 @@ from opsets.version_adapters import (
            types,
 )
 
-__all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "clip", "col2im", "control_flow", "cumprod",
+__all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "bitwise", "centercroppad", "clip", "col2im", "control_flow", "cumprod",
            "deformconv", "elementwise", "gridsample", "lookup", "normalization", "pad", "pooling", "reduce",
            "resize", "scan", "shape", "softmax", "split", "transformer", "types"]

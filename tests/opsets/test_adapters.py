@@ -207,6 +207,12 @@ SPECIAL: dict[str, Callable[[], Case]] = {
                                      inits={"s": i64(2, 3, 4, 5)}),
     "deformconv_19_18": lambda: _deform({}, (2, 3, 6, 5), (4, 3, 3, 3)),
     "cumprod_26_25": lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inits={"a": np.asarray(2, np.int64)}),
+    # every integer type, extremes and odd sizes: tests/opsets/test_bitwise.py, test_centercroppad.py
+    "centercroppad_18_17": lambda: Case(n("CenterCropPad", ["x", "s"], axes=[2, 3]), 18, 17, inits={"s": i64(3, 7)}),
+    **{f"bitwise{op}_18_17": (lambda op=op: Case(n(f"Bitwise{op.capitalize()}", ["x", "w"]), 18, 17, inputs={
+        "x": RNG.randint(-(2**31), 2**31 - 1, (3, 4)).astype(np.int32)}, inits={"w": np.asarray(-(2**31), np.int32)}))
+       for op in ("and", "or", "xor")},
+    "bitwisenot_18_17": lambda: Case(n("BitwiseNot", ["x"]), 18, 17, inputs={"x": np.asarray([0, 1, 255, 128], np.uint8)}),
 }
 
 
