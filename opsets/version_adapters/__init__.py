@@ -16,6 +16,7 @@ from opsets.version_adapters import (
            elementwise,
            gridsample,
            normalization,
+           optional,
            pad,
            pooling,
            reduce,
@@ -29,5 +30,5 @@ from opsets.version_adapters import (
 )
 
 __all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "bitwise", "centercroppad", "clip", "col2im", "control_flow", "cumprod",
-           "deformconv", "elementwise", "gridsample", "lookup", "normalization", "pad", "pooling", "reduce",
+           "deformconv", "elementwise", "gridsample", "lookup", "normalization", "optional", "pad", "pooling", "reduce",
            "resize", "scan", "shape", "softmax", "split", "transformer", "types"]

@@ -85,6 +85,8 @@ _TYPES_ONLY: list[tuple[str, int, int, dict[str, Droppable]]] = [
     ("IsInf", 20, 10, {}),
     ("IsNaN", 20, 13, {}),
     ("IsNaN", 13, 9, {}),
+    ("GlobalMaxPool", 22, 1, {}),  # 22 added bfloat16
+    ("BitShift", 28, 11, {}),  # 28 added signed types: refused by the type check below (no older form)
     *[(op, 21, to, {}) for op, to in (
         ("Cast", 19), ("CastLike", 19), ("Constant", 19), ("ConstantOfShape", 20), ("Flatten", 13),
         ("Identity", 19), ("Pad", 19), ("Reshape", 19), ("Shape", 19), ("Size", 19), ("Squeeze", 13),

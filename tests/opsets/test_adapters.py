@@ -72,7 +72,7 @@ def f32(*v: float) -> np.ndarray:
 
 
 UNARY = {"Abs", "Ceil", "Floor", "Exp", "Log", "Neg", "Reciprocal", "Relu", "Sigmoid", "Sign", "Sqrt", "Tanh",
-         "Erf", "Identity", "IsNaN", "IsInf", "LeakyRelu"}
+         "Erf", "Identity", "IsNaN", "IsInf", "LeakyRelu", "GlobalMaxPool"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Greater", "Less",
           "GreaterOrEqual", "LessOrEqual", "PRelu", "MatMul"}
 REDUCE = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
@@ -213,6 +213,10 @@ SPECIAL: dict[str, Callable[[], Case]] = {
         "x": RNG.randint(-(2**31), 2**31 - 1, (3, 4)).astype(np.int32)}, inits={"w": np.asarray(-(2**31), np.int32)}))
        for op in ("and", "or", "xor")},
     "bitwisenot_18_17": lambda: Case(n("BitwiseNot", ["x"]), 18, 17, inputs={"x": np.asarray([0, 1, 255, 128], np.uint8)}),
+    "optionalhaselement_18_15": lambda: Case(n("OptionalHasElement", ["x"]), 18, 17),  # a plain tensor: true
+    "optionalgetelement_18_15": lambda: Case(n("OptionalGetElement", ["x"]), 18, 17),  # a plain tensor: itself
+    "bitshift_28_11": lambda: Case(n("BitShift", ["x", "s"], direction="RIGHT"), 28, 17, inputs={
+        "x": np.asarray([0, 1, 2**32 - 1, 12345], np.uint32)}, inits={"s": np.asarray([3, 0, 31, 7], np.uint32)}, reference=True),  # onnxruntime stops at opset 26
 }
 
 
@@ -398,6 +402,19 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
     "cumprod_26_25-exclusive-axis0": ("cumprod_26_25", lambda: Case(
         n("CumProd", ["x", "a"], exclusive=1), 26, 17, inputs={"x": RNG.randn(5, 2, 3).astype(np.float64)},
         inits={"a": np.asarray(0, np.int64)})),
+    "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", []), 18, 17, inputs={})),
+    "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", ["o"]), 18, 17, nodes=(helper.make_node("Optional", ["x"], ["o"]),))),
+    "optionalhaselement_18_15-empty-optional-kept": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", ["o"]), 18, 17, inputs={}, nodes=(helper.make_node(
+            "Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, [2])),))),
+    "optionalhaselement_18_15-sequence": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", ["q"]), 18, 17, nodes=(helper.make_node("SequenceConstruct", ["x", "x"], ["q"]),))),
+    "optionalgetelement_18_15-optional-kept": ("optionalgetelement_18_15", lambda: Case(
+        n("OptionalGetElement", ["o"]), 18, 17, nodes=(helper.make_node("Optional", ["x"], ["o"]),))),
+    "centercroppad_18_17-dynamic-runtime-shape": ("centercroppad_18_17", lambda: Case(
+        n("CenterCropPad", ["x", "s"], axes=[-1, 1]), 18, 17, inputs={"x": X, "s": i64(7, 2)}, symbolic=True)),
 }
 
 
@@ -458,6 +475,8 @@ REFUSALS: dict[str, tuple[Callable[[], Case], str]] = {
     "bitcast-float-to-int32": (lambda: Case(n("BitCast", ["x"], to=TensorProto.INT32), 26, 17), "FLOAT as INT32"),
     "cumprod-computed-axis": (lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inputs={"x": X, "a": np.asarray(1, np.int64)}),
                               "axis must be a constant"),
+    "bitshift-signed-to-11": (lambda: Case(n("BitShift", ["x", "s"], direction="LEFT"), 28, 17, inputs={
+        "x": np.asarray([-3, 5], np.int32), "s": np.asarray([1, 2], np.int32)}), "tensor(int32)"),
     "rotaryembedding-3d-without-heads": (lambda: _rotary({}, (2, 5, 8), 4, positions=True), "num_heads"),
 }
 
