@@ -213,6 +213,8 @@ SPECIAL: dict[str, Callable[[], Case]] = {
         "x": RNG.randint(-(2**31), 2**31 - 1, (3, 4)).astype(np.int32)}, inits={"w": np.asarray(-(2**31), np.int32)}))
        for op in ("and", "or", "xor")},
     "bitwisenot_18_17": lambda: Case(n("BitwiseNot", ["x"]), 18, 17, inputs={"x": np.asarray([0, 1, 255, 128], np.uint8)}),
+    "mod_28_13": lambda: Case(n("Mod", ["x", "w"]), 28, 17, inputs={"x": RNG.randint(-50, 50, (3, 4)).astype(np.int32)},
+                              inits={"w": np.asarray([7, -3, 5, -11], np.int32)}, reference=True),  # integers: kept
     "optionalhaselement_18_15": lambda: Case(n("OptionalHasElement", ["x"]), 18, 17),  # a plain tensor: true
     "optionalgetelement_18_15": lambda: Case(n("OptionalGetElement", ["x"]), 18, 17),  # a plain tensor: itself
     "bitshift_28_11": lambda: Case(n("BitShift", ["x", "s"], direction="RIGHT"), 28, 17, inputs={
@@ -402,6 +404,14 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
     "cumprod_26_25-exclusive-axis0": ("cumprod_26_25", lambda: Case(
         n("CumProd", ["x", "a"], exclusive=1), 26, 17, inputs={"x": RNG.randn(5, 2, 3).astype(np.float64)},
         inits={"a": np.asarray(0, np.int64)})),
+    # a in [-6, 6] and its specials against b with both signs, +-0 and +-inf (onnxruntime stops at opset 26)
+    "mod_28_13-float-floored-specials": ("mod_28_13", lambda: Case(
+        n("Mod", ["a", "b"], fmod=0), 28, 17, reference=True, inputs={
+            "a": np.concatenate([RNG.uniform(-6, 6, 12), [0.0, -0.0, 5.0, -5.0, np.inf, -np.inf, np.nan, 4.5]]
+                                ).astype(np.float32).reshape(-1, 1),
+            "b": f32(2.5, -2.5, 0.75, -1e-3, 0.0, -0.0, np.inf, -np.inf, 1.5, np.nan)})),
+    "mod_28_13-float-fmod-kept": ("mod_28_13", lambda: Case(
+        n("Mod", ["x", "w"], fmod=1), 28, 17, reference=True, inits={"w": f32(-1.5, 0.7, 2.0, 0.3)})),
     "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
         n("OptionalHasElement", []), 18, 17, inputs={})),
     "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
@@ -433,7 +443,7 @@ def check_parity(name: str, case: Case) -> None:
     """``case`` converted to its target opset runs ``name`` and computes what it computed at its own opset."""
     model = build(case)
     if case.reference:
-        with np.errstate(divide="ignore"):  # the reference's own arithmetic (e.g. 2 / (L - 1) at L = 1)
+        with np.errstate(divide="ignore", invalid="ignore"):  # the reference's own arithmetic (2 / (L - 1) at L = 1, x % 0)
             before = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, case.inputs)]
     else:
         before = run(model, case.inputs)
@@ -446,6 +456,18 @@ def check_parity(name: str, case: Case) -> None:
         assert a.shape == b.shape and a.dtype == b.dtype
         tol = 1e-2 if a.dtype == np.float16 else 1e-5
         np.testing.assert_allclose(b, a, atol=tol, rtol=tol)
+
+
+def test_mod_28_13_zero_takes_the_divisors_sign() -> None:
+    """Mod-28 fmod=0 on floats: a zero result has the divisor's sign (``assert_allclose`` does not see it)."""
+    case = VARIANTS["mod_28_13-float-floored-specials"][1]()
+    converted, _ = convert_opset_with_report(ir.serde.deserialize_model(build(case)), 17)
+    (y,) = run(ir.serde.serialize_model(converted), case.inputs)
+    with np.errstate(invalid="ignore"):
+        expected = np.mod(case.inputs["a"], case.inputs["b"])
+    assert (y == 0).any()
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(expected))
+    np.testing.assert_array_equal(y, expected)
 
 
 def test_every_adapter_has_a_case() -> None:
