@@ -215,6 +215,8 @@ SPECIAL: dict[str, Callable[[], Case]] = {
     "bitwisenot_18_17": lambda: Case(n("BitwiseNot", ["x"]), 18, 17, inputs={"x": np.asarray([0, 1, 255, 128], np.uint8)}),
     "mod_28_13": lambda: Case(n("Mod", ["x", "w"]), 28, 17, inputs={"x": RNG.randint(-50, 50, (3, 4)).astype(np.int32)},
                               inits={"w": np.asarray([7, -3, 5, -11], np.int32)}, reference=True),  # integers: kept
+    "swiglu_28_27": lambda: Case(n("SwiGLU", ["x", "w"], alpha=1.702), 28, 17, inits={"w": RNG.randn(2, 3, 4, 4).astype(np.float32)},
+                                 inputs={"x": RNG.randn(2, 3, 4, 4).astype(np.float32)}, reference=True),
     "optionalhaselement_18_15": lambda: Case(n("OptionalHasElement", ["x"]), 18, 17),  # a plain tensor: true
     "optionalgetelement_18_15": lambda: Case(n("OptionalGetElement", ["x"]), 18, 17),  # a plain tensor: itself
     "bitshift_28_11": lambda: Case(n("BitShift", ["x", "s"], direction="RIGHT"), 28, 17, inputs={
