@@ -13,12 +13,14 @@ from opsets.version_adapters import (
            control_flow,
            cumprod,
            deformconv,
+           dft,
            elementwise,
            gridsample,
            normalization,
            optional,
            pad,
            pooling,
+           quantize,
            reduce,
            resize,
            scan,
@@ -30,5 +32,5 @@ from opsets.version_adapters import (
 )
 
 __all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "bitwise", "centercroppad", "clip", "col2im", "control_flow", "cumprod",
-           "deformconv", "elementwise", "gridsample", "lookup", "normalization", "optional", "pad", "pooling", "reduce",
+           "deformconv", "dft", "elementwise", "gridsample", "lookup", "normalization", "optional", "pad", "pooling", "quantize", "reduce",
            "resize", "scan", "shape", "softmax", "split", "transformer", "types"]

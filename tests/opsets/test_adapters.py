@@ -217,6 +217,13 @@ SPECIAL: dict[str, Callable[[], Case]] = {
                               inits={"w": np.asarray([7, -3, 5, -11], np.int32)}, reference=True),  # integers: kept
     "swiglu_28_27": lambda: Case(n("SwiGLU", ["x", "w"], alpha=1.702), 28, 17, inits={"w": RNG.randn(2, 3, 4, 4).astype(np.float32)},
                                  inputs={"x": RNG.randn(2, 3, 4, 4).astype(np.float32)}, reference=True),
+    "dft_20_17": lambda: Case(n("DFT", ["x"]), 20, 17, inputs={"x": RNG.rand(2, 8, 1).astype(np.float32)}),  # axis -2
+    "dequantizelinear_21_19": lambda: Case(n("DequantizeLinear", ["x", "s", "z"], axis=1, block_size=2), 21, 17, inputs={
+        "x": RNG.randint(-128, 128, (2, 5, 3)).astype(np.int8)}, inits={"s": RNG.rand(2, 3, 3).astype(np.float32),
+                                                                          "z": RNG.randint(-5, 5, (2, 3, 3)).astype(np.int8)}),
+    "quantizelinear_21_19": lambda: Case(n("QuantizeLinear", ["x", "s", "z"], axis=-1, block_size=3), 21, 17, inputs={
+        "x": (RNG.randn(3, 7) * 40).astype(np.float32)}, inits={"s": RNG.rand(3, 3).astype(np.float32) + 0.1,
+                                                                 "z": RNG.randint(0, 30, (3, 3)).astype(np.uint8)}),
     "optionalhaselement_18_15": lambda: Case(n("OptionalHasElement", ["x"]), 18, 17),  # a plain tensor: true
     "optionalgetelement_18_15": lambda: Case(n("OptionalGetElement", ["x"]), 18, 17),  # a plain tensor: itself
     "bitshift_28_11": lambda: Case(n("BitShift", ["x", "s"], direction="RIGHT"), 28, 17, inputs={
@@ -414,6 +421,30 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
             "b": f32(2.5, -2.5, 0.75, -1e-3, 0.0, -0.0, np.inf, -np.inf, 1.5, np.nan)})),
     "mod_28_13-float-fmod-kept": ("mod_28_13", lambda: Case(
         n("Mod", ["x", "w"], fmod=1), 28, 17, reference=True, inits={"w": f32(-1.5, 0.7, 2.0, 0.3)})),
+    "dft_20_17-axis-length-inverse": ("dft_20_17", lambda: Case(
+        n("DFT", ["x", "l", "a"], inverse=1), 20, 17, inputs={"x": RNG.randn(2, 6, 5, 2).astype(np.float32)},
+        inits={"l": np.asarray(7, np.int64), "a": np.asarray(1, np.int64)})),
+    "dft_20_17-onesided-negative-axis-dynamic": ("dft_20_17", lambda: Case(
+        n("DFT", ["x", "", "a"], onesided=1), 20, 17, inputs={"x": RNG.randn(2, 6, 5, 1).astype(np.float32)},
+        inits={"a": np.asarray(-3, np.int64)}, symbolic=True)),
+    "dequantizelinear_21_19-int16-per-axis": ("dequantizelinear_21_19", lambda: Case(
+        n("DequantizeLinear", ["x", "s", "z"], axis=0), 21, 17, inputs={"x": RNG.randint(-30000, 30000, (3, 4)).astype(np.int16)},
+        inits={"s": f32(0.5, 0.01, 2.0), "z": np.asarray([3, -7, 100], np.int16)})),
+    "dequantizelinear_21_19-uint8-blocked-no-zero-point-fp16-dynamic": ("dequantizelinear_21_19", lambda: Case(
+        n("DequantizeLinear", ["x", "s"], axis=0, block_size=4), 21, 17, symbolic=True,
+        inputs={"x": RNG.randint(0, 256, (6, 2)).astype(np.uint8)}, inits={"s": RNG.rand(2, 2).astype(np.float16)})),
+    "dequantizelinear_21_19-per-tensor-kept": ("dequantizelinear_21_19", lambda: Case(
+        n("DequantizeLinear", ["x", "s", "z"]), 21, 17, inputs={"x": RNG.randint(0, 256, (6, 2)).astype(np.uint8)},
+        inits={"s": np.asarray(0.3, np.float32), "z": np.asarray(7, np.uint8)})),
+    "quantizelinear_21_19-int16-per-axis-saturating": ("quantizelinear_21_19", lambda: Case(
+        n("QuantizeLinear", ["x", "s", "z"], axis=1), 21, 17, inputs={"x": (RNG.randn(2, 3) * 3e4).astype(np.float32)},
+        inits={"s": f32(0.5, 1.0, 2.5), "z": np.asarray([0, -100, 7], np.int16)})),
+    "quantizelinear_21_19-ties-to-even-int8-output-dtype": ("quantizelinear_21_19", lambda: Case(
+        n("QuantizeLinear", ["x", "s"], axis=0, block_size=2, output_dtype=TensorProto.INT8), 21, 17,
+        inputs={"x": f32(0.5, 1.5, 2.5, -0.5, -1.5, 300, -300, 3.49)}, inits={"s": f32(1, 1, 1, 1)})),
+    "quantizelinear_21_19-per-tensor-int8-dtype-kept": ("quantizelinear_21_19", lambda: Case(
+        n("QuantizeLinear", ["x", "s"], output_dtype=TensorProto.INT8), 21, 17,
+        inputs={"x": (RNG.randn(5, 3) * 100).astype(np.float32)}, inits={"s": np.asarray(0.7, np.float32)})),
     "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
         n("OptionalHasElement", []), 18, 17, inputs={})),
     "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
@@ -501,6 +532,11 @@ REFUSALS: dict[str, tuple[Callable[[], Case], str]] = {
                               "axis must be a constant"),
     "bitshift-signed-to-11": (lambda: Case(n("BitShift", ["x", "s"], direction="LEFT"), 28, 17, inputs={
         "x": np.asarray([-3, 5], np.int32), "s": np.asarray([1, 2], np.int32)}), "tensor(int32)"),
+    "dft-computed-axis": (lambda: Case(n("DFT", ["x", "", "a"]), 20, 17, inputs={
+        "x": RNG.rand(2, 8, 1).astype(np.float32), "a": np.asarray(1, np.int64)}), "axis is computed"),
+    "quantizelinear-blocked-float8": (lambda: Case(n("QuantizeLinear", ["x", "s"], axis=0, block_size=2,
+                                                     output_dtype=TensorProto.FLOAT8E4M3FN), 21, 17,
+                                                   inputs={"x": f32(1, 2, 3, 4)}, inits={"s": f32(1, 1)}), "FLOAT8E4M3FN"),
     "rotaryembedding-3d-without-heads": (lambda: _rotary({}, (2, 5, 8), 4, positions=True), "num_heads"),
 }
 
