@@ -6,8 +6,10 @@ numpy give. Also broadcasting operands and dynamic shapes."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 from onnx import helper
@@ -16,13 +18,13 @@ from opsets.conversion import convert_opset_with_report
 from tests.opsets.test_adapters import Case, build, run
 
 TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-BINARY = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
+BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
 
 
 def _values(dtype: str, count: int, seed: int) -> np.ndarray:
     info = np.iinfo(dtype)
     rng = np.random.default_rng(seed)
-    random = rng.integers(info.min, info.max, size=count, dtype=dtype, endpoint=True)
+    random = rng.integers(info.min, info.max, size=count, dtype=np.dtype(dtype), endpoint=True)  # type: ignore[call-overload]
     return np.concatenate([_extremes(dtype), random])
 
 
@@ -50,7 +52,7 @@ def _lower(case: Case, name: str) -> list[np.ndarray]:
     return after
 
 
-def _node(op: str, inputs: list[str]) -> object:
+def _node(op: str, inputs: list[str]) -> onnx.NodeProto:
     return helper.make_node(op, inputs, ["y"], name=f"{op.lower()}_node")
 
 
@@ -61,7 +63,7 @@ def test_binary_exact_on_extremes_and_random(op: str, dtype: str) -> None:
     pairs = np.asarray(list(itertools.product(extremes, extremes)), dtype=dtype)  # every pair of extremes
     a = np.concatenate([pairs[:, 0], _values(dtype, 300, 1)])
     c = np.concatenate([pairs[:, 1], _values(dtype, 300, 2)])
-    case = Case(_node(op, ["a", "c"]), 18, 17, inputs={"a": a, "c": c})  # type: ignore[arg-type]
+    case = Case(_node(op, ["a", "c"]), 18, 17, inputs={"a": a, "c": c})
     (y,) = _lower(case, f"{op.lower()}_18_17")
     np.testing.assert_array_equal(y, BINARY[op](a, c))
 
@@ -69,7 +71,7 @@ def test_binary_exact_on_extremes_and_random(op: str, dtype: str) -> None:
 @pytest.mark.parametrize("dtype", TYPES)
 def test_not_exact_on_extremes_and_random(dtype: str) -> None:
     x = _values(dtype, 300, 3)
-    case = Case(_node("BitwiseNot", ["x"]), 18, 17, inputs={"x": x})  # type: ignore[arg-type]
+    case = Case(_node("BitwiseNot", ["x"]), 18, 17, inputs={"x": x})
     (y,) = _lower(case, "bitwisenot_18_17")
     np.testing.assert_array_equal(y, np.bitwise_not(x))
 
@@ -79,7 +81,7 @@ def test_not_exact_on_extremes_and_random(dtype: str) -> None:
 def test_binary_broadcasts_with_dynamic_shapes(op: str, dtype: str) -> None:
     a = _values(dtype, 3, 4).reshape(-1, 1, 1)  # [n, 1, 1] against [1, 2, 8]
     c = _values(dtype, 16, 5)[:16].reshape(1, 2, 8)
-    case = Case(_node(op, ["a", "c"]), 18, 17, inputs={"a": a, "c": c}, symbolic=True)  # type: ignore[arg-type]
+    case = Case(_node(op, ["a", "c"]), 18, 17, inputs={"a": a, "c": c}, symbolic=True)
     (y,) = _lower(case, f"{op.lower()}_18_17")
     np.testing.assert_array_equal(y, BINARY[op](a, c))
 
@@ -88,6 +90,6 @@ def test_binary_broadcasts_with_dynamic_shapes(op: str, dtype: str) -> None:
 def test_binary_with_a_scalar_constant(op: str) -> None:
     x = _values("int32", 50, 6).reshape(-1, 1)
     mask = np.asarray(-252645136, np.int32)  # 0xF0F0F0F0
-    case = Case(_node(op, ["x", "m"]), 18, 17, inputs={"x": x}, inits={"m": mask})  # type: ignore[arg-type]
+    case = Case(_node(op, ["x", "m"]), 18, 17, inputs={"x": x}, inits={"m": mask})
     (y,) = _lower(case, f"{op.lower()}_18_17")
     np.testing.assert_array_equal(y, BINARY[op](x, mask))

@@ -5,6 +5,8 @@ reference implementation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx_ir as ir
 import pytest
@@ -33,7 +35,7 @@ CASES: dict[str, tuple[np.ndarray, list[int] | None, list[int]]] = {
 
 
 def _case(x: np.ndarray, axes: list[int] | None, target: list[int], *, symbolic: bool, computed: str | None) -> Case:
-    attrs = {} if axes is None else {"axes": axes}
+    attrs: dict[str, Any] = {} if axes is None else {"axes": axes}
     node = helper.make_node("CenterCropPad", ["x", "s"], ["y"], name="centercroppad_node", **attrs)
     shape = np.asarray(target, np.int64 if computed != "int32" else np.int32)
     if computed is None:
