@@ -76,6 +76,7 @@ def repair_output_shapes(model: onnx.ModelProto, where: str) -> list[str]:
 
 class OnnxFileAdapter:
     framework = "onnx"
+    honours = ("output_names",)  # read to refuse names other than the file's (see export)
 
     def claims(self, source: Source) -> bool:
         return source.obj is None and Path(source.location or "").suffix.lower() == ".onnx"
