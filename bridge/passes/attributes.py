@@ -49,8 +49,9 @@ def attribute_problem(op_type: str, domain: str, attrs: Mapping[str, int | Seque
         values = [value] if isinstance(value, int) else list(value)
         bad = [v for v in values if v < minimum]
         if bad:
-            shown = str(value) if isinstance(value, int) else f"{list(values)} (entry {bad[0]})"
-            return name, f"attribute '{name}' is {shown}; it must be at least {minimum}{_WHY.get(name, '')}"
+            must = "it must" if isinstance(value, int) else "each entry must"
+            return name, f"attribute '{name}' is {value if isinstance(value, int) else values}; {must} be at least " \
+                         f"{minimum}{_WHY.get(name, '')}"
     return None
 
 
