@@ -14,7 +14,7 @@ from typing import Protocol
 
 import onnx
 
-from bridge.config import ExportSpec, InputSpec, Source
+from bridge.config import ExportSpec, InputSpec, Source, check_unique
 from bridge.errors import BridgeError, InferenceError, ResourceLimitError, UsageError
 from bridge.runtimes.base import Runtime
 
@@ -54,10 +54,7 @@ def check_output_names(given: Sequence[str], returned: Sequence[str]) -> None:
     if len(given) != len(returned):
         raise UsageError(f"--output-names gives {len(given)} names; the model returns {len(returned)} tensors "
                          f"({', '.join(returned)})")
-    repeated = sorted({n for n in given if list(given).count(n) > 1})
-    if repeated:
-        raise UsageError(f"--output-names {','.join(given)}: {', '.join(repeated)} given twice (outputs need "
-                         "distinct names)")
+    check_unique("--output-names", given)
 
 
 def _graph_names(graph: onnx.GraphProto) -> set[str]:

@@ -57,7 +57,7 @@ def test_a_cut_point_can_be_renamed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("names", "words"), [
     (("a",), "gives 1 names; the model returns 2 tensors (r_output, s_output)"),
     (("a", "b", "c"), "gives 3 names"),
-    (("a", "a"), "a given twice"),
+    (("a", "a"), "'a' is given twice"),
     (("data", "b"), "already has a tensor named data"),
 ])
 def test_names_that_cannot_work_are_usage_errors(tmp_path: Path, names: tuple[str, ...], words: str) -> None:
