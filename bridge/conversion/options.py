@@ -32,7 +32,7 @@ from bridge.config import (
     Source,
     Tolerance,
 )
-from bridge.errors import UsageError
+from bridge.errors import BridgeError, UsageError
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
 from bridge.validation.run import FeedSource
@@ -319,24 +319,45 @@ def _given(o: Option, cfg: ConvertConfig) -> Any:
     return None
 
 
+def _unread(o: Option, adapter: Any) -> list[str] | None:
+    """The frameworks whose adapters read ``o`` when ``adapter`` does not (None when it does)."""
+    owner = o.group.split(":", 1)[1] if o.group.startswith("adapter:") else None
+    if (owner is None or owner == adapter.framework) and (not o.source_specific or o.name in
+                                                          set(getattr(adapter, "honours", ()))):
+        return None
+    return [owner] if owner else [f for f in _frameworks() if o.name in getattr(_adapter(f), "honours", ())]
+
+
 def check_applies(cfg: ConvertConfig, adapter: Any) -> None:
     """UsageError naming the option and the source for a value the chosen ``adapter`` would not read:
     another framework's own option (``--exporter`` for an MXNet symbol) or a ``source_specific`` core option
     the adapter does not list in ``honours`` (``--weights`` for an ONNX file). Accepting it and converting
     as if it had not been given would tell the user it took effect."""
-    honoured = set(getattr(adapter, "honours", ()))
-    framework = adapter.framework
     for o in convert_options():
-        owner = o.group.split(":", 1)[1] if o.group.startswith("adapter:") else None
-        if (owner is None or owner == framework) and (not o.source_specific or o.name in honoured):
+        readers = _unread(o, adapter)
+        if readers is None:
             continue
         value = _given(o, cfg)
         if value is None:
             continue
-        readers = [owner] if owner else [f for f in _frameworks() if o.name in getattr(_adapter(f), "honours", ())]
         raise UsageError(f"{o.cli_flags[0]} {_shown(value)}: {cfg.source.describe()} is converted by the "
-                         f"{framework} adapter, which does not read {o.cli_flags[0]} (only "
+                         f"{adapter.framework} adapter, which does not read {o.cli_flags[0]} (only "
                          f"{', '.join(readers) or 'no'} sources do); drop it")
+
+
+def unread_options(names: Sequence[str], source: str, framework: str | None) -> list[str]:
+    """Those of ``names`` (convert options) the adapter converting ``source`` would not read - for a batch
+    migration's ``defaults:``, which apply to the entries that read them (an ``exporter`` default is for the
+    PyTorch entries, not a reason to refuse the MXNet ones). [] when the adapter cannot be told yet: the
+    conversion itself then names the problem."""
+    from adapters import detect_adapter, get_adapter
+
+    try:
+        adapter = get_adapter(framework) if framework else detect_adapter(Source(location=source))
+    except BridgeError:
+        return []
+    by_name = {o.name: o for o in convert_options()}
+    return [n for n in names if n in by_name and _unread(by_name[n], adapter) is not None]
 
 
 def _adapter(framework: str) -> Any:
