@@ -24,6 +24,7 @@ from opsets.version_adapters import (
            reduce,
            resize,
            scan,
+           scatter,
            shape,
            softmax,
            split,
@@ -33,4 +34,4 @@ from opsets.version_adapters import (
 
 __all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "bitwise", "centercroppad", "clip", "col2im", "control_flow", "cumprod",
            "deformconv", "dft", "elementwise", "gridsample", "lookup", "normalization", "optional", "pad", "pooling", "quantize", "reduce",
-           "resize", "scan", "shape", "softmax", "split", "transformer", "types"]
+           "resize", "scan", "scatter", "shape", "softmax", "split", "transformer", "types"]
