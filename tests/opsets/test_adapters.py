@@ -465,6 +465,20 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
         n("ScatterND", ["x", "i", "u"], reduction="max"), 18, 17,
         inputs={"x": RNG.randint(0, 256, (3, 4)).astype(np.uint8), "u": RNG.randint(0, 256, (6,)).astype(np.uint8)},
         inits={"i": np.asarray([[0, 0], [2, 3], [0, 0], [1, 1], [2, 3], [0, 0]], np.int64)})),
+    "reducemax_20_18-bool-any": ("reducemax_20_18", lambda: Case(
+        n("ReduceMax", ["x", "a"], keepdims=0), 20, 17, inputs={"x": RNG.rand(3, 4, 2) > 0.7}, inits={"a": i64(1)})),
+    "reducemin_20_18-bool-all-keepdims": ("reducemin_20_18", lambda: Case(
+        n("ReduceMin", ["x", "a"], keepdims=1), 20, 17, inputs={"x": RNG.rand(3, 4, 2) > 0.3}, inits={"a": i64(0, 2)})),
+    "pad_19_18-wrap-beyond-the-size-and-crop": ("pad_19_18", lambda: Case(
+        n("Pad", ["x", "p"], mode="wrap"), 19, 17, inputs={"x": RNG.randn(2, 3, 4).astype(np.float32)},
+        inits={"p": i64(0, 7, 1, 1, -1, 5)})),
+    "pad_19_18-wrap-against-onnx-reference": ("pad_19_18", lambda: Case(
+        n("Pad", ["x", "p"], mode="wrap"), 19, 17, inputs={"x": RNG.randn(2, 3, 4).astype(np.float32)},
+        inits={"p": i64(1, 7, 0, 0, 2, 9)}, reference=True)),
+    "pad_19_18-wrap-axes-computed-pads-dynamic": ("pad_19_18", lambda: Case(
+        n("Pad", ["x", "p", "", "a"], mode="wrap"), 19, 17, symbolic=True, nodes=(n("Shape", ["x"], ["s"], start=2),
+                                                                          n("Sub", ["s", "k"], ["p"])),
+        inputs={"x": X, "k": i64(2, 3)}, inits={"a": i64(-1)})),
     "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
         n("OptionalHasElement", []), 18, 17, inputs={})),
     "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
