@@ -479,6 +479,10 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
         n("Pad", ["x", "p", "", "a"], mode="wrap"), 19, 17, symbolic=True, nodes=(n("Shape", ["x"], ["s"], start=2),
                                                                           n("Sub", ["s", "k"], ["p"])),
         inputs={"x": X, "k": i64(2, 3)}, inits={"a": i64(-1)})),
+    "resize_19_18-half-pixel-symmetric-whole-lengths": ("resize_19_18", lambda: _resize(
+        19, 17, {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, scales=f32(1, 1, 1.5, 0.75))),
+    "resize_19_18-half-pixel-symmetric-sizes": ("resize_19_18", lambda: _resize(
+        19, 17, {"mode": "cubic", "coordinate_transformation_mode": "half_pixel_symmetric"}, sizes=i64(2, 3, 7, 3))),
     "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
         n("OptionalHasElement", []), 18, 17, inputs={})),
     "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
@@ -574,6 +578,9 @@ REFUSALS: dict[str, tuple[Callable[[], Case], str]] = {
     "quantizelinear-blocked-float8": (lambda: Case(n("QuantizeLinear", ["x", "s"], axis=0, block_size=2,
                                                      output_dtype=TensorProto.FLOAT8E4M3FN), 21, 17,
                                                    inputs={"x": f32(1, 2, 3, 4)}, inits={"s": f32(1, 1)}), "FLOAT8E4M3FN"),
+    "resize-half-pixel-symmetric-fractional": (lambda: _resize(
+        19, 17, {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, scales=f32(1, 1, 1.3, 0.7)),
+        "fractional output lengths"),
     "rotaryembedding-3d-without-heads": (lambda: _rotary({}, (2, 5, 8), 4, positions=True), "num_heads"),
 }
 
