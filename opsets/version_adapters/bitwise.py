@@ -1,8 +1,9 @@
 """BitwiseAnd / BitwiseOr / BitwiseXor / BitwiseNot-18 -> opset 17: integer arithmetic, as no bitwise op exists
 before 18.
 
-BitwiseNot is one subtraction in the input's own type: ``-1 - x`` for signed types (two's complement ``~x``; it
-never overflows, ``min`` maps to ``max``), ``max - x`` for unsigned ones.
+BitwiseNot is one subtraction: ``-1 - x`` for signed types (two's complement ``~x``; it never overflows, ``min``
+maps to ``max``), ``max - x`` for unsigned ones; in the input's own type, or in int32 for 8- and 16-bit types
+(Sub takes those only from opset 14, and later hops may go below it).
 
 The binary ops go through bits. Every operand is taken apart into *digits* of at most 32 bits held in int64
 (the one integer type every runtime does all arithmetic on): a type of width ``w <= 32`` is one digit, its
@@ -79,7 +80,7 @@ def _combine(b: Builder, op: str, a: ir.Value, c: ir.Value, bits: int) -> ir.Val
 
 def _signed(b: Builder, r: ir.Value, bits: int) -> ir.Value:
     """A ``bits``-bit pattern in int64 as the signed value it encodes."""
-    return b.where(b.op("GreaterOrEqual", r, _i64(b, 1 << (bits - 1))), b.op("Sub", r, _i64(b, 1 << bits)), r)
+    return b.where(b.op("Less", r, _i64(b, 1 << (bits - 1))), r, b.op("Sub", r, _i64(b, 1 << bits)))  # Less: opset 9
 
 
 def _assemble(b: Builder, digits: list[ir.Value], dtype: ir.DataType) -> ir.Value:
@@ -125,6 +126,8 @@ def bitwisenot_18_17(b: Builder, node: ir.Node) -> Rewritten:
     if x is None:
         raise fail(node, "bitwisenot_18_17", "the input is missing")
     dtype = _dtype(node, "bitwisenot_18_17")
-    np_dtype = dtype.numpy()
-    top = -1 if dtype in _SIGNED else np.iinfo(np_dtype).max  # ~x = -1 - x (two's complement) or max - x
-    return [b.op("Sub", b.const(np.asarray(top, np_dtype)), x)]
+    top = -1 if dtype in _SIGNED else int(np.iinfo(dtype.numpy()).max)  # ~x = -1 - x (two's complement) or max - x
+    if (_SIGNED.get(dtype) or _UNSIGNED[dtype]) <= 16:  # Sub takes 8- and 16-bit types only from opset 14
+        wide = b.op("Sub", b.const(np.asarray(top, np.int32)), b.cast(x, ir.DataType.INT32))
+        return [b.cast(wide, dtype)]  # in the type's range: exact
+    return [b.op("Sub", b.const(np.asarray(top, dtype.numpy())), x)]

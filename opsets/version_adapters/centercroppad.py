@@ -7,7 +7,7 @@ and target ``s`` (the ``shape`` input, one entry per listed axis), as in onnx's 
 (``s > d``) puts ``(s - d) // 2`` zeros before and the rest (one more when the difference is odd) after. Both
 are computed from the run-time sizes: ``start = max(d - s, 0) // 2``, ``end = start + min(d, s)``,
 ``before = max(s - d, 0) // 2``, ``after = max(s - d, 0) - before``, so dynamic input shapes and a computed
-``shape`` convert. The pads are scattered into ``2 * rank`` zeros; the input rank must be known.
+``shape`` convert (max and min as Less/Where, which take int64 at every opset down to 11). The pads are scattered into ``2 * rank`` zeros; the input rank must be known.
 """
 
 from __future__ import annotations
@@ -36,13 +36,18 @@ def centercroppad_18_17(b: Builder, node: ir.Node) -> Rewritten:
     dims = b.op("Gather", b.op("Shape", x), axes_value, axis=0)
     target = b.cast(shape, ir.DataType.INT64)
     zero, two = b.i64(0), b.i64(2)
-    start = b.op("Div", b.op("Max", b.op("Sub", dims, target), zero), two)
-    end = b.op("Add", start, b.op("Min", dims, target))
+    start = b.op("Div", _positive_part(b, b.op("Sub", dims, target), zero), two)
+    end = b.op("Add", start, b.where(b.op("Less", dims, target), dims, target))
     cropped = b.op("Slice", x, start, end, axes_value)
-    grow = b.op("Max", b.op("Sub", target, dims), zero)
+    grow = _positive_part(b, b.op("Sub", target, dims), zero)
     before = b.op("Div", grow, two)
     after = b.op("Sub", grow, before)
     positions = b.const(np.asarray(axes + [a + rank for a in axes], np.int64))
     pads = b.op("ScatterElements", b.const(np.zeros(2 * rank, np.int64)), positions,
                 b.op("Concat", before, after, axis=0), axis=0)
     return [b.op("Pad", cropped, pads, mode="constant")]
+
+
+def _positive_part(b: Builder, value: ir.Value, zero: ir.Value) -> ir.Value:
+    """``max(value, 0)`` with Less/Where: Max takes int64 only from opset 12, and later hops may go below it."""
+    return b.where(b.op("Less", value, zero), zero, value)

@@ -47,11 +47,17 @@ def pad_19_18(b: Builder, node: ir.Node) -> Rewritten:
     for i, axis in enumerate(axes):
         before = b.op("Squeeze", b.op("Slice", pad_values, b.i64(i), b.i64(i + 1)), b.i64(0))
         after = b.op("Squeeze", b.op("Slice", pad_values, b.i64(i + len(axes)), b.i64(i + len(axes) + 1)), b.i64(0))
-        cut_before, cut_after = b.op("Max", b.op("Neg", before), zero), b.op("Max", b.op("Neg", after), zero)
+        cut_before, cut_after = _positive_part(b, b.op("Neg", before), zero), _positive_part(b, b.op("Neg", after), zero)
         size = b.op("Sub", b.op("Sub", b.op("Squeeze", b.dim(x, axis), b.i64(0)), cut_before), cut_after)
-        positions = b.op("Range", b.op("Neg", b.op("Max", before, zero)), b.op("Add", size, b.op("Max", after, zero)), one)
+        positions = b.op("Range", b.op("Neg", _positive_part(b, before, zero)),
+                         b.op("Add", size, _positive_part(b, after, zero)), one)
         y = b.op("Gather", y, b.op("Add", b.op("Mod", positions, size, fmod=0), cut_before), axis=axis)
     return [y]
+
+
+def _positive_part(b: Builder, value: ir.Value, zero: ir.Value) -> ir.Value:
+    """``max(value, 0)`` with Less/Where: Max takes int64 only from opset 12, and later hops may go below it."""
+    return b.where(b.op("Less", value, zero), zero, value)
 
 
 @register("Pad", 18, 13)

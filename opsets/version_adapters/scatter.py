@@ -7,8 +7,10 @@ its ``axis`` coordinate replaced by the index, negative ones counted from the en
 update elements. Updates aimed at the same target are first reduced among themselves through a ``[K, K]``
 same-target mask (``Where(mask, updates, lowest)`` then ReduceMax over the partners; ``lowest`` is -inf or the
 integer type's minimum), so every duplicate carries the same value; then ``ScatterND(data, idx, Max(GatherND(data,
-idx), reduced))`` with no reduction writes that value, whatever order duplicates are written in. Exact for every
-numeric type; memory grows with ``K^2`` times the slice size. Other reductions are already in their opset-16 form.
+idx), reduced))`` with no reduction writes that value, whatever order duplicates are written in. Integers compare
+with Less/Where (integer Max/Min need opset 12), 8/16-bit and uint32 ones in int64 (onnxruntime has no
+Where/ReduceMax for some of them); uint64 is refused (no wider type). Exact for every other numeric type; memory
+grows with ``K^2`` times the slice size. Other reductions are already in their opset-16 form.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from opsets.registry import register
 from opsets.version_adapters._util import Rewritten, fail
 
 I64 = ir.DataType.INT64
+_WIDEN = {ir.DataType.INT8, ir.DataType.UINT8, ir.DataType.INT16, ir.DataType.UINT16, ir.DataType.UINT32}
 
 
 def _extreme(node: ir.Node, hop: str, dtype: ir.DataType | None, reduction: str) -> np.ndarray:
@@ -39,16 +42,32 @@ def _scatter_nd(b: Builder, node: ir.Node, hop: str, data: ir.Value, idx: ir.Val
                 extra: int, reduction: str) -> ir.Value:
     """ScatterND(data, idx [K, q], updates [K, *slice]) with ``reduction`` max/min, in ScatterND-16 terms
     (``extra``: the slice rank)."""
-    lowest = b.const(_extreme(node, hop, data.dtype, reduction))
+    dtype = data.dtype
+    lowest = b.const(_extreme(node, hop, dtype, reduction))
+    if dtype == ir.DataType.UINT64:
+        raise fail(node, hop, f"reduction={reduction} on UINT64: no wider type to compare in (Where, ReduceMax and "
+                              "Max lack uint64 kernels in onnxruntime)")
     reduce_op = "ReduceMax" if reduction == "max" else "ReduceMin"
     same = b.op("Equal", b.unsqueeze(idx, 1), b.unsqueeze(idx, 0))  # [K, K, q]
     mask = b.cast(b.reduce("ReduceMin", b.cast(same, ir.DataType.INT32), [2], keepdims=0), ir.DataType.BOOL)
     if extra:
         mask = b.unsqueeze(mask, *range(2, 2 + extra))
-    partners = b.where(mask, b.unsqueeze(updates, 0), lowest)
-    reduced = b.reduce(reduce_op, partners, [1], keepdims=0)  # [K, *slice]: the same value for duplicates
     current = b.op("GatherND", data, idx)
-    return b.op("ScatterND", data, idx, b.op("Max" if reduction == "max" else "Min", current, reduced))
+    widen = dtype in _WIDEN  # compared in int64: Where/ReduceMax/Max lack these types (in onnxruntime, before 12)
+    if widen:
+        updates, lowest, current = (b.cast(v, I64) for v in (updates, lowest, current))
+    # partners [j, k, *slice] reduced over j, the leading axis (the mask is symmetric): onnxruntime 1.31's integer
+    # ReduceMax/ReduceMin over a later axis of a larger tensor can miss the maximum (seen on int64 [6, 6, 3], axis 1)
+    partners = b.where(mask, b.unsqueeze(updates, 1), lowest)
+    reduced = b.reduce(reduce_op, partners, [0], keepdims=0)  # [K, *slice]: the same value for duplicates
+    if dtype is not None and dtype.is_floating_point():
+        combined = b.op("Max" if reduction == "max" else "Min", current, reduced)  # NaN as Max/Min have it
+    else:  # Max/Min take integers only from opset 12, and later hops may go below it
+        keep = b.op("Less", reduced, current) if reduction == "max" else b.op("Less", current, reduced)
+        combined = b.where(keep, current, reduced)
+    if widen and dtype is not None:
+        combined = b.cast(combined, dtype)  # one of the values: in range
+    return b.op("ScatterND", data, idx, combined)
 
 
 def _reduction(node: ir.Node) -> str:

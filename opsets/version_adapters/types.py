@@ -83,6 +83,11 @@ _TYPES_ONLY: list[tuple[str, int, int, dict[str, Droppable]]] = [
     ("IsNaN", 20, 13, {}),
     ("IsNaN", 13, 9, {}),
     ("GlobalMaxPool", 22, 1, {}),  # 22 added bfloat16
+    ("Mod", 13, 10, {}),
+    ("GatherND", 13, 12, {}),
+    ("GatherND", 12, 11, {"batch_dims": _equals(0)}),
+    ("ScatterElements", 13, 11, {}),
+    ("ScatterND", 13, 11, {}),
     ("BitShift", 28, 11, {}),  # 28 added signed types: refused by the type check below (no older form)
     *[(op, 21, to, {}) for op, to in (
         ("Cast", 19), ("CastLike", 19), ("Constant", 19), ("ConstantOfShape", 20), ("Flatten", 13),

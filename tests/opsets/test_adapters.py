@@ -127,6 +127,14 @@ def generic(op: str, frm: int, to: int) -> Case:
         "Squeeze": lambda: Case(n("Squeeze", ["x", "a"]), at, target, inputs={"x": RNG.rand(2, 1, 4).astype(np.float32)},
                                 inits={"a": i64(1)}),
         "Unsqueeze": lambda: Case(n("Unsqueeze", ["x", "a"]), at, target, inits={"a": i64(0, 5)}),
+        "Mod": lambda: Case(n("Mod", ["x", "w"]), at, target, inputs={"x": RNG.randint(-50, 50, (3, 4)).astype(np.int64)},
+                            inits={"w": i64(7, -3, 5, 2)}),
+        "GatherND": lambda: Case(n("GatherND", ["x", "i"]), at, target, inits={"i": i64(1, 0, 0, 1, 1, 2).reshape(3, 2)}),
+        "ScatterElements": lambda: Case(n("ScatterElements", ["x", "i", "u"], axis=1), at, target,
+                                        inits={"i": np.asarray([[0, 3]], np.int64), "u": f32(5, 6).reshape(1, 2)},
+                                        inputs={"x": RNG.rand(2, 4).astype(np.float32)}),
+        "ScatterND": lambda: Case(n("ScatterND", ["x", "i", "u"]), at, target, inits={"i": i64(1, 0).reshape(2, 1),
+                                                                                 "u": RNG.rand(2, 3, 4, 4).astype(np.float32)}),
     }
     return table[op]()
 
@@ -542,6 +550,19 @@ def test_mod_28_13_zero_takes_the_divisors_sign() -> None:
     assert (y == 0).any()
     np.testing.assert_array_equal(np.signbit(y), np.signbit(expected))
     np.testing.assert_array_equal(y, expected)
+
+
+# Lowered forms the later hops must take further down (integer Max/Min/GreaterOrEqual do not exist before 12)
+BELOW_12 = ["scatterelements_18_16-min-int32-axis0-dynamic", "scatternd_18_16-max-uint8-full-tuples",
+            "pad_19_18-wrap-beyond-the-size-and-crop", "mod_28_13-float-floored-specials"]
+
+
+@pytest.mark.parametrize("variant", BELOW_12)
+def test_lowered_forms_go_on_down_to_opset_11(variant: str) -> None:
+    name, make = VARIANTS[variant]
+    case = make()
+    case.target = 11
+    check_parity(name, case)
 
 
 def test_every_adapter_has_a_case() -> None:
