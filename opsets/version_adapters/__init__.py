@@ -28,10 +28,11 @@ from opsets.version_adapters import (
            shape,
            softmax,
            split,
+           tensorscatter,
            transformer,
            types,
 )
 
 __all__ = ["activation", "affinegrid", "all_adapters", "bitcast", "bitwise", "centercroppad", "clip", "col2im", "control_flow", "cumprod",
            "deformconv", "dft", "elementwise", "gridsample", "lookup", "normalization", "optional", "pad", "pooling", "quantize", "reduce",
-           "resize", "scan", "scatter", "shape", "softmax", "split", "transformer", "types"]
+           "resize", "scan", "scatter", "shape", "softmax", "split", "tensorscatter", "transformer", "types"]

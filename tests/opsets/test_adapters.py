@@ -239,6 +239,9 @@ SPECIAL: dict[str, Callable[[], Case]] = {
     "scatternd_18_16": lambda: Case(n("ScatterND", ["x", "i", "u"], reduction="min"), 18, 17,
                                     inputs={"x": RNG.randn(4, 3, 2).astype(np.float32), "u": RNG.randn(2, 2, 3, 2).astype(np.float32)},
                                     inits={"i": np.asarray([[[0], [2]], [[0], [0]]], np.int64)}),
+    "tensorscatter_24_23": lambda: Case(n("TensorScatter", ["c", "u", "w"]), 24, 17, inputs={
+        "c": RNG.randn(3, 2, 8, 4).astype(np.float32), "u": RNG.randn(3, 2, 2, 4).astype(np.float32),
+        "w": i64(0, 3, 6)}),
     "optionalhaselement_18_15": lambda: Case(n("OptionalHasElement", ["x"]), 18, 17),  # a plain tensor: true
     "optionalgetelement_18_15": lambda: Case(n("OptionalGetElement", ["x"]), 18, 17),  # a plain tensor: itself
     "bitshift_28_11": lambda: Case(n("BitShift", ["x", "s"], direction="RIGHT"), 28, 17, inputs={
@@ -491,6 +494,13 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
         19, 17, {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, scales=f32(1, 1, 1.5, 0.75))),
     "resize_19_18-half-pixel-symmetric-sizes": ("resize_19_18", lambda: _resize(
         19, 17, {"mode": "cubic", "coordinate_transformation_mode": "half_pixel_symmetric"}, sizes=i64(2, 3, 7, 3))),
+    "tensorscatter_24_23-circular-axis1-dynamic": ("tensorscatter_24_23", lambda: Case(
+        n("TensorScatter", ["c", "u", "w"], mode="circular", axis=1), 24, 17, symbolic=True, inputs={
+            "c": RNG.randint(0, 100, (2, 5, 3)).astype(np.int64), "u": RNG.randint(0, 100, (2, 3, 3)).astype(np.int64),
+            "w": i64(4, 1)})),
+    "tensorscatter_24_23-prefill-no-indices": ("tensorscatter_24_23", lambda: Case(
+        n("TensorScatter", ["c", "u"]), 24, 17, inputs={
+            "c": np.zeros((2, 6, 4), np.float32), "u": RNG.randn(2, 4, 4).astype(np.float32)})),
     "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
         n("OptionalHasElement", []), 18, 17, inputs={})),
     "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
