@@ -23,8 +23,8 @@ class Detections:
 
     ``rows`` is where each detection sits in the output it was read from (reports name it);
     ``suppressed_scores`` / ``suppressed_boxes`` [S] / [S, 4] the candidates the output shows as
-    suppressed (MXNet keeps them, class -1; a top-K cut keeps the rows it cut), evidence that the
-    output weighed a candidate the other side kept (tie rule c); ``masks`` [K, ...] instance masks
+    suppressed (MXNet keeps them, class -1; a top-K cut keeps the rows it cut; ONNX NMS's unselected
+    scores), evidence that the output weighed a candidate the other side kept (``ties``); ``masks`` [K, ...] instance masks
     (torchvision Mask R-CNN), compared between matched detections; ``complete_pool``: the suppressed
     rows are every candidate the output weighed and did not keep (MXNet MultiBoxDetection rows with class
     -1, ONNX NonMaxSuppression's unselected scores), not a sample of them (a box_nms output, -1 rows only).

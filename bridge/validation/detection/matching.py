@@ -83,7 +83,7 @@ DEFAULT_SCORE_TOL = 1e-5
 DEFAULT_MATCH_IOU = 0.5
 NONFINITE_RTOL = 1e-5  # finite values of two rows that saturate at the same places: equal within float32 noise
 PAIR_CHUNK = 1 << 20  # candidate pairs examined at once: bounds the matcher's memory
-POOL_SLACK = 0.02  # unselected NMS scores this far (relative, past 1) below the lowest kept one tie nothing
+POOL_LIMIT = 1 << 20  # unselected ONNX NMS candidates listed per image as tie evidence (the highest-scored)
 MAX_LISTED = 50  # rows listed per category in a DetectionComparison (counts are always complete)
 
 
@@ -128,9 +128,8 @@ def from_indices(selected: np.ndarray, boxes: np.ndarray, scores: np.ndarray) ->
 
     The score matrix is every candidate NMS weighed: its finite entries not selected are the image's
     suppressed (or per-class max-output cut) candidates, a complete pool (``complete_pool``) for the tie
-    rules. Only entries scored at least the lowest selected score minus ``POOL_SLACK`` of it are kept: one
-    scored lower ties no kept detection, and a saturated 100k-anchor, 80-class model would otherwise list
-    8M of them.
+    rules. Past ``POOL_LIMIT`` entries (a 100k-anchor, 80-class model has 8M) only the highest-scored are
+    kept and the pool no longer claims to be complete.
     """
     sel = np.asarray(selected).astype(np.int64).reshape(-1, 3)
     boxes, scores = np.asarray(boxes), np.asarray(scores)
@@ -138,19 +137,16 @@ def from_indices(selected: np.ndarray, boxes: np.ndarray, scores: np.ndarray) ->
     for image in range(len(boxes)):
         rows = np.flatnonzero(sel[:, 0] == image)
         picked = sel[rows]
-        kept_scores = np.asarray(scores[image, picked[:, 1], picked[:, 2]], np.float64)
-        pool = np.zeros((0, 2), np.int64)
-        finite_kept = kept_scores[np.isfinite(kept_scores)]
-        if len(finite_kept):
-            lowest = float(finite_kept.min())
-            grid = np.asarray(scores[image], np.float64)
-            with np.errstate(invalid="ignore"):
-                weighed = np.isfinite(grid) & (grid >= lowest - POOL_SLACK * max(1.0, abs(lowest)))
-            weighed[picked[:, 1], picked[:, 2]] = False
-            pool = np.argwhere(weighed)
-        out.append(_detections(boxes[image, picked[:, 2]], kept_scores, picked[:, 1], rows,
-                               scores[image, pool[:, 0], pool[:, 1]].astype(np.float64),
-                               np.asarray(boxes[image, pool[:, 1]], np.float64), complete_pool=True))
+        grid = np.asarray(scores[image], np.float64)
+        weighed = np.isfinite(grid)
+        weighed[picked[:, 1], picked[:, 2]] = False
+        pool = np.argwhere(weighed)
+        complete = len(pool) <= POOL_LIMIT
+        if not complete:
+            pool = pool[np.argpartition(-grid[pool[:, 0], pool[:, 1]], POOL_LIMIT)[:POOL_LIMIT]]
+        out.append(_detections(boxes[image, picked[:, 2]], grid[picked[:, 1], picked[:, 2]], picked[:, 1], rows,
+                               grid[pool[:, 0], pool[:, 1]], np.asarray(boxes[image, pool[:, 1]], np.float64),
+                               complete_pool=complete))
     return out
 
 

@@ -25,8 +25,9 @@ How a side dropped a candidate the other side kept - the only two ways a tie cha
 Where a side lists the candidates it weighed and did not keep (``Detections.suppressed_boxes``: MXNet
 MultiBoxDetection's class -1 rows keep score and box, a reference cut to the candidate's K rows keeps the
 rows it cut, ONNX NonMaxSuppression's unselected score entries), *shows* x means: a row there with
-x's box (IoU >= ``iou``) and a tied score. A side whose list is complete (``complete_pool``: MXNet
-MultiBoxDetection, ONNX NonMaxSuppression) must show every candidate it dropped; a side without one
+x's box (IoU >= ``iou``) and a tied score. A side whose list is complete (``complete_pool``: an MXNet
+[B, N, 6] image showing any class -1 row with a score, as MultiBoxDetection keeps every candidate it
+weighed; ONNX NonMaxSuppression's score matrix) must show every candidate it dropped; a side without one
 (box_nms / GluonCV -1 rows, TF combined NMS, torchvision) can only be judged by where the rows sit.
 
 The evidence, per problem row (x on side S, the other side O):
@@ -52,7 +53,9 @@ The evidence, per problem row (x on side S, the other side O):
 Residual: without a complete list on the other side, a box moved to where it still overlaps its old
 place (IoU < ``match_iou``, positive overlap) with an unchanged score reads as an NMS choice (b), and the
 lowest-scored box of the image (or of a full class) moved anywhere as a swap at a cut (a); nothing in
-such outputs tells them apart.
+such outputs tells them apart. Conversely, a per-class top-k *before* NMS (k candidates per class, then
+NMS thins the class) that cuts between tied candidates leaves its class short of full; only a complete list
+or the image's bottom excuses such a swap.
 
 Rows with a NaN/inf box or score are never excused; ``matching`` excuses nothing unless some detection
 matched cleanly.
@@ -179,10 +182,10 @@ def pair_ties(ref: Detections, ref_rows: np.ndarray, cand: Detections, cand_rows
 
 
 def rivals(d: Detections, rows: np.ndarray, other: Detections, rival_rows: np.ndarray, ulps: int,
-           margin: float, same_box: float) -> np.ndarray:
-    """Rule (b): per row of ``d``, a row of ``other`` among ``rival_rows`` with a tied score whose box
-    overlaps it with positive area and is another box (IoU < ``same_box``: the same box under another
-    label is a changed label, not a rival)."""
+           margin: float, same_box: float, higher: bool = False) -> np.ndarray:
+    """Rule (b): per row of ``d``, a row of ``other`` among ``rival_rows`` with a tied score (``higher``: a tied
+    or higher score, one NMS visits first) whose box overlaps it with positive area and is another box (IoU <
+    ``same_box``: the same box under another label is a changed label, not a rival)."""
     out = np.zeros(len(rows), bool)
     if not len(rows) or not len(rival_rows):
         return out
@@ -191,7 +194,7 @@ def rivals(d: Detections, rows: np.ndarray, other: Detections, rival_rows: np.nd
     sorted_scores = other.scores[pool]
     tol = tie_tolerance(d.scores[rows], ulps, margin)
     lo = np.searchsorted(sorted_scores, d.scores[rows] - tol, "left")
-    hi = np.searchsorted(sorted_scores, d.scores[rows] + tol, "right")
+    hi = np.full(len(rows), len(pool)) if higher else np.searchsorted(sorted_scores, d.scores[rows] + tol, "right")
     for i, k in enumerate(rows.tolist()):
         if hi[i] > lo[i]:
             boxes = other.boxes[pool[lo[i]:hi[i]]]
@@ -227,8 +230,9 @@ def excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int
     # (b) an unmatched row with an overlapping tied rival that only the other side kept (and, where the other
     # side lists every candidate it weighed, shows the row among them)
     rivals_c, rivals_r = cand_rows[finite_c], ref_rows[finite_r]
-    tied_r[ur] |= rivals(ref, only_r, cand, rivals_c, ulps, margin, iou) & (shown_r | (not cand.complete_pool))
-    tied_c[uc] |= rivals(cand, only_c, ref, rivals_r, ulps, margin, iou) & (shown_c | (not ref.complete_pool))
+    gate_r, gate_c = shown_r | (not cand.complete_pool), shown_c | (not ref.complete_pool)
+    tied_r[ur] |= rivals(ref, only_r, cand, rivals_c, ulps, margin, iou) & gate_r
+    tied_c[uc] |= rivals(cand, only_c, ref, rivals_r, ulps, margin, iou) & gate_c
     # (c) a failing pair of tied scores where a side shows the other's box suppressed
     pos_r, pos_c = detail["pair_ref_pos"], detail["pair_cand_pos"]
     if len(pos_r):
@@ -239,4 +243,13 @@ def excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int
         both = tie & seen
         tied_r[pos_r] |= both
         tied_c[pos_c] |= both
+    # (b) downstream of a tie: an unmatched row overlapping a higher excused row only the other side kept,
+    # until nothing changes (each round can explain the next link of an NMS chain)
+    while True:
+        more_r = gate_r & ~tied_r[ur] & rivals(ref, only_r, cand, cand_rows[tied_c & finite_c], ulps, margin, iou, True)
+        more_c = gate_c & ~tied_c[uc] & rivals(cand, only_c, ref, ref_rows[tied_r & finite_r], ulps, margin, iou, True)
+        if not (more_r.any() or more_c.any()):
+            break
+        tied_r[ur] |= more_r
+        tied_c[uc] |= more_c
     return tied_r & finite_r, tied_c & finite_c

@@ -250,3 +250,23 @@ def test_an_mxnet_chain_passes_and_a_chain_missing_from_the_pool_fails() -> None
     assert compare_detections(from_mxnet(rows([A, C], [B])), from_mxnet(rows([B], [A, C]))).passed
     result = compare_detections(from_mxnet(rows([A, C], [])), from_mxnet(rows([B], [A, C])))
     assert not result.passed and result.mismatched == 1  # B: the reference never weighed it
+
+
+@pytest.mark.parametrize("layout", ["mxnet", "torchvision", "indices"])
+def test_an_nms_cascade_below_a_tie_passes(layout: str) -> None:
+    """A and B tie and overlap; C, scored lower, overlaps B only. One order keeps A then C, the other B, which
+    suppresses C: C is not tied with anything, but the tie upstream decided what suppressed it."""
+    c_low = (C, 0.55, 2)
+    ref = Side([*BASE, (A, TIED, 2), c_low], [(B, TIED, 2)])
+    cand = Side([*BASE, (B, TIED, 2)], [(A, TIED, 2), c_low])
+    passed, tied, mismatched = _compare(ref, cand, layout)
+    assert passed and tied == 3 and mismatched == 0
+
+
+def test_a_row_below_an_unexplained_extra_row_is_not_excused() -> None:
+    """The cascade needs its upper link excused: a candidate that adds a box nothing ties with, suppressing a
+    lower one, fails on both."""
+    ref = Side([*BASE, (C, 0.55, 2)])
+    cand = Side([*BASE, (B, 0.65, 2)])
+    passed, tied, mismatched = _compare(ref, cand, "torchvision")
+    assert not passed and tied == 0 and mismatched == 2
