@@ -80,22 +80,27 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     Degenerate (zero-area) boxes - common after clipping to [0, 1] - have no overlap to measure; they
     count as IoU 1 with a box whose corners are the same within 1e-6 (relative, past magnitude 1) and 0 otherwise, so identical
-    degenerate detections still match.
+    degenerate detections still match (``iou_cols``: or within a given absolute tolerance).
     """
     a = np.asarray(a, np.float64).reshape(-1, 4)
     b = np.asarray(b, np.float64).reshape(-1, 4)
     return pair_iou(np.repeat(a, len(b), axis=0), np.tile(b, (len(a), 1))).reshape(len(a), len(b))
 
 
-def pair_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of a[i] with b[i] for corner boxes of equal count (the degenerate rule of ``iou_matrix``)."""
+def pair_iou(a: np.ndarray, b: np.ndarray, same_atol: float = 0.0) -> np.ndarray:
+    """IoU of a[i] with b[i] for corner boxes of equal count (the degenerate rule of ``iou_cols``)."""
     a = np.asarray(a, np.float64).reshape(-1, 4)
     b = np.asarray(b, np.float64).reshape(-1, 4)
-    return iou_cols(tuple(a.T), tuple(b.T))
+    return iou_cols(tuple(a.T), tuple(b.T), same_atol)
 
 
-def iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> np.ndarray:
-    """IoU from the four coordinate columns of each side (1-D gathers are much cheaper than rows)."""
+def iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], same_atol: float = 0.0) -> np.ndarray:
+    """IoU from the four coordinate columns of each side (1-D gathers are much cheaper than rows).
+
+    Two zero-area boxes are the same box (IoU 1) when their corners agree within DEGENERATE_EPS (relative past
+    magnitude 1) or ``same_atol``: the comparison's corner tolerance, so a flat box whose corners moved by
+    float32 decode noise matches itself as a box with area does (corners within that tolerance are clean).
+    """
     ax1, ay1, ax2, ay2 = a
     bx1, by1, bx2, by2 = b
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -111,7 +116,7 @@ def iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> np.ndarray
             same = np.ones(len(degenerate), bool)
             for ac, bc in zip(a, b, strict=True):
                 ad, bd = ac[degenerate], bc[degenerate]  # relative beyond 1: saturated models reach 1e2..1e38
-                same &= np.abs(ad - bd) <= DEGENERATE_EPS * np.maximum(1.0, np.abs(ad))
+                same &= np.abs(ad - bd) <= np.maximum(DEGENERATE_EPS * np.maximum(1.0, np.abs(ad)), same_atol)
             iou[degenerate] = same.astype(np.float64)
     return iou
 

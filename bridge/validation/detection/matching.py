@@ -19,14 +19,14 @@ pairs inside those windows; detections after NMS keep P = O(N). Nothing N x N is
 
 Ties: a *problem row* is an unmatched detection or one side of a matched pair that is not clean. It is
 **tie-ambiguous** (reported with its row, not counted as a mismatch) only with evidence that an NMS or a
-top-K cut visiting tied candidates in another order produced it (``bridge.validation.detection.ties``:
-(a) two tied candidates swapped at a cut - each side dropped the other's row, shown among its suppressed
-or cut candidates or sitting at its lowest kept score; (b) an NMS choice - a tied overlapping rival only
-the other side kept, which, where that side lists every candidate it weighed, must list the row; (c) a
-matched pair of tied overlapping boxes that a side shows among its suppressed candidates). A moved box
-with an unchanged score is no tie: the other side never weighed the box it moved to or from. Ties excuse
-nothing unless at least one detection matched cleanly: a systematic box error with unchanged scores
-(every row unmatched, each "tied" to its counterpart) must fail.
+top-K cut visiting tied candidates in another order produced it (``bridge.validation.detection.ties``):
+(a) two tied candidates swapped at a cut - each side dropped the other's row, listed among its suppressed
+or cut candidates or sitting at its lowest kept score; (b) an NMS choice - an overlapping rival only the
+other side kept, tied, or higher and itself excused (a cascade), and where that side lists every
+candidate it weighed it must list the row; (c) a matched pair of tied overlapping boxes that a side lists
+among its suppressed candidates. A moved box with an unchanged score is no tie: the other side never
+weighed the box it moved to or from. Ties excuse nothing unless at least one detection matched cleanly: a
+systematic box error with unchanged scores (every row unmatched, each "tied" to its counterpart) must fail.
 
 Non-finite detections (NaN/inf box or score) are matched only to an identical row (NaN equal to
 NaN); NaN/inf in the reference's detections, or no detection on either side, makes the verdict
@@ -150,14 +150,14 @@ def from_indices(selected: np.ndarray, boxes: np.ndarray, scores: np.ndarray) ->
     return out
 
 
-def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MATCH_IOU
+def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MATCH_IOU, same_atol: float = 0.0
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Greedy class-aware matching: reference detections by descending score (stable), each to the
     unused candidate of its class with the highest IoU >= match_iou (lowest index on equal IoU).
 
     Returns (reference indices, candidate indices, IoU) of the matched pairs. Only candidates that
     can reach match_iou are examined (``_window_pairs``), in chunks of about PAIR_CHUNK pairs; boxes
-    must be finite.
+    must be finite. ``same_atol``: zero-area boxes whose corners agree within it are the same box (``iou_cols``).
     """
     none = np.zeros(0, np.int64)
     if len(ref) == 0 or len(cand) == 0:
@@ -180,9 +180,9 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
         members = c_order[lo_k:hi_k]
         refs = np.flatnonzero(ref.classes == cls)
         refs = refs[np.argsort(rank[refs], kind="stable")]
-        for pi, pj in _window_pairs(rb[refs], cb[members], match_iou):
+        for pi, pj in _window_pairs(rb[refs], cb[members], match_iou, same_atol):
             pi, pj = refs[pi], members[pj]
-            ious = iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols))
+            ious = iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols), same_atol)
             keep = ious >= match_iou
             pi, pj, ious = pi[keep], pj[keep], ious[keep]
             order = np.lexsort((pj, -ious, rank[pi]))
@@ -200,7 +200,8 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
     return np.asarray(out_i, np.int64), np.asarray(out_j, np.int64), np.asarray(out_iou, np.float64)
 
 
-def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float, same_atol: float = 0.0
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(reference, candidate) index pairs that may have IoU >= match_iou, grouped by reference in order.
 
     IoU >= t needs each corner within ``(1 - t) / t`` of the reference's width (x) and height (y): the
@@ -217,8 +218,9 @@ def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float) -> Iterator[
             yield np.repeat(np.arange(s, e), len(cb)), np.tile(np.arange(len(cb)), e - s)
         return
     ratio = (1.0 - match_iou) / match_iou if match_iou < 1 else 0.0
-    rx = ratio * np.clip(rb[:, 2] - rb[:, 0], 0, None) * (1 + 1e-9) + DEGENERATE_EPS
-    ry = ratio * np.clip(rb[:, 3] - rb[:, 1], 0, None) * (1 + 1e-9) + DEGENERATE_EPS
+    # plus the reach of the degenerate rule (zero-area boxes the same within DEGENERATE_EPS or same_atol)
+    rx = ratio * np.clip(rb[:, 2] - rb[:, 0], 0, None) * (1 + 1e-9) + DEGENERATE_EPS * np.maximum(1.0, np.abs(rb[:, 0])) + same_atol
+    ry = ratio * np.clip(rb[:, 3] - rb[:, 1], 0, None) * (1 + 1e-9) + DEGENERATE_EPS * np.maximum(1.0, np.abs(rb[:, 1])) + same_atol
     xmin = min(cb[:, 0].min(), (rb[:, 0] - rx).min())
     xspan = max(cb[:, 0].max(), (rb[:, 0] + rx).max()) - xmin
     ymin = min(cb[:, 1].min(), (rb[:, 1] - ry).min())
@@ -455,13 +457,14 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
     """Match one image; returns the counts, the number of clean pairs and the problem rows."""
     rf, cf = finite_rows(ref), finite_rows(cand)
     r_idx, c_idx = np.flatnonzero(rf), np.flatnonzero(cf)
-    pi, pj, ious = match_pairs(ref.take(r_idx), cand.take(c_idx), match_iou)
+    finite_coords = np.abs(ref.boxes[np.isfinite(ref.boxes)])
+    scale = max(1.0, float(finite_coords.max(initial=0.0)))
+    # zero-area boxes have no IoU: the same within the corner tolerance that makes a matched pair clean
+    pi, pj, ious = match_pairs(ref.take(r_idx), cand.take(c_idx), match_iou, box_atol * scale)
     pi, pj = r_idx[pi], c_idx[pj]
     ni, nj = _match_nonfinite(ref.take(np.flatnonzero(~rf)), cand.take(np.flatnonzero(~cf)))
     ni, nj = np.flatnonzero(~rf)[ni], np.flatnonzero(~cf)[nj]
     diff = np.abs(ref.scores[pi] - cand.scores[pj])
-    finite_coords = np.abs(ref.boxes[np.isfinite(ref.boxes)])
-    scale = max(1.0, float(finite_coords.max(initial=0.0)))
     corners = np.abs(ref.boxes[pi] - cand.boxes[pj]).max(axis=1, initial=0.0)
     same_box = (ious >= iou) | (corners <= box_atol * scale)
     clean = same_box & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))

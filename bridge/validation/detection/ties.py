@@ -42,10 +42,12 @@ The evidence, per problem row (x on side S, the other side O):
     lowest on both sides (of the image, or of a full class) nothing puts it at a cut;
 (b) NMS choice (cascade): x is unmatched and a problem row z of O (kept there, not here) with a tied
     score overlaps it with positive area and is another box (IoU < ``iou``): kept first, z could have
-    suppressed x on O (one swap can change what a chain of overlapping tied boxes keeps). When O's list
-    is complete, O must also show x (it weighed x and suppressed it). A detection kept on *both* sides
-    is no such rival: it did not suppress x on S, so it cannot have on O; nor is a zero-area box, which
-    overlaps nothing and is never suppressed;
+    suppressed x on O (one swap can change what a chain of overlapping tied boxes keeps). Below a tie the
+    chain goes on through untied boxes: z may also score higher than x if z is itself excused (a tie
+    explains why O kept it; then it suppressed x) - applied until nothing changes. When O's list is
+    complete, O must also show x (it weighed x and suppressed it). A detection kept on *both* sides is no
+    such rival: it did not suppress x on S, so it cannot have on O; nor is a zero-area box, which overlaps
+    nothing and is never suppressed; nor an unexcused higher row (an extra box nothing explains);
 (c) a matched pair that is not clean (two overlapping boxes, IoU >= ``match_iou``): the scores tie and a
     side shows the other side's box among its suppressed candidates with a tied score; alone such a pair
     looks exactly like a box that moved.

@@ -270,3 +270,18 @@ def test_a_row_below_an_unexplained_extra_row_is_not_excused() -> None:
     cand = Side([*BASE, (B, 0.65, 2)])
     passed, tied, mismatched = _compare(ref, cand, "torchvision")
     assert not passed and tied == 0 and mismatched == 2
+
+
+@pytest.mark.parametrize(("noise", "clean"), [(1.2e-6, True), (3e-4, False)])
+def test_a_flat_box_moved_by_float_noise_is_the_same_box(noise: float, clean: bool) -> None:
+    """Zero-area boxes (clipped flat, as a saturated SSD's are) have no IoU; corners 1.2e-6 apart - float32 decode
+    noise - are the same box, as corners within the comparison's tolerance are for boxes with area. The old
+    swap rule excused such rows as tie swaps; they are matches. 3e-4 apart (past the tolerance) they differ."""
+    flat = np.array([0.8687347, 1.0, 0.8687347, 1.0])
+    boxes = np.array([[0.1, 0.1, 0.3, 0.3], [0.5, 0.5, 0.7, 0.6], flat])
+    scores = np.array([0.9, 0.5, 0.8])  # one class; the flat box is not its lowest: no cut explains it
+    ref = Detections(boxes, scores, np.zeros(3))
+    cand = Detections(boxes + np.array([[0, 0, 0, 0], [0, 0, 0, 0], [noise, 0, noise, 0]]), scores, np.zeros(3))
+    result = compare_detections([ref], [cand])
+    assert result.passed is clean and result.tie_ambiguous == 0
+    assert result.matched == (3 if clean else 2)
