@@ -30,6 +30,7 @@ from bridge.config import (
 from bridge.conversion.delivery import child_memory_limit
 from bridge.conversion.delivery import convert as _convert
 from bridge.conversion.options import api_signature, build_config
+from bridge.conversion.pinning import pin_failures
 from bridge.conversion.recipe import ConvertResult, detection_groups, source_output_names
 from bridge.errors import BadInputFileError, BridgeError, UsageError, ValidationMismatch
 from bridge.inspection import InspectReport, inspect_model
@@ -281,12 +282,16 @@ def validate(
             runner = isolate(partial(reference_runner, adapter.framework, src, export), name=adapter.framework,
                              stage=f"the {adapter.framework} reference", enabled=isolated and src.obj is None,
                              timeout=timeout, max_memory=child_memory_limit())
-            run = run_and_compare(runner, candidates,
-                                  FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False,
-                                             model=proto,
-                                             values=values),
-                                  tolerance, detections=groups, shape_only=nondeterministic_outputs(proto),
-                                  check_sensitivity=True, second_size=True, progress=say)
+            feed_source = FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False, model=proto,
+                                     values=values)
+            run = run_and_compare(runner, candidates, feed_source, tolerance, detections=groups,
+                                  shape_only=nondeterministic_outputs(proto), check_sensitivity=True, second_size=True,
+                                  progress=say)
+            # a failure that is only a tie at a selection (TopK, NMS) upstream is proved so, or said not to be
+            pin_failures(run, framework=adapter.framework, source=src, export=export, model=proto,
+                         workdir=Path(workdir), feeds=feed_source, tolerance=tolerance, detections=groups,
+                         shape_only=nondeterministic_outputs(proto), isolated=isolated, timeout=timeout,
+                         max_memory=child_memory_limit(), progress=say)
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
                 RunResults(dict(run.feeds), run.reference_outputs, runner.name,

@@ -135,6 +135,13 @@ class MXNetReferenceRuntime:
         self._args = {k: v for k, v in plain.items() if k not in aux_names}
         self._aux = {k: v for k, v in plain.items() if k in aux_names}
 
+    def takes(self) -> set[str]:
+        """The inputs (arguments and auxiliary states) the outputs asked for depend on, once activated: a group
+        of internal outputs may need fewer inputs than the whole symbol."""
+        if self._group is None:
+            self.activate()
+        return set(self._group.list_arguments()) | set(self._group.list_auxiliary_states())
+
     def internal_output_names(self) -> list[str]:
         """Every internal output MXNet can return for this symbol (for per-layer comparison)."""
         mx = self._mx or import_mxnet()

@@ -25,6 +25,7 @@ from typing import Any
 import onnx
 
 from bridge.config import CONTRIB_DOMAIN, ConvertConfig, check_names
+from bridge.conversion.pinning import pin_failures
 from bridge.conversion.recipe import (
     SKIP_DISABLED,
     SKIP_SOURCE,
@@ -210,6 +211,11 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
                               detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
                               check_sensitivity=True, second_size=True, progress=progress)
+        # a failure that is only a tie at a selection (TopK, NMS) upstream is proved so, or said not to be
+        pin_failures(run, framework=adapter.framework, source=cfg.source, export=export, model=proto, workdir=workdir,
+                     feeds=feeds, tolerance=cfg.tolerance, detections=saved_detection_outputs(proto),
+                     shape_only=nondeterministic_outputs(proto), isolated=cfg.isolate, timeout=cfg.timeout,
+                     max_memory=child_memory_limit(), artefact_runtimes=by_runtime, progress=progress)
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         reason = str(exc)
         _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from bridge.config import Tolerance
-from bridge.debug.graph import DEFAULT_BUDGET_BYTES, GraphIndex, NodeFacts, chunks, node_facts
+from bridge.conversion.sources import SourceNode
 from bridge.debug.propagation import LocalCheck, local_check
-from bridge.debug.sources import SourceNode
 from bridge.debug.tensors import TensorError, TensorStats, stats_of, tensor_error
+from bridge.validation.graph import DEFAULT_BUDGET_BYTES, GraphIndex, NodeFacts, chunks, node_facts
 
 RunFn = Callable[[Mapping[str, np.ndarray], Sequence[str]], dict[str, np.ndarray]]
 MAX_LOCAL_CHECKS = 64  # differing tensors re-judged from the reference's inputs, in order

@@ -25,12 +25,12 @@ import onnx_ir as ir
 
 from bridge import provenance
 from bridge.config import Tolerance
-from bridge.debug.graph import DEFAULT_BUDGET_BYTES, GraphIndex, OnnxTaps
+from bridge.conversion.sources import SourceNode
 from bridge.debug.localize import Divergence, compare_tensors
-from bridge.debug.sources import SourceNode
 from bridge.io import load_model, save_model
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.pipeline import Step, run_pipeline
+from bridge.validation.graph import DEFAULT_BUDGET_BYTES, GraphIndex, OnnxTaps
 
 EXPORT = "export"
 

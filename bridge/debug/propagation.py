@@ -28,8 +28,8 @@ import onnx
 from onnx import helper
 
 from bridge.config import CONTRIB_DOMAIN, Tolerance
-from bridge.debug.graph import GraphIndex
 from bridge.debug.tensors import TensorError
+from bridge.validation.graph import GraphIndex
 
 NOISE_FACTOR = 32.0  # allowed multiple of the region's measured one-ulp sensitivity
 SEED = 0

@@ -25,10 +25,9 @@ import numpy as np
 import onnx
 
 from bridge.config import ConvertConfig, Tolerance
-from bridge.debug.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
+from bridge.conversion.sources import SourceTaps, source_taps
 from bridge.debug.localize import Divergence, compare_tensors
 from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers, trace_pipeline
-from bridge.debug.sources import SourceTaps, source_taps
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
 from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.inspection import graph_metas
@@ -36,6 +35,7 @@ from bridge.report.images import Box, Overlay, as_display_image
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
 from bridge.validation.detection.layouts import DetectionSpec
+from bridge.validation.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
 from bridge.validation.run import run_and_compare
 
 Progress = Callable[[str], None]

@@ -76,6 +76,8 @@ def to_markdown(data: dict[str, Any]) -> str:
         out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")
         if comp.get("vacuous"):
             out.append("**Vacuous:** the check proves little: " + "; ".join(comp.get("vacuous_reasons", [])) + "\n")
+        if comp.get("pinning"):  # the upstream tie proof (bridge.validation.pinning): what was pinned, or why not
+            out.append(f"**Pinning:** {comp['pinning'].get('text', '')}\n")
         out.append("| output | pass | shape | max abs | max rel | mismatch | atol/rtol | note |\n|---|---|---|---|---|---|---|---|")
         for o in comp["outputs"]:
             out.append(f"| {o['name']} | {'yes' if o['passed'] else 'NO'} | {o['cand_shape']} | {_fmt(o['max_abs'])} | "

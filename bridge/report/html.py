@@ -108,6 +108,8 @@ def _comparisons(comparisons: Sequence[dict[str, Any]], skipped: str | None) -> 
     for comp in comparisons:
         verdict = '<span class="pass">PASS</span>' if comp["passed"] else '<span class="fail">FAIL</span>'
         out.append(f"<p><b>{_e(comp['candidate'])}</b> vs <b>{_e(comp['reference'])}</b>: {verdict}</p>")
+        if comp.get("pinning"):  # the upstream tie proof: what was pinned, or why it did not explain the failure
+            out.append(f"<p class=muted>pinning: {_e(comp['pinning'].get('text', ''))}</p>")
         rows = [("" if o["passed"] else "diverges",
                  [f"<td>{_e(o['name'])}</td>", f"<td>{'yes' if o['passed'] else '<b>NO</b>'}</td>",
                   f"<td>{_e(o.get('cand_shape'))}</td>", f"<td class=num>{_num(o.get('max_abs'))}</td>",

@@ -98,6 +98,9 @@ class Comparison:
     candidate: str
     outputs: list[OutputComparison] = field(default_factory=list)
     sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size compared at
+    # an upstream tie proof tried on a failure (bridge.validation.pinning.PinningResult.to_dict()): the verdict
+    # is a pass only when it explained the failure; its "text" says what was pinned and why
+    pinning: dict[str, Any] | None = None
 
     def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]]) -> None:
         """Take in the verdicts of the same candidate at another input size (``shapes``): an output passes only
@@ -174,13 +177,16 @@ class Comparison:
             ties += f", at {len(self.sizes)} sizes ({' and '.join(_shapes_text(s) for s in self.sizes)})"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
         ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
+        if self.pinning:
+            ties += f" [{self.pinning.get('text', '')}]"
         return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
                 f"max abs err {worst:.3g}{ties}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
                 "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
-                "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "outputs": [asdict(o) for o in self.outputs]}
+                "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "pinning": self.pinning,
+                "outputs": [asdict(o) for o in self.outputs]}
 
 
 def _shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:

@@ -20,8 +20,8 @@ from onnx import numpy_helper
 
 from bridge import api
 from bridge.config import Tolerance
-from bridge.debug.graph import OnnxTaps
 from bridge.debug.localize import compare_tensors
+from bridge.validation.graph import OnnxTaps
 
 CHANNELS, DEPTH = 64, 4
 # no tampering; a wrong weight before, at and after the first noisy conv; a swapped op after the noise

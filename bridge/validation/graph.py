@@ -4,7 +4,8 @@
 the model in onnxruntime, a chunk of tensors at a time (``chunks``: bounded by a byte budget estimated
 from shape inference), so only the chunk being compared is ever held in memory. ``frontier`` walks
 back from a tensor to the nearest tensors both sides can produce: those are the "inputs" whose
-agreement makes a divergent tensor the culprit. Initializers are read from the model, not run.
+agreement makes a divergent tensor the culprit. Initializers are read from the model, not run. Used by
+``bridge debug`` and by the upstream tie proof (``bridge.validation.pinning``).
 """
 
 from __future__ import annotations

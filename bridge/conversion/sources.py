@@ -1,5 +1,8 @@
 """The source framework's side of a per-layer comparison: which tensors it can return, and their values.
 
+Used by ``bridge debug`` (localisation) and by validation's upstream tie proof (``bridge.conversion.pinning``):
+it sits in the conversion layer, above the adapters it reads and below debug.
+
 A ``SourceTaps`` names its tensors the way the converted model does, so both sides meet by name:
 
 * MXNet: ``get_internals()`` outputs; the MXNet adapter names every ONNX tensor after MXNet's own
@@ -28,9 +31,9 @@ import numpy as np
 import onnx
 
 from bridge.config import Source
-from bridge.debug.graph import OnnxTaps
 from bridge.registry import LazyRegistry
 from bridge.runtimes.base import Runtime
+from bridge.validation.graph import OnnxTaps
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ class MXNetTaps:
         runtime = MXNetReferenceRuntime(self.symbol, self.params, self.inputs, {n: self._internal(n) for n in names})
         runtime.activate()
         try:
-            return runtime.infer(feeds)
+            takes = runtime.takes()  # internals upstream of only some inputs take only those
+            return runtime.infer({k: v for k, v in feeds.items() if k in takes})
         finally:
             runtime.deactivate()
 
@@ -265,9 +269,9 @@ def _torch_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | No
 # framework -> "module:function(source, export, runner) -> SourceTaps | None": per-layer taps; a framework
 # without an entry (or whose function returns None) is compared on its final outputs
 TAPS = LazyRegistry({
-    "mxnet": "bridge.debug.sources:_mxnet_taps",
-    "onnx": "bridge.debug.sources:_onnx_taps",
-    "torch": "bridge.debug.sources:_torch_taps",
+    "mxnet": "bridge.conversion.sources:_mxnet_taps",
+    "onnx": "bridge.conversion.sources:_onnx_taps",
+    "torch": "bridge.conversion.sources:_torch_taps",
 }, "no per-layer taps for '{name}'; known: {known}")
 
 

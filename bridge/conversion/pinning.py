@@ -1,0 +1,147 @@
+"""``convert``'s upstream tie proof: a failed onnxruntime comparison re-judged with the source's values pinned at
+the candidate's selection inputs (``bridge.validation.pinning``), wired to the source and the candidate runtimes.
+
+The source's tensors come from its per-layer taps (``bridge.conversion.sources``: MXNet internals, an ONNX
+source's own tensors, PyTorch module outputs), fetched in a child process like the reference itself; the
+candidate's runs (the model with extra outputs, the pinned model) go through the same ``candidate_runtime``
+and isolation as its validation run, so the pinned verdict is the same runtime's. Only runtimes that run the
+ONNX model itself are re-judged (a target whose artefact is another format is validated as measured, and its
+comparison says so). A comparison that passed costs nothing here: the hook returns before any work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from bridge.config import Source, Tolerance
+from bridge.errors import BridgeError
+from bridge.inspection import graph_metas
+from bridge.runtimes.base import activated
+from bridge.runtimes.isolated import call_isolated, isolate
+from bridge.validation.detection.layouts import DetectionSpec
+from bridge.validation.pinning import explain_by_pinning, has_selection_ops
+from bridge.validation.run import ComparisonRun, FeedSource
+
+log = logging.getLogger(__name__)
+
+
+def source_tap_names(framework: str, source: Source, export: Any) -> set[str]:
+    """The candidate tensor names the source can return (run in the reference's child process)."""
+    from adapters import reference_runner
+    from bridge.conversion.sources import source_taps
+
+    return source_taps(framework, source, export, reference_runner(framework, source, export)).names()
+
+
+def source_tap_values(framework: str, source: Source, export: Any, feeds: Sequence[Mapping[str, np.ndarray]],
+                      names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """The source's values of ``names`` on each of ``feeds``."""
+    from adapters import reference_runner
+    from bridge.conversion.sources import source_taps
+
+    taps = source_taps(framework, source, export, reference_runner(framework, source, export))
+    return [taps.run(f, list(names)) for f in feeds]
+
+
+class TapsPinSource:
+    """``bridge.validation.pinning.PinSource`` over the source's taps, each call in a child process."""
+
+    def __init__(self, framework: str, source: Source, export: Any, *, enabled: bool, timeout: float | None,
+                 max_memory: int | None) -> None:
+        self.framework, self.source, self.export = framework, source, export
+        self.kw: dict[str, Any] = {"enabled": enabled, "timeout": timeout, "max_memory": max_memory}
+        self._names: set[str] | None = None
+
+    def names(self) -> set[str]:
+        if self._names is None:
+            self._names = call_isolated(partial(source_tap_names, self.framework, self.source, self.export),
+                                        stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
+        return self._names
+
+    def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        return call_isolated(partial(source_tap_values, self.framework, self.source, self.export,
+                                     [dict(f) for f in feeds], list(names)),
+                             stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
+
+
+def onnx_runtimes(artefact_runtimes: Mapping[str, Any]) -> set[str]:
+    """Runtimes validated on the ONNX model itself: those of a target whose artefact is the .onnx, unless the
+    current target hands them an artefact of its own (``artefact_runtimes``)."""
+    from bridge.targets import get_target, registered_targets
+
+    return {r for t in registered_targets() for r in get_target(t).runtimes
+            if not get_target(t).artefact and r not in artefact_runtimes}
+
+
+def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float | None,
+                     max_memory: int | None) -> Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, Any]]:
+    """Runs a variant of the candidate model (extra outputs, pinned inputs) in runtime ``name``, isolated as
+    its validation run was (the model travels as a file in ``workdir``)."""
+    from bridge.io import save_model
+    from bridge.targets import candidate_runtime
+
+    counter = itertools.count()
+
+    def run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        handed: Any = model
+        if enabled:
+            handed = workdir / f"pinning-{name}-{next(counter)}.onnx"
+            save_model(model, handed)
+        runtime = isolate(partial(candidate_runtime, name, handed, workdir, {}), name=name,
+                          stage=f"the {name} candidate (pinning)", enabled=enabled, timeout=timeout,
+                          max_memory=max_memory)
+        try:
+            with activated(runtime):
+                return runtime.infer(feeds)
+        finally:
+            if isinstance(handed, Path):
+                handed.unlink(missing_ok=True)
+                Path(f"{handed}.data").unlink(missing_ok=True)
+
+    return run
+
+
+def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: Any, model: onnx.ModelProto,
+                 workdir: Path, feeds: FeedSource, tolerance: Tolerance, detections: Sequence[DetectionSpec],
+                 shape_only: Sequence[str], isolated: bool, timeout: float | None, max_memory: int | None,
+                 artefact_runtimes: Mapping[str, Any] | None = None,
+                 progress: Callable[[str], None] = lambda _m: None) -> None:
+    """Each failed comparison of ``run`` on a model with selection ops gets the upstream tie proof (or, for a
+    runtime that runs another artefact, a note that it was not tried); a passing run returns at once.
+    ``isolated``: the source and the candidate run in child processes (a live framework object stays here)."""
+    failing = [c for c in run.comparisons if not c.passed]
+    if not failing or not has_selection_ops(model):
+        return
+    direct = onnx_runtimes(artefact_runtimes or {})
+    taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
+                         max_memory=max_memory)
+    for comp in failing:
+        if comp.candidate not in direct:
+            comp.pinning = {"explained": False, "text": (
+                f"the upstream tie proof by pinning runs only where the ONNX model itself is the artefact "
+                f"({', '.join(sorted(direct)) or 'none here'}); {comp.candidate} runs another artefact, so its "
+                "failure stands as measured")}
+            continue
+        sizes: list[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]] = [
+            (run.feeds, run.reference_outputs)]
+        if len(comp.sizes) > 1:
+            second = feeds.at_second_size(run.feeds, graph_metas(model.graph.input, model))
+            if second:
+                sizes.append((second, None))
+        progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
+        try:
+            explain_by_pinning(comp, model, taps, candidate_runner(
+                comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory),
+                sizes, tolerance, detections=detections, shape_only=shape_only, say=progress)
+        except Exception as exc:  # extra evidence only: when it cannot be gathered the failure stands, said
+            log.warning("pinning could not run for %s: %s", comp.candidate, exc, exc_info=not isinstance(exc, BridgeError))
+            comp.pinning = {"explained": False, "text": f"pinning could not run ({type(exc).__name__}: {exc}); "
+                            "the failure stands as measured"}

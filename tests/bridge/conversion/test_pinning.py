@@ -1,0 +1,175 @@
+"""``convert``'s upstream tie proof (bridge.conversion.pinning): a conversion that differs from its source only by a
+few ulps on the scores before a top-N cut fails without pinning and passes with it, the note in every report
+format; wrong after the cut it still fails; a runtime on another artefact keeps its failure, said; a passing
+conversion does no pinning work. Sources: an ONNX file and an MXNet symbol (sigmoid -> topk -> take)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from pinning_models import BOXES, LOGITS, break_a_box, nudge_scores, topk_model
+
+from bridge import api
+from bridge.errors import ValidationMismatch
+from bridge.model import ModelContainer
+
+
+def _onnx_source(tmp: Path) -> tuple[Path, dict[str, Any], str]:
+    onnx.save(topk_model(), tmp / "net.onnx")
+    return tmp / "net.onnx", {}, "det_boxes"
+
+
+def _mxnet_source(tmp: Path) -> tuple[Path, dict[str, Any], str]:
+    from adapters.mxnet.reference import import_mxnet
+    from bridge.errors import AdapterUnavailableError
+
+    try:
+        mx = import_mxnet()
+    except AdapterUnavailableError:
+        pytest.skip("MXNet is not installed (pip install 'bridge[mxnet]')")
+    scores = mx.sym.sigmoid(mx.sym.var("x"), name="scores")
+    idx = mx.sym.topk(scores, axis=-1, k=3, ret_typ="indices", name="top")
+    boxes = mx.sym.take(mx.sym.var("boxes"), mx.sym.reshape(idx, shape=(-1,)), axis=0, name="kept")
+    boxes.save(str(tmp / "net-symbol.json"))
+    mx.nd.save(str(tmp / "net-0000.params"), {})
+    return tmp / "net-symbol.json", {"inputs": ["x:1,8", "boxes:8,4"]}, "kept_output"
+
+
+SOURCES = {"onnx": _onnx_source, "mxnet": _mxnet_source}
+
+
+def _feeds(tmp: Path) -> Path:
+    np.savez(tmp / "feeds.npz", x=LOGITS, boxes=BOXES)
+    return tmp / "feeds.npz"
+
+
+def _edit(monkeypatch: pytest.MonkeyPatch, delta: float, broken: str | None = None) -> None:
+    """The converted model nudged by ``delta`` before the cut (and, with ``broken``, wrong after it)."""
+    to_proto = ModelContainer.to_proto
+
+    def edited(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        proto = to_proto(self, *args, **kwargs)
+        nudge_scores(proto, delta)
+        if broken:
+            break_a_box(proto, broken)
+        return proto
+
+    monkeypatch.setattr(ModelContainer, "to_proto", edited)
+
+
+@pytest.mark.parametrize("framework", ["onnx", "mxnet"])
+def test_a_tie_at_the_cut_fails_unpinned_and_passes_pinned(framework: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    source, extra, boxes = SOURCES[framework](tmp_path)
+    _edit(monkeypatch, 5e-7)
+    with monkeypatch.context() as m:  # the same conversion without the proof: the swap at the cut fails it
+        m.setattr("bridge.conversion.delivery.pin_failures", lambda *a, **k: None)
+        with pytest.raises(ValidationMismatch):
+            api.convert(source, tmp_path / "plain.onnx", feeds=_feeds(tmp_path), **extra)
+    result = api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), report=tmp_path / "r.json", **extra)
+    assert result.passed and result.written
+    (comp,) = result.validation
+    assert comp.pinning is not None and comp.pinning["explained"]
+    (pin,) = comp.pinning["pins"]
+    assert 0 < comp.pinning["pins"][pin]["max_abs"] < 1e-6
+    (topk,) = [s for s in comp.pinning["selections"] if s["op"] == "TopK"]
+    assert topk["changed"] == 1
+    note = next(o.note for o in comp.outputs if o.name == boxes)
+    assert f"pinned at 1 selection input(s): {pin}" in note and "unpinned:" in note
+    assert "pinned" in comp.summary()
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["validation"][0]["pinning"]["explained"] and data["validation"][0]["passed"]
+    _rendered_everywhere(result, tmp_path, f"pinned at 1 selection input(s): {pin}", monkeypatch)
+
+
+@pytest.mark.parametrize("framework", ["onnx", "mxnet"])
+def test_wrong_after_the_cut_still_fails(framework: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source, extra, boxes = SOURCES[framework](tmp_path)
+    _edit(monkeypatch, 5e-7, broken=boxes)
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), **extra)
+    assert not (tmp_path / "out.onnx").exists()
+    (comp,) = caught.value.result.validation
+    assert not comp.passed and "pinning did not explain" in comp.summary() and "still differ" in comp.summary()
+    _rendered_everywhere(caught.value.result, tmp_path, "pinning did not explain", monkeypatch)
+
+
+def _rendered_everywhere(result: Any, tmp: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``text`` in the CLI's table, the JSON, Markdown and HTML reports."""
+    import io
+
+    from rich.console import Console
+
+    from bridge.cli import render
+    from bridge.report import write_report
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(render, "out", Console(file=buffer, width=400))
+    render.print_comparisons(result.validation)
+    assert text in buffer.getvalue()
+    data = result.to_dict()
+    for suffix in ("json", "md", "html"):
+        write_report(data, tmp / f"r.{suffix}")
+        assert text in (tmp / f"r.{suffix}").read_text()
+
+
+def test_a_nudge_beyond_the_tolerance_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source, extra, _ = _onnx_source(tmp_path)
+    _edit(monkeypatch, 0.01)
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), **extra)
+    (comp,) = caught.value.result.validation
+    assert not comp.passed and comp.pinning is not None and not comp.pinning["explained"]
+    assert "upstream of the selections" in comp.pinning["text"]
+
+
+def test_a_passing_conversion_does_no_pinning_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source, extra, _ = _onnx_source(tmp_path)
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("pinning ran for a passing comparison")
+
+    monkeypatch.setattr("bridge.conversion.pinning.explain_by_pinning", never)
+    monkeypatch.setattr("bridge.conversion.pinning.TapsPinSource", never)
+    monkeypatch.setattr("bridge.conversion.pinning.has_selection_ops", never)  # not even a scan of the graph
+    monkeypatch.setattr("bridge.conversion.pinning.onnx_runtimes", never)
+    result = api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), **extra)
+    assert result.passed and result.validation[0].pinning is None
+
+
+def test_a_runtime_on_another_artefact_keeps_its_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy target's runtime runs its own artefact: only onnxruntime (the .onnx itself) is re-judged."""
+    from bridge import runtimes, targets
+
+    monkeypatch.setitem(runtimes._REGISTRY.entries, "toy", "tests.bridge.conversion.toys:ToyRuntime")
+    monkeypatch.setitem(targets._REGISTRY.entries, "toy", "tests.bridge.conversion.toys:ToyTarget")
+    source, extra, _ = _onnx_source(tmp_path)
+    _edit(monkeypatch, 5e-7)
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), to="toy", isolated=False,
+                    validate=["onnxruntime", "toy"], artefact_dir=tmp_path / "art", **extra)
+    by = {c.candidate: c for c in caught.value.result.validation}
+    assert by["onnxruntime"].passed and by["onnxruntime"].pinning["explained"]  # type: ignore[index]
+    assert not by["toy"].passed and "runs another artefact" in by["toy"].pinning["text"]  # type: ignore[index]
+    assert "runs another artefact" in by["toy"].summary()
+
+
+@pytest.mark.parametrize("delta", [5e-7, 0.01])
+def test_validate_proves_the_tie_too(delta: float, tmp_path: Path) -> None:
+    """``bridge validate MODEL --source SRC``: the same proof on a model handed in (explained only within tolerance)."""
+    source, _, _ = _onnx_source(tmp_path)
+    candidate = topk_model()
+    nudge_scores(candidate, delta)
+    onnx.save(candidate, tmp_path / "cand.onnx")
+    if delta > 1e-3:
+        with pytest.raises(ValidationMismatch, match="upstream of the selections"):
+            api.validate(tmp_path / "cand.onnx", source=source, feeds=_feeds(tmp_path))
+        return
+    result = api.validate(tmp_path / "cand.onnx", source=source, feeds=_feeds(tmp_path))
+    (comp,) = result.comparisons
+    assert comp.passed and comp.pinning is not None and comp.pinning["explained"] and "scores" in comp.pinning["pins"]

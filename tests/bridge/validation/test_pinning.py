@@ -1,0 +1,215 @@
+"""The upstream tie proof (bridge.validation.pinning): a candidate that differs from its source only by a tiny
+nudge on the scores before a top-N cut fails as measured and passes with the source's scores pinned, saying
+so; a candidate also wrong after the cut, or nudged beyond the tolerance, keeps its failure; a passing
+comparison does no pinning work."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+import pytest
+from pinning_models import BOXES, break_a_box, feeds, nudge_scores, topk_model
+
+from bridge.config import Tolerance
+from bridge.runtimes.onnxruntime import OnnxRuntime
+from bridge.validation.compare import compare_outputs
+from bridge.validation.graph import OnnxTaps
+from bridge.validation.pinning import (
+    UNPINNED_SUFFIX,
+    explain_by_pinning,
+    graph_input_names,
+    pinned_model,
+    selection_points,
+)
+
+TOL = Tolerance(atol=1e-4, rtol=1e-3)
+
+
+class OnnxSource:
+    """The source ONNX model's own tensors (what bridge.conversion.sources.OnnxSourceTaps gives convert)."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.taps = OnnxTaps(model)
+        self.calls = 0
+
+    def names(self) -> set[str]:
+        self.calls += 1
+        return set(self.taps.index.order)
+
+    def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        self.calls += 1
+        return [self.taps.run(f, names) for f in feeds]
+
+
+def run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return OnnxRuntime(model).infer({k: v for k, v in feeds.items() if k in graph_input_names(model)})
+
+
+def _candidate(delta: float, broken: bool = False) -> onnx.ModelProto:
+    model = topk_model()
+    nudge_scores(model, delta)
+    if broken:
+        break_a_box(model, "det_boxes")
+    return model
+
+
+def _judge(candidate: onnx.ModelProto, source: onnx.ModelProto | None = None) -> tuple:
+    source = source or topk_model()
+    ref = run(source, feeds())
+    comparison = compare_outputs(ref, run(candidate, feeds()), TOL, reference_name="src", candidate_name="onnxruntime")
+    taps = OnnxSource(source)
+    result = explain_by_pinning(comparison, candidate, taps, run, [(feeds(), ref)], TOL)
+    return comparison, result, taps
+
+
+def test_the_nudge_swaps_the_cut_and_pinning_explains_it() -> None:
+    ref = run(topk_model(), feeds())
+    cand = run(_candidate(5e-7), feeds())
+    assert set(np.flatnonzero(np.isin(BOXES, ref["det_boxes"]).all(axis=1))) == {0, 1, 2}
+    assert set(np.flatnonzero(np.isin(BOXES, cand["det_boxes"]).all(axis=1))) == {0, 1, 3}  # swapped at the cut
+
+    comparison, result, _ = _judge(_candidate(5e-7))
+    assert result.explained and comparison.passed
+    assert list(result.pins) == ["scores"] and 0 < result.pins["scores"]["max_abs"] < 1e-6
+    topk = next(s for s in result.selections if s["op"] == "TopK")
+    assert topk["changed"] == 1 and topk["selected"] == 3  # one index crossed the cut
+    boxes = next(o for o in comparison.outputs if o.name == "det_boxes")
+    assert boxes.passed and boxes.max_abs == 0.0
+    assert "pinned at 1 selection input(s): scores" in boxes.note and "unpinned: " in boxes.note
+    assert comparison.pinning is not None and comparison.pinning["explained"]
+    assert "pinned" in comparison.summary() and comparison.summary().split(": ")[1].startswith("PASS")
+    assert comparison.to_dict()["pinning"]["pins"]["scores"]["passed"]
+
+
+def test_wrong_after_the_cut_still_fails() -> None:
+    comparison, result, _ = _judge(_candidate(5e-7, broken=True))
+    assert not result.explained and not comparison.passed
+    assert "still differ" in result.reason and "det_boxes" in result.reason
+    assert "did not explain" in comparison.pinning["text"]  # type: ignore[index]
+    assert "did not explain" in comparison.summary()
+
+
+def test_a_nudge_beyond_the_tolerance_fails_the_upstream_proof() -> None:
+    comparison, result, _ = _judge(_candidate(0.01))
+    assert not result.explained and not comparison.passed
+    assert "scores" in result.reason and "upstream of the selections" in result.reason
+    assert result.pins["scores"]["passed"] is False and result.pins["scores"]["max_abs"] > 1e-3
+
+
+def test_a_passing_comparison_does_no_pinning_work() -> None:
+    ref = run(topk_model(), feeds())
+    comparison = compare_outputs(ref, run(topk_model(), feeds()), TOL)
+    taps = OnnxSource(topk_model())
+
+    def never(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise AssertionError("a passing comparison ran the candidate again")
+
+    result = explain_by_pinning(comparison, _candidate(5e-7), taps, never, [(feeds(), ref)], TOL)
+    assert comparison.passed and not result.explained and taps.calls == 0 and comparison.pinning is None
+
+
+def test_a_failure_at_more_sizes_than_pinning_can_rerun_stands() -> None:
+    """A comparison measured at two input sizes is not turned into a pass by a pinned run at one of them."""
+    source, cand = topk_model(), _candidate(5e-7)
+    ref = run(source, feeds())
+    comparison = compare_outputs(ref, run(cand, feeds()), TOL)
+    comparison.sizes = [{"x": [1, 8]}, {"x": [1, 8]}]
+    result = explain_by_pinning(comparison, cand, OnnxSource(source), run, [(feeds(), ref)], TOL)
+    assert not result.explained and not comparison.passed and "2 input sizes" in result.reason
+
+
+def test_a_selection_fed_only_by_graph_inputs_is_not_explained() -> None:
+    """Nothing upstream of the cut that the source returns: no pin, the failure stands."""
+    comparison, result, _ = _judge(_candidate(5e-7), source=_renamed_source())
+    assert not result.explained and not comparison.passed and "no tensor upstream" in result.reason
+
+
+def _renamed_source() -> onnx.ModelProto:
+    """The source with its scores tensor under another name: nothing the candidate's TopK reads is in it."""
+    model = topk_model()
+    for node in model.graph.node:
+        node.input[:] = ["s2" if i == "scores" else i for i in node.input]
+        node.output[:] = ["s2" if o == "scores" else o for o in node.output]
+    return model
+
+
+def test_selection_points_walk_back_to_the_nearest_source_tensor() -> None:
+    candidate = _candidate(5e-7)  # TopK reads "scores" = Add(scores__nudge, delta)
+    (point,) = selection_points(candidate, {"scores", "top_scores"})
+    assert point.op == "TopK" and point.pins == ("scores",) and point.indices == "top_idx"
+    (point,) = selection_points(candidate, {"scores__nudge"})  # the source lacks "scores": walked back past the Add
+    assert point.pins == ("scores__nudge",)
+
+
+def test_the_pinned_model_cannot_compute_the_pinned_tensor() -> None:
+    model = topk_model()
+    pinned = pinned_model(model, {"scores": np.zeros((1, 8), np.float32)}, ["det_boxes", "top_scores"])
+    ops = [n.op_type for n in pinned.graph.node]
+    assert "Sigmoid" not in ops and graph_input_names(pinned) == {"scores", "boxes"}  # x only fed the pin
+    onnx.checker.check_model(pinned)
+    # a pinned output of a node whose other outputs are still needed: the node stays, that output renamed away
+    pinned = pinned_model(model, {"top_scores": np.zeros((1, 3), np.float32)}, ["det_boxes", "top_scores"])
+    topk = next(n for n in pinned.graph.node if n.op_type == "TopK")
+    assert list(topk.output) == ["top_scores" + UNPINNED_SUFFIX, "top_idx"]
+    onnx.checker.check_model(pinned)
+    out = run(pinned, {**feeds(), "top_scores": np.full((1, 3), 7.0, np.float32)})
+    assert (out["top_scores"] == 7.0).all()
+
+
+@pytest.mark.parametrize("broken_there", [False, True])
+def test_pinning_judges_every_size(broken_there: bool) -> None:
+    """Each size compared is re-run pinned (the reference's outputs at the second one come from the source); a
+    candidate wrong after the cut at the second size only keeps its failure."""
+    source = topk_model()
+    ref = run(source, feeds())
+    cand = _candidate(5e-7)
+    if broken_there:  # wrong where the second size's x[0, 0] is negative
+        break_a_box(cand, "det_boxes", amount=0.0)
+        gate = [onnx.helper.make_node("Slice", ["x", "s0", "s1"], ["x00"]),
+                onnx.helper.make_node("Less", ["x00", "zero"], ["neg"]),
+                onnx.helper.make_node("Cast", ["neg"], ["negf"], to=onnx.TensorProto.FLOAT),
+                onnx.helper.make_node("Mul", ["negf", "half"], ["shift"]),
+                onnx.helper.make_node("Add", ["broken_delta", "shift"], ["broken_gated"])]
+        cand.graph.initializer.extend([onnx.numpy_helper.from_array(np.array([0, 0], np.int64), "s0"),
+                                       onnx.numpy_helper.from_array(np.array([1, 1], np.int64), "s1"),
+                                       onnx.numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                                       onnx.numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+        add = next(n for n in cand.graph.node if n.name == "broken_add")
+        add.input[1] = "broken_gated"
+        at = list(cand.graph.node).index(add)
+        for k, node in enumerate(gate):
+            cand.graph.node.insert(at + k, node)
+    comparison = compare_outputs(ref, run(cand, feeds()), TOL)
+    assert not comparison.passed
+    other = {"x": LOGITS_2, "boxes": feeds()["boxes"]}
+    result = explain_by_pinning(comparison, cand, OnnxSource(source), run, [(feeds(), ref), (other, None)], TOL)
+    assert result.pinned_comparison is not None and len(result.pinned_comparison.sizes) == 2
+    assert result.explained is not broken_there and comparison.passed is not broken_there
+
+
+LOGITS_2 = np.array([[-4.0, 3.0, 1.0, 0.999999, 0.5, -1.0, -2.0, 2.0]], np.float32)
+
+
+def test_argmax_and_nms_are_selection_points() -> None:
+    """ArgMax picks by its input; NonMaxSuppression selects by its boxes and its scores: each is pinned upstream."""
+    from onnx import TensorProto, helper
+    from support import make_model
+
+    nodes = [helper.make_node("Relu", ["logits"], ["act"], name="relu"),
+             helper.make_node("ArgMax", ["act"], ["cls"], name="argmax", axis=1),
+             helper.make_node("Identity", ["b"], ["boxes_id"], name="boxes_id"),
+             helper.make_node("Sigmoid", ["s"], ["probs"], name="sig"),
+             helper.make_node("NonMaxSuppression", ["boxes_id", "probs", "mo"], ["sel"], name="nms")]
+    model = make_model(nodes, [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 5]),
+                               helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 4]),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 4])],
+                       [helper.make_tensor_value_info("cls", TensorProto.INT64, [2, 1]),
+                        helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3])],
+                       initializers=[onnx.numpy_helper.from_array(np.array([2], np.int64), "mo")])
+    points = {p.op: p for p in selection_points(model, {"act", "boxes_id", "probs"})}
+    assert points["ArgMax"].pins == ("act",) and points["ArgMax"].indices == "cls"
+    assert set(points["NonMaxSuppression"].pins) == {"boxes_id", "probs"} and points["NonMaxSuppression"].indices == "sel"
+    # the source returns neither: walked back to graph inputs only, so nothing to pin
+    assert all(not p.pins for p in selection_points(model, set()))
