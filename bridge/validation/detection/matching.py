@@ -410,7 +410,8 @@ def compare_detections(
                              for _i, _r, _c, d in problems), default=0.0)
     for image, ref, cand, detail in problems:
         m = result.images[image]
-        tied_r, tied_c = excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou) if clean_total else (
+        tied_r, tied_c = excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou,
+                                 detail["corner_atol"]) if clean_total else (
             np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
         m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
         m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
@@ -492,6 +493,7 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
         "all_pair_diff": np.concatenate([diff[clean], diff[~clean]]),
         "mask_diff": mask_diff,
         "nonfinite_matched": len(ni),
+        "corner_atol": box_atol * scale,  # corners this close: the same box (tie evidence looks boxes up so)
     }
     matched = len(pi) + len(ni)
     m = ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, 0.0, 1.0, failed_pairs=int((~clean).sum()))

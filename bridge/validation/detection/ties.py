@@ -83,11 +83,13 @@ def tie_tolerance(scores: np.ndarray, ulps: int = DEFAULT_TIE_ULPS, margin: floa
     return np.maximum(ulps * np.spacing(mag).astype(np.float64), margin)
 
 
-def shows(d: Detections, boxes: np.ndarray, scores: np.ndarray, iou: float, ulps: int, margin: float) -> np.ndarray:
-    """Per box: ``d`` lists it among the candidates it did not keep (IoU >= ``iou``) with a tied score.
+def shows(d: Detections, boxes: np.ndarray, scores: np.ndarray, iou: float, ulps: int, margin: float,
+          corner_atol: float = 0.0) -> np.ndarray:
+    """Per box: ``d`` lists it among the candidates it did not keep with a tied score - the same box as a clean
+    match is: IoU >= ``iou`` or every corner within ``corner_atol``.
 
-    The list is sorted by x1 once; a box is looked up only among rows whose x1 is close enough for IoU >=
-    ``iou`` (within ``(1 - iou) / iou`` of its width, as ``matching._window_pairs`` bounds it).
+    The list is sorted by x1 once; a box is looked up only among rows whose x1 is close enough for either
+    (within ``(1 - iou) / iou`` of its width, as ``matching._window_pairs`` bounds IoU, or ``corner_atol``).
     """
     out = np.zeros(len(boxes), bool)
     if d.suppressed_boxes is None or not len(d.suppressed_boxes) or not len(boxes):
@@ -99,7 +101,7 @@ def shows(d: Detections, boxes: np.ndarray, scores: np.ndarray, iou: float, ulps
     if iou > 0:
         ratio = (1.0 - iou) / iou if iou < 1 else 0.0
         width = np.clip(boxes[:, 2] - boxes[:, 0], 0, None)
-        radius = ratio * width * (1 + 1e-9) + DEGENERATE_EPS * np.maximum(1.0, np.abs(boxes[:, 0]))
+        radius = ratio * width * (1 + 1e-9) + DEGENERATE_EPS * np.maximum(1.0, np.abs(boxes[:, 0])) + corner_atol
         lo = np.searchsorted(x1, boxes[:, 0] - radius, "left")
         hi = np.searchsorted(x1, boxes[:, 0] + radius, "right")
     else:  # every box may reach IoU 0
@@ -109,7 +111,10 @@ def shows(d: Detections, boxes: np.ndarray, scores: np.ndarray, iou: float, ulps
         near = order[lo[i]:hi[i]]
         near = near[np.abs(pool_scores[near] - scores[i]) <= tol[i]]
         if len(near):
-            out[i] = bool((pair_iou(np.repeat(boxes[i][None], len(near), axis=0), pool_boxes[near]) >= iou).any())
+            box = np.repeat(boxes[i][None], len(near), axis=0)
+            same = pair_iou(box, pool_boxes[near], corner_atol) >= iou
+            same |= np.abs(pool_boxes[near] - box).max(axis=1) <= corner_atol
+            out[i] = bool(same.any())
     return out
 
 
@@ -206,13 +211,14 @@ def rivals(d: Detections, rows: np.ndarray, other: Detections, rival_rows: np.nd
 
 
 def excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int, match_iou: float,
-            margin: float = 0.0, iou: float = 0.999) -> tuple[np.ndarray, np.ndarray]:
+            margin: float = 0.0, iou: float = 0.999, corner_atol: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Which problem rows of one image are tie-ambiguous (module docstring, rules a, b and c).
 
     ``detail`` is ``matching``'s account of the image: ``ref_rows`` / ``cand_rows`` (the problem rows),
     ``ref_unmatched`` / ``cand_unmatched`` (which of them are unmatched) and ``pair_ref_pos`` /
-    ``pair_cand_pos`` (the positions of each failing pair's two rows). Rows with a NaN/inf box or score are
-    never excused.
+    ``pair_cand_pos`` (the positions of each failing pair's two rows); ``corner_atol`` the corner difference
+    that makes two boxes the same (``matching``: ``box_atol`` of the image's coordinate scale). Rows with a
+    NaN/inf box or score are never excused.
     """
     ref_rows, cand_rows = detail["ref_rows"], detail["cand_rows"]
     finite_r, finite_c = finite_rows(ref)[ref_rows], finite_rows(cand)[cand_rows]
@@ -221,8 +227,8 @@ def excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int
     uc = np.flatnonzero(detail["cand_unmatched"] & finite_c)
     only_r, only_c = ref_rows[ur], cand_rows[uc]
     # rows one side kept that the other lists among the candidates it did not keep
-    shown_r = shows(cand, ref.boxes[only_r], ref.scores[only_r], iou, ulps, margin)
-    shown_c = shows(ref, cand.boxes[only_c], cand.scores[only_c], iou, ulps, margin)
+    shown_r = shows(cand, ref.boxes[only_r], ref.scores[only_r], iou, ulps, margin, corner_atol)
+    shown_c = shows(ref, cand.boxes[only_c], cand.scores[only_c], iou, ulps, margin, corner_atol)
     # (a) unmatched rows of both sides paired one to one by tied scores, both dropped at a cut
     ref_cut = _dropped_by_cut(cand, ref, only_r, shown_r, ulps, margin)
     cand_cut = _dropped_by_cut(ref, cand, only_c, shown_c, ulps, margin)
@@ -240,8 +246,8 @@ def excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int
     if len(pos_r):
         ri, cj = ref_rows[pos_r], cand_rows[pos_c]
         tie = np.abs(ref.scores[ri] - cand.scores[cj]) <= tie_tolerance(ref.scores[ri], ulps, margin)
-        seen = (shows(ref, cand.boxes[cj], cand.scores[cj], iou, ulps, margin)
-                | shows(cand, ref.boxes[ri], ref.scores[ri], iou, ulps, margin))
+        seen = (shows(ref, cand.boxes[cj], cand.scores[cj], iou, ulps, margin, corner_atol)
+                | shows(cand, ref.boxes[ri], ref.scores[ri], iou, ulps, margin, corner_atol))
         both = tie & seen
         tied_r[pos_r] |= both
         tied_c[pos_c] |= both

@@ -285,3 +285,13 @@ def test_a_flat_box_moved_by_float_noise_is_the_same_box(noise: float, clean: bo
     result = compare_detections([ref], [cand])
     assert result.passed is clean and result.tie_ambiguous == 0
     assert result.matched == (3 if clean else 2)
+
+
+def test_a_listed_candidate_is_found_within_the_corner_tolerance() -> None:
+    """Flat (zero-area) tied boxes swapped, each listed among the other side's dropped rows with float noise on
+    its corners (5e-3 on a 130 coordinate scale, inside 1e-4 of it): the lists still show them."""
+    flat1, flat2, noise = (60.0, 0, 60, 10), (80.0, 0, 80, 10), np.array([5e-3, 0, 5e-3, 0])
+    ref = Side([*BASE, (flat1, TIED, 2), LOW], [(tuple(np.add(flat2, noise)), TIED, 2)])
+    cand = Side([*BASE, (flat2, TIED, 2), LOW], [(tuple(np.add(flat1, noise)), TIED, 2)])
+    passed, tied, mismatched = _compare(ref, cand, "mxnet")
+    assert passed and tied == 2 and mismatched == 0
