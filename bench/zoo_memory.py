@@ -54,12 +54,37 @@ def _rss(pid: int) -> int:
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and every descendant, summed."""
-    total, todo = 0, [pid]
+    return sum(tree_rss_by_process(pid).values())
+
+
+def tree_rss_by_process(pid: int) -> dict[int, int]:
+    """Resident bytes of ``pid`` and of every descendant, by pid."""
+    found: dict[int, int] = {}
+    todo = [pid]
     while todo:
         p = todo.pop()
-        total += _rss(p)
+        found[p] = _rss(p)
         todo.extend(_children(p))
-    return total
+    return found
+
+
+_MARKERS = (("libtorch_cpu", "torch"), ("libtensorflow_framework", "tensorflow"), ("onnxruntime_pybind", "onnxruntime"),
+            ("libopenvino", "openvino"), ("libmxnet", "mxnet"))
+
+
+def process_label(pid: int) -> str:
+    """What a process of the tree is: its command (bridge's children are all ``python -c``) and the heavy
+    native libraries it has loaded (torch, tensorflow, onnxruntime, ...), read from ``/proc/PID/maps``."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return "?"
+    words = [a.decode(errors="replace") for a in argv if a]
+    command = (f"bridge child, {words[-1]}" if any("bridge.runtimes.isolated" in w for w in words)
+               else " ".join(w for w in words[1:4] if not w.startswith("\n"))[:40])
+    libs = [label for marker, label in _MARKERS if marker in maps]
+    return f"{command} [{', '.join(libs)}]" if libs else command
 
 
 @dataclass
@@ -68,6 +93,7 @@ class Measured:
     wall_s: float
     peak_tree_rss: int
     output: str
+    peak_processes: list[tuple[str, int]]  # at the peak: (what the process is, resident bytes), largest first
 
 
 def run_measured(cmd: list[str], env: dict[str, str] | None = None, interval: float = 0.02,
@@ -76,12 +102,20 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, interval: fl
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     peak = 0
+    at_peak: dict[int, int] = {}
+    labels: dict[int, str] = {}  # a process's label once it shows a heavy library (it keeps it)
     stop = threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak, at_peak
         while not stop.is_set():
-            peak = max(peak, tree_rss(proc.pid))
+            by_pid = tree_rss_by_process(proc.pid)
+            total = sum(by_pid.values())
+            if total > peak:
+                peak, at_peak = total, by_pid
+                for pid in by_pid:
+                    if "[" not in labels.get(pid, ""):
+                        labels[pid] = process_label(pid)
             time.sleep(interval)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -91,7 +125,8 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None, interval: fl
     finally:
         stop.set()
         sampler.join()
-    return Measured(proc.returncode, time.perf_counter() - start, peak, out)
+    processes = sorted(((labels.get(pid, "?"), rss) for pid, rss in at_peak.items() if rss), key=lambda p: -p[1])
+    return Measured(proc.returncode, time.perf_counter() - start, peak, out, processes)
 
 
 # --- models (factories importable by ``bridge convert module:factory``) -------------------------------------
@@ -208,6 +243,10 @@ TORCH_MODELS: dict[str, tuple[str, ...]] = {
     "hf_vit": ("pixel_values:1,3,224,224",), "hf_whisper_encoder": ("input_features:1,80,200",),
     "detector_standin": ("images:1,3,32,32",),
 }
+# the plain export uses TorchScript where the dynamo exporter fails on the model (T5's attention reshape in
+# torch 2.13's decomposition) or is not the usual way (the detector's data-dependent NMS): bridge's auto falls
+# back to TorchScript on those too
+PLAIN_TORCHSCRIPT = frozenset({"detector_standin", "hf_t5_encoder"})
 KERAS_MODELS = {"keras_convnext": "ConvNeXtTiny", "keras_mobilenet": "MobileNetV2", "keras_densenet": "DenseNet121",
                 "keras_efficientnet": "EfficientNetB0"}
 
@@ -286,7 +325,7 @@ def measure(name: str, folder: Path, extra: list[str]) -> dict[str, object]:
         bridge_cmd = [sys.executable, "-m", "bridge", "convert", f"bench.zoo_memory:{name}", "-o",
                       str(folder / f"{name}.onnx"), *(a for i in inputs for a in ("--input", i)), *extra]
         plain = PLAIN_TORCH.format(root=str(ROOT), name=name, inputs=inputs, out=str(folder / f"{name}_plain.onnx"),
-                                   dynamo=name != "detector_standin")
+                                   dynamo=name not in PLAIN_TORCHSCRIPT)
     else:
         src = _keras_file(name, folder)
         bridge_cmd = [sys.executable, "-m", "bridge", "convert", str(src), "-o", str(folder / f"{name}.onnx"), *extra]
@@ -299,6 +338,8 @@ def measure(name: str, folder: Path, extra: list[str]) -> dict[str, object]:
             "plain_max_abs": _max_abs(p.output),
             "rss_ratio": round(b.peak_tree_rss / max(p.peak_tree_rss, 1), 2),
             "time_ratio": round(b.wall_s / max(p.wall_s, 1e-9), 2),
+            "bridge_at_peak": [f"{what}: {round(rss / 2**20)} MB" for what, rss in b.peak_processes],
+            "plain_at_peak": [f"{what}: {round(rss / 2**20)} MB" for what, rss in p.peak_processes],
             "bridge_tail": b.output.strip().splitlines()[-3:] if b.returncode else []}
 
 

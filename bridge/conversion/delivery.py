@@ -87,13 +87,15 @@ def run_recipe(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
 
 
 def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progress) -> ConvertResult:
-    from bridge.passes.pipeline import run_pipeline
     from bridge.targets import get_target
 
     with staged(stages, "adapter"):
         target = get_target(cfg.to, **cfg.target_options)
         adapter = pick_adapter(cfg)
     exported = export(cfg, adapter, stages, progress)
+    # imported after the export: while an export child runs, this process stays small (the tree's peak)
+    from bridge.passes.pipeline import run_pipeline
+
     timings = {"export_s": stages["export"].seconds or 0.0}
     with staged(stages, "onnx_stage") as stage:
         container = container_of(adapter, exported, cfg)

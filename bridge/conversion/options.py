@@ -91,11 +91,12 @@ CORE: tuple[Option, ...] = (
            manifest="tolerance", metavar="NAME=ATOL,RTOL"),
     Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None, metavar="FILE"),
     Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
-           metavar="FILE"),
+           metavar="FILE", source_specific=True),
     Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
-           "keep their names as the model's outputs)", cli_type=str | None, route="source", metavar="NAMES"),
+           "keep their names as the model's outputs; MXNet symbols and TensorFlow GraphDefs)", cli_type=str | None,
+           route="source", metavar="NAMES", source_specific=True),
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
-           cli_type=str | None, metavar="NAMES"),
+           cli_type=str | None, metavar="NAMES", source_specific=True),
     Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",
            choices=_detection_formats, metavar="FORMAT"),
     Option("max_detections", int | None, None, "rows of the boxes-scores-classes format", metavar="N"),
@@ -302,6 +303,51 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
         strict=v["strict"], validate_given=validate is not None and len(validate) > 0, values=v,
         strip_provenance=v["strip_provenance"],
     )
+
+
+def _given(o: Option, cfg: ConvertConfig) -> Any:
+    """The value ``cfg`` holds for ``o`` when it is not the default (None otherwise): the option's value, a
+    raw ``Source.options`` entry under its name, or (``weights``) a Source built with its side file."""
+    value = cfg.values.get(o.name, o.default)
+    if value != o.default and value not in (None, [], ()):
+        return value
+    raw = cfg.source.options.get(o.name)
+    if raw not in (None, "") and raw != _source_option(o.default):
+        return raw
+    if o.name == "weights" and cfg.source.weights is not None:
+        return cfg.source.weights
+    return None
+
+
+def check_applies(cfg: ConvertConfig, adapter: Any) -> None:
+    """UsageError naming the option and the source for a value the chosen ``adapter`` would not read:
+    another framework's own option (``--exporter`` for an MXNet symbol) or a ``source_specific`` core option
+    the adapter does not list in ``honours`` (``--weights`` for an ONNX file). Accepting it and converting
+    as if it had not been given would tell the user it took effect."""
+    honoured = set(getattr(adapter, "honours", ()))
+    framework = adapter.framework
+    for o in convert_options():
+        owner = o.group.split(":", 1)[1] if o.group.startswith("adapter:") else None
+        if (owner is None or owner == framework) and (not o.source_specific or o.name in honoured):
+            continue
+        value = _given(o, cfg)
+        if value is None:
+            continue
+        readers = [owner] if owner else [f for f in _frameworks() if o.name in getattr(_adapter(f), "honours", ())]
+        raise UsageError(f"{o.cli_flags[0]} {_shown(value)}: {cfg.source.describe()} is converted by the "
+                         f"{framework} adapter, which does not read {o.cli_flags[0]} (only "
+                         f"{', '.join(readers) or 'no'} sources do); drop it")
+
+
+def _adapter(framework: str) -> Any:
+    from adapters import get_adapter
+
+    return get_adapter(framework)
+
+
+def _shown(value: Any) -> str:
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def example_inputs(feeds: Path | None, values: InputValues, seed: int, specs: Sequence[InputSpec]) -> dict[str, Any]:

@@ -132,12 +132,15 @@ class ConvertResult:
 
 
 def pick_adapter(cfg: ConvertConfig) -> Any:
-    """``--framework``'s adapter (which must claim the source), or the first registered one that claims it."""
+    """``--framework``'s adapter (which must claim the source), or the first registered one that claims it;
+    UsageError for an option given that this adapter would not read."""
     from adapters import detect_adapter, get_adapter
+    from bridge.conversion.options import check_applies
 
     adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
     if not adapter.claims(cfg.source):
         raise UsageError(f"'{cfg.source.describe()}' does not look like a {adapter.framework} source")
+    check_applies(cfg, adapter)  # an option this adapter would not read is refused, not ignored
     return adapter
 
 
@@ -162,15 +165,18 @@ def with_inputs_from(cfg: ConvertConfig, model: onnx.ModelProto | None) -> Conve
 
 def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress) -> Any:
     progress(f"exporting with the {adapter.framework} adapter")
-    from opsets.conversion import check_target
-    from opsets.target import target_opset
-
     if cfg.export.opset_asked:  # every adapter exports at the asked opset: refuse one nothing runs first
+        from opsets.conversion import check_target
+
         check_target(cfg.export.opset)
 
     with staged(stages, "export"):
         exported = export_in_child(cfg, adapter) if exports_in_child(cfg, adapter) else \
             adapter.export(cfg.source, cfg.export)
+    # imported after the export (onnxscript's version converter): while an export child runs, this process
+    # stays small, and the two together are the process tree's peak
+    from opsets.target import target_opset
+
     exported.opset, why = target_opset(cfg.export, exported.model)
     if why:
         exported.notes = [*exported.notes, why]
@@ -193,24 +199,43 @@ def exports_in_child(cfg: ConvertConfig, adapter: Any) -> bool:
 
 
 def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
-    """``adapter.export`` run in a child process, its ExportResult (model included) sent back.
+    """``adapter.export`` run in a child process, its ExportResult sent back and its model read from a file.
 
     The framework (torch, TensorFlow: hundreds of MB once imported, more after an exporter ran) then never
     enters this process, which keeps only the ONNX model while the validation children run the framework
     reference and the candidate runtimes: the process tree peaks at about the plain exporter's memory instead
-    of the framework twice. No time limit (an export takes as long as it takes; the heartbeat says so) and
-    the reference's memory limit."""
+    of the framework twice. The model travels as a file, read here once the child has ended: sent through the
+    pipe it would be serialised in the child and received and parsed here while the child, at its largest,
+    still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
+    as long as it takes; the heartbeat says so) and the reference's memory limit."""
+    import shutil
+    import tempfile
+
     from bridge.runtimes.isolated import call_isolated
 
     adapter.require_framework()  # a missing framework is named here, before a child starts
-    return call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export),
-                         stage=f"the {adapter.framework} export", timeout=None, max_memory=child_memory_limit())
+    folder = Path(tempfile.mkdtemp(prefix="bridge-export-"))
+    try:
+        exported = call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export, folder / "exported.onnx"),
+                                 stage=f"the {adapter.framework} export", timeout=None,
+                                 max_memory=child_memory_limit())
+        exported.model = onnx.load(str(folder / "exported.onnx"))  # external data (over 2 GiB) read back too
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return exported
 
 
-def _export(framework: str, source: Any, spec: Any) -> Any:
+def _export(framework: str, source: Any, spec: Any, path: Path | None = None) -> Any:
+    """The export (in the child): with ``path``, the model is written there and sent back without it."""
     from adapters import get_adapter
 
-    return get_adapter(framework).export(source, spec)
+    exported = get_adapter(framework).export(source, spec)
+    if path is not None:
+        from bridge.io import save_model
+
+        save_model(exported.model, path)  # streamed: no serialised copy of the whole model in memory
+        exported.model = onnx.ModelProto()
+    return exported
 
 
 def onnx_stage_steps(cfg: ConvertConfig, export: Any) -> Any:

@@ -100,7 +100,9 @@ class _Child:
         main_thread = threading.current_thread() is threading.main_thread()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD, str(theirs.fileno()), str(os.getpid()), "1" if main_thread else "0"],
+                # the stage last: unused by the child, it names the process in ps and top ("the torch reference")
+                [sys.executable, "-c", _CHILD, str(theirs.fileno()), str(os.getpid()), "1" if main_thread else "0",
+                 stage],
                 stdin=subprocess.DEVNULL, stdout=_stderr_fd(), pass_fds=(theirs.fileno(),), env=env,
                 close_fds=True)
         except OSError as exc:

@@ -302,7 +302,7 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
     n_nan = int(np.isnan(r).sum())
     if n_nan and r_fin.any():
         item.add_vacuous(f"the reference has {n_nan} NaN values of {r.size}: those positions prove nothing")
-    if r_fin.any() and (abs_ref[r_fin] <= atol + rtol * abs_ref[r_fin]).all():
+    if reference_within_tolerance(r, atol, rtol):
         # an all-zero candidate would pass: the tolerance is as large as the output itself
         scale = float(abs_ref[r_fin].max())
         item.within_tolerance = (f"the reference's largest magnitude ({scale:.3g}) is within the tolerance (atol "
@@ -310,6 +310,19 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
                                  (f" (check it with --tolerance {item.name}={scale / 100:.1g},{rtol:g})"
                                   if scale > 0 else ""))
         item.add_vacuous(item.within_tolerance)
+
+
+def reference_within_tolerance(reference: np.ndarray, atol: float, rtol: float) -> bool:
+    """Whether every finite value of ``reference`` is within the tolerance of zero (and one is finite): then any
+    candidate that small passes, the ``OutputComparison.within_tolerance`` flag. The reference alone decides it,
+    so validation knows before any candidate runs which outputs need a second look on wider inputs."""
+    r = np.asarray(reference, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        fin = np.isfinite(r)
+        if not fin.any():
+            return False
+        magnitude = np.abs(r[fin])
+        return bool((magnitude <= atol + rtol * magnitude).all())
 
 
 def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tolerance, reference_name: str,

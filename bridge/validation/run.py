@@ -15,7 +15,6 @@ caller can skip validation with the reason instead of failing the conversion.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +33,12 @@ from bridge.errors import (
     UnexpectedInputError,
 )
 from bridge.runtimes.base import Runtime, TensorMeta, activated
-from bridge.validation.compare import Comparison, compare_outputs, insensitive_outputs
+from bridge.validation.compare import (
+    Comparison,
+    compare_outputs,
+    insensitive_outputs,
+    reference_within_tolerance,
+)
 from bridge.validation.constraints import constrained_consumers
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
 from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, other_size, true_inputs
@@ -200,14 +204,15 @@ def vacuous_warnings(comparisons: Sequence[Comparison]) -> list[str]:
             "(--feeds FILE.npz), and use --strict to fail on this" for c in comparisons if c.vacuous]
 
 
-def source_inputs(metas: Sequence[TensorMeta], reference: Runtime, candidate: str) -> list[TensorMeta]:
-    """The candidate's inputs (``metas``), each checked to be an input of the source (``reference``).
+def source_inputs(metas: Sequence[TensorMeta], reference: Runtime | Sequence[TensorMeta], candidate: str) -> list[TensorMeta]:
+    """The candidate's inputs (``metas``), each checked to be an input of the source (``reference``, or its
+    input metadata read while it was loaded).
 
     A candidate input the source does not take - a weight or constant of the source that became an input
     on the way - has no value validation may invent: fed the same random data on both sides, the source
     would take it as an override of its own weight and agree, and the written model could not run on the
     source's inputs. UnexpectedInputError names it."""
-    taken = {m.name for m in reference.input_metadata()}
+    taken = {m.name for m in (reference.input_metadata() if isinstance(reference, Runtime) else reference)}
     extra = [m.name for m in metas if m.name not in taken]
     if extra:
         raise UnexpectedInputError(
@@ -240,61 +245,199 @@ def run_and_compare(
     reference too (``FeedSource.at_second_size``), and each candidate's verdict covers both sizes
     (``Comparison.sizes``); one size proves nothing about an axis said to be dynamic. ``progress`` hears
     each step (loading, reference run, each runtime).
+
+    One runtime is loaded at a time (a framework and an onnxruntime session side by side would double the
+    peak memory): the first candidate is loaded alone to read its inputs, then the reference runs everything
+    any candidate will be compared with (``_ReferenceRuns``) and is unloaded, then each candidate in turn.
     """
     say = progress or (lambda _msg: None)
-    with contextlib.ExitStack() as stack:
-        saved = reference if isinstance(reference, RunResults) else None
-        if saved is None:
-            assert not isinstance(reference, RunResults)
-            say(f"loading the {getattr(reference, 'name', 'source')} reference")
-            try:
-                stack.enter_context(activated(reference))
-            except (AdapterUnavailableError, RuntimeLoadError) as exc:
-                raise ReferenceUnavailableError(f"source reference unavailable: {exc}") from exc
-        # named after activation: an isolated runtime learns its runner's name from the child
-        name = reference_name or (saved.runtime if saved is not None else reference.name)  # type: ignore[union-attr]
-        run: ComparisonRun | None = None
-        wider_runs: dict[float, tuple[dict[str, Any], dict[str, Any]] | None] = {}  # scale -> (feeds, reference)
-        if saved is not None:
-            run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name, sizes=[shapes_of(saved.inputs)])
-        second: _SecondSize | None = None
-        for cand_name, source in candidates.items():
-            say(f"loading the {cand_name} candidate")
-            candidate = source if isinstance(source, Runtime) else source()
-            with activated(candidate):
-                metas = candidate.input_metadata()
-                if saved is None:  # every candidate takes only the source's inputs
-                    metas = source_inputs(metas, reference, cand_name)  # type: ignore[arg-type]
-                if run is None:
-                    made = feeds.make(metas)
-                    say(f"running the {name} reference at {_sizes_text(shapes_of(made))}")
-                    run = ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)])  # type: ignore[union-attr]
-                say(f"running {cand_name}")
-                outputs = candidate.infer(run.feeds)
-                comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
-                                             candidate_name=cand_name, detection_outputs=detections,
-                                             shape_only=shape_only)
-                comparison.sizes = list(run.sizes)
-                if saved is None:
-                    _compare_small_outputs_wider(comparison, reference, candidate, feeds, run, tolerance,  # type: ignore[arg-type]
-                                                 wider_runs)
-                    if second_size:
-                        if second is None:
-                            second = _SecondSize.run(reference, feeds, run, metas, say)  # type: ignore[arg-type]
-                        second.compare(comparison, candidate, tolerance, detections, shape_only, say)
-            run.comparisons.append(comparison)
-        if run is None:  # no candidates: the reference still runs, so its outputs can be saved
-            assert not isinstance(reference, RunResults)
-            made = feeds.make(reference.input_metadata())
-            say(f"running the {name} reference at {_sizes_text(shapes_of(made))}")
-            run = ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)])
-        if check_sensitivity and saved is None:
-            _mark_insensitive(run, reference, feeds, as_detection_specs(detections))  # type: ignore[arg-type]
-        return run
+    if isinstance(reference, RunResults):
+        return _against_saved(reference, candidates, tolerance, detections, reference_name, shape_only, say)
+    loaded: dict[str, Runtime] = {}  # each loader is called once
+    metas: list[TensorMeta] | None = None
+    load_error: BaseException | None = None
+    first = next(iter(candidates), "")
+    if candidates:
+        source = candidates[first]
+        say(f"reading the inputs of the {first} candidate")
+        loaded[first] = source if isinstance(source, Runtime) else source()
+        try:
+            with activated(loaded[first]):
+                metas = list(loaded[first].input_metadata())
+        except Exception as exc:  # said after the reference's own availability, as when both were loaded at once
+            load_error = exc
+    refs = _ReferenceRuns.compute(reference, feeds, tolerance, metas, first, load_error,
+                              detections=detections, reference_name=reference_name, shape_only=shape_only,
+                              check_sensitivity=check_sensitivity, second_size=second_size and bool(candidates),
+                              say=say)
+    run = refs.run
+    for cand_name, source in candidates.items():
+        say(f"loading the {cand_name} candidate")
+        candidate = loaded.pop(cand_name) if cand_name in loaded else source if isinstance(source, Runtime) else source()
+        with activated(candidate):
+            source_inputs(candidate.input_metadata(), refs.source_metas, cand_name)  # only the source's inputs
+            say(f"running {cand_name}")
+            outputs = candidate.infer(run.feeds)
+            comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=run.reference_name,
+                                         candidate_name=cand_name, detection_outputs=detections,
+                                         shape_only=shape_only)
+            comparison.sizes = list(run.sizes[:1])
+            _compare_small_outputs_wider(comparison, candidate, tolerance, refs.wider)
+            if refs.second is not None:
+                refs.second.compare(comparison, candidate, tolerance, detections, shape_only, say)
+        run.comparisons.append(comparison)
+    for comp in run.comparisons:
+        comp.mark_vacuous(refs.insensitive_flags, INSENSITIVE_REASON)
+    return run
+
+
+def _against_saved(saved: RunResults, candidates: Mapping[str, CandidateSource], tolerance: Tolerance,
+                   detections: Sequence[DetectionSpec] | Mapping[str, str] | None, reference_name: str | None,
+                   shape_only: Sequence[str], say: Callable[[str], None]) -> ComparisonRun:
+    """Every candidate on a saved run's inputs, compared with its outputs (no reference to run)."""
+    name = reference_name or saved.runtime
+    run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name, sizes=[shapes_of(saved.inputs)])
+    for cand_name, source in candidates.items():
+        say(f"loading the {cand_name} candidate")
+        candidate = source if isinstance(source, Runtime) else source()
+        with activated(candidate):
+            say(f"running {cand_name}")
+            outputs = candidate.infer(run.feeds)
+        comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
+                                     candidate_name=cand_name, detection_outputs=detections, shape_only=shape_only)
+        comparison.sizes = list(run.sizes)
+        run.comparisons.append(comparison)
+    return run
 
 
 def _sizes_text(shapes: Mapping[str, Sequence[int]]) -> str:
     return ", ".join(f"{k}{list(v)}" for k, v in shapes.items())
+
+
+WiderRuns = dict[float, tuple[dict[str, Any], dict[str, Any]] | None]  # scale -> (feeds, reference outputs)
+
+
+@dataclass
+class _ReferenceRuns:
+    """Everything the reference computes for a validation, done while it alone is loaded: the main run, the
+    wider-ranged runs for outputs within the tolerance (``WIDER_SCALES``), the second size, and the
+    input-sensitivity verdict. Candidates are compared with these afterwards, the reference unloaded."""
+
+    run: ComparisonRun
+    source_metas: list[TensorMeta]
+    wider: WiderRuns = field(default_factory=dict)
+    second: _SecondSize | None = None
+    insensitive_flags: list[str] = field(default_factory=list)  # outputs whose verdicts are vacuous
+
+    @classmethod
+    def compute(cls, reference: Runtime, feeds: FeedSource, tolerance: Tolerance, metas: Sequence[TensorMeta] | None,
+            first: str, load_error: BaseException | None, *,
+            detections: Sequence[DetectionSpec] | Mapping[str, str] | None, reference_name: str | None,
+            shape_only: Sequence[str], check_sensitivity: bool, second_size: bool,
+            say: Callable[[str], None]) -> _ReferenceRuns:
+        say(f"loading the {getattr(reference, 'name', 'source')} reference")
+        try:
+            reference.activate()
+        except (AdapterUnavailableError, RuntimeLoadError) as exc:
+            raise ReferenceUnavailableError(f"source reference unavailable: {exc}") from exc
+        try:
+            if load_error is not None:  # the reference loads: the candidate that did not is the failure
+                raise load_error
+            # named after activation: an isolated runtime learns its runner's name from the child
+            name = reference_name or reference.name
+            source_metas = list(reference.input_metadata())
+            if metas is not None:  # every candidate takes only the source's inputs
+                metas = source_inputs(metas, source_metas, first)
+            made = feeds.make(source_metas if metas is None else metas)
+            say(f"running the {name} reference at {_sizes_text(shapes_of(made))}")
+            refs = cls(ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)]), source_metas)
+            specs = as_detection_specs(detections)
+            refs._run_wider(reference, feeds, tolerance, specs, shape_only)
+            if second_size and metas is not None:
+                refs.second = _SecondSize.run(reference, feeds, refs.run, metas, say)
+            if check_sensitivity:
+                refs._check_sensitivity(reference, feeds, specs)
+            return refs
+        finally:
+            reference.deactivate()
+
+    def wider_run(self, reference: Runtime, feeds: FeedSource, scale: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The reference on the inputs ``scale`` times wider (``FeedSource.other``), run once for both uses."""
+        if scale not in self.wider:
+            wider = feeds.other(self.run.feeds, scale=scale)
+            try:
+                with np.errstate(all="ignore"):
+                    self.wider[scale] = (wider, reference.infer(wider))
+            except Exception as exc:  # extra evidence only: a reference refusing the wider input leaves the flags
+                log.info("wider-range comparison skipped: the reference failed on inputs x%g: %s", scale, exc)
+                self.wider[scale] = None
+        return self.wider[scale]
+
+    def _run_wider(self, reference: Runtime, feeds: FeedSource, tolerance: Tolerance, specs: Sequence[DetectionSpec],
+                   shape_only: Sequence[str]) -> None:
+        """The wider runs a candidate's outputs within the tolerance will be compared on
+        (``_compare_small_outputs_wider``): while the reference of some output stays that small."""
+        grouped = {n for spec in specs for n in spec.reference_names()}
+        small = [n for n, v in self.run.reference_outputs.items()
+                 if n not in grouped and n not in shape_only and _small(v, tolerance, n)]
+        for scale in WIDER_SCALES:
+            if not small:
+                return
+            done = self.wider_run(reference, feeds, scale)
+            if done is None:
+                return
+            small = [n for n in small if n in done[1] and _small(done[1][n], tolerance, n)]
+
+    def _check_sensitivity(self, reference: Runtime, feeds: FeedSource, detections: Sequence[DetectionSpec]) -> None:
+        """Run the reference on a second input; float outputs that stay bitwise the same make the verdicts on
+        them vacuous (integer outputs and a detector's labels, counts and batch indices - TF reports classes as
+        floats - may legitimately not change; its boxes and scores may not)."""
+        run = self.run
+        second = feeds.other(run.feeds)
+        if all(np.array_equal(second[k], v) for k, v in run.feeds.items()):
+            return  # nothing to vary (integer-only inputs)
+        try:
+            other = reference.infer(second)
+        except Exception as exc:  # the check is extra evidence; a reference that rejects the input says so elsewhere
+            log.info("input-sensitivity check skipped: the reference failed on a second input: %s", exc)
+            return
+        categorical = {name for spec in detections for role, name in spec.ref_outputs.items()
+                       if role in ("labels", "num", "batch_index", "selected_indices")}
+        floats = {k: v for k, v in run.reference_outputs.items()  # sequence outputs (lists) are not measured
+                  if not isinstance(v, (list, tuple)) and np.asarray(v).dtype.kind in "fc" and k not in categorical}
+        run.insensitive = self._still_insensitive(insensitive_outputs(floats, other), reference, feeds)
+        same = set(run.insensitive)
+        grouped = {name for spec in detections for name in spec.ref_outputs.values()}
+        flag = same - grouped
+        for spec in detections:  # a detector ignores its input when none of its boxes and scores change
+            measured = [n for n in spec.ref_outputs.values() if n in floats]
+            if measured and all(n in same for n in measured):
+                flag.update(spec.ref_outputs.values())
+        self.insensitive_flags = sorted(flag)
+
+    def _still_insensitive(self, names: Sequence[str], reference: Runtime, feeds: FeedSource) -> list[str]:
+        """``names`` (reference outputs that did not change between two generated inputs) less those that change
+        when the float inputs range wider: a ThresholdedRelu with alpha 2 gives zeros on most standard-normal
+        inputs, yet it computes with its input; only an output that stays the same on every range ignores it."""
+        left = list(names)
+        for scale in WIDER_SCALES:
+            if not left:
+                break
+            done = self.wider_run(reference, feeds, scale)
+            if done is None:  # extra evidence only: a reference refusing the wider input leaves the verdict
+                break
+            unchanged = set(insensitive_outputs({n: self.run.reference_outputs[n] for n in left}, done[1]))
+            left = [n for n in left if n in unchanged]
+        return left
+
+
+def _small(value: Any, tolerance: Tolerance, name: str) -> bool:
+    """Whether the reference output ``value`` is within the tolerance (``reference_within_tolerance``), so any
+    candidate that small passes: the outputs ``_compare_small_outputs_wider`` looks at again."""
+    if isinstance(value, (list, tuple)):
+        return False
+    array = np.asarray(value)
+    return array.size > 0 and array.dtype.kind in "fciub" and reference_within_tolerance(array, *tolerance.for_output(name))
 
 
 @dataclass
@@ -343,26 +486,18 @@ class _SecondSize:
 WIDER_SCALES = (10.0, 1000.0)  # a second look at outputs that did not change, on wider-ranged inputs
 
 
-def _compare_small_outputs_wider(comparison: Comparison, reference: Runtime, candidate: Runtime, feeds: FeedSource,
-                                 run: ComparisonRun, tolerance: Tolerance,
-                                 wider_runs: dict[float, tuple[dict[str, Any], dict[str, Any]] | None]) -> None:
+def _compare_small_outputs_wider(comparison: Comparison, candidate: Runtime, tolerance: Tolerance,
+                                 wider_runs: WiderRuns) -> None:
     """Outputs that passed only because the whole reference is within the tolerance are compared again on
-    wider-ranged inputs (``WIDER_SCALES``, the reference's run shared by every candidate), at the first scale
-    where the reference is no longer that small; agreement there lifts the flag (``settle_within_tolerance``)."""
+    wider-ranged inputs (``WIDER_SCALES``, the reference's runs made beforehand by ``_ReferenceRuns``), at the
+    first scale where the reference is no longer that small; agreement there lifts the flag
+    (``settle_within_tolerance``)."""
     small = [o for o in comparison.outputs if o.within_tolerance and o.detection is None]
     for scale in WIDER_SCALES:
         if not small:
             return
-        if scale not in wider_runs:
-            wider = feeds.other(run.feeds, scale=scale)
-            try:
-                with np.errstate(all="ignore"):
-                    wider_runs[scale] = (wider, reference.infer(wider))
-            except Exception as exc:  # extra evidence only: a reference refusing the wider input leaves the flag
-                log.info("wider-range comparison skipped: the reference failed: %s", exc)
-                wider_runs[scale] = None
-        done = wider_runs[scale]
-        if done is None:
+        done = wider_runs.get(scale)
+        if done is None:  # the reference failed there (or, decided by the reference alone, was not needed)
             return
         wider, ref_out = done
         names = [o.name for o in small if o.name in ref_out]
@@ -381,54 +516,5 @@ def _compare_small_outputs_wider(comparison: Comparison, reference: Runtime, can
         small = [o for o in small if o.within_tolerance and o.name in by_name and by_name[o.name].within_tolerance]
 
 
-def _still_insensitive(names: Sequence[str], reference: Runtime, feeds: FeedSource, run: ComparisonRun) -> list[str]:
-    """``names`` (reference outputs that did not change between two generated inputs) less those that change
-    when the float inputs range wider: a ThresholdedRelu with alpha 2 gives zeros on most standard-normal
-    inputs, yet it computes with its input; only an output that stays the same on every range ignores it."""
-    left = list(names)
-    for scale in WIDER_SCALES:
-        if not left:
-            break
-        wider = feeds.other(run.feeds, scale=scale)
-        try:
-            with np.errstate(all="ignore"):
-                outputs = reference.infer(wider)
-        except Exception as exc:  # extra evidence only: a reference refusing the wider input leaves the verdict
-            log.info("wider-range sensitivity check skipped: the reference failed: %s", exc)
-            break
-        unchanged = set(insensitive_outputs({n: run.reference_outputs[n] for n in left}, outputs))
-        left = [n for n in left if n in unchanged]
-    return left
-
-
 INSENSITIVE_REASON = ("the reference gives the same output for two different inputs (it ignores its input, e.g. "
                       "random weights), so matching it proves little")
-
-
-def _mark_insensitive(run: ComparisonRun, reference: Runtime, feeds: FeedSource,
-                      detections: Sequence[DetectionSpec] = ()) -> None:
-    """Run the reference on a second input; float outputs that stay bitwise the same make the verdicts on
-    them vacuous (integer outputs and a detector's labels, counts and batch indices - TF reports classes as
-    floats - may legitimately not change; its boxes and scores may not)."""
-    second = feeds.other(run.feeds)
-    if all(np.array_equal(second[k], v) for k, v in run.feeds.items()):
-        return  # nothing to vary (integer-only inputs)
-    try:
-        other = reference.infer(second)
-    except Exception as exc:  # the check is extra evidence; a reference that rejects the input says so elsewhere
-        log.info("input-sensitivity check skipped: the reference failed on a second input: %s", exc)
-        return
-    categorical = {name for spec in detections for role, name in spec.ref_outputs.items()
-                   if role in ("labels", "num", "batch_index", "selected_indices")}
-    floats = {k: v for k, v in run.reference_outputs.items()  # sequence outputs (lists) are not measured
-              if not isinstance(v, (list, tuple)) and np.asarray(v).dtype.kind in "fc" and k not in categorical}
-    run.insensitive = _still_insensitive(insensitive_outputs(floats, other), reference, feeds, run)
-    same = set(run.insensitive)
-    grouped = {name for spec in detections for name in spec.ref_outputs.values()}
-    flag = same - grouped
-    for spec in detections:  # a detector ignores its input when none of its boxes and scores change
-        measured = [n for n in spec.ref_outputs.values() if n in floats]
-        if measured and all(n in same for n in measured):
-            flag.update(spec.ref_outputs.values())
-    for comp in run.comparisons:
-        comp.mark_vacuous(sorted(flag), INSENSITIVE_REASON)

@@ -61,3 +61,35 @@ def test_the_framework_stays_out_of_the_parent_when_isolated(framework: str, iso
     heavy = {"torch": "torch", "tensorflow": "tensorflow"}[framework]
     # isolated: exported, validated and written without the framework in this process; --no-isolate: in-process
     assert (heavy in result["imported"]) is not isolated  # type: ignore[operator]
+
+
+def test_the_exported_model_travels_as_a_file_read_after_the_child_ended(tmp_path: Path) -> None:
+    """Sent through the pipe, the model was serialised in the child and received and parsed here while the
+    exporter's peak was still alive (both sides holding it at once); the child writes it to a file and sends
+    its ExportResult without it, and this process reads the file once the child has ended."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from bridge.conversion.options import build_config
+    from bridge.conversion.recipe import _export, export_in_child, pick_adapter
+
+    weight = numpy_helper.from_array(np.arange(64 * 1024, dtype=np.float32).reshape(256, 256), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])], [weight])
+    source = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), source)
+    cfg = build_config(str(source), tmp_path / "out.onnx", {})
+    adapter = pick_adapter(cfg)
+    in_process = adapter.export(cfg.source, cfg.export)
+
+    sent = _export(adapter.framework, cfg.source, cfg.export, tmp_path / "exported.onnx")  # the child's side
+    assert sent.model.ByteSize() == 0 and sent.exporter == in_process.exporter
+    assert onnx.load(str(tmp_path / "exported.onnx")).SerializeToString() == in_process.model.SerializeToString()
+
+    child = export_in_child(cfg, SimpleNamespace(framework=adapter.framework, require_framework=lambda: None))
+    assert child.model.SerializeToString() == in_process.model.SerializeToString()
+    assert child.output_names == in_process.output_names

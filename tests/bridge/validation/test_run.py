@@ -108,3 +108,83 @@ def test_input_summary_states_each_inputs_real_values() -> None:
     assert summary["x"]["values"].startswith("floats, mean")
     assert summary["ids"]["values"] == "integers in [0, 7] (8 distinct)"
     assert summary["mask"]["values"] == "0/1 (50% ones)"
+
+
+class Logged:
+    """A Runtime appending ``(name, event)`` to a log shared with the other runtimes of the run: relu(x) as
+    ``y``, and ``rare`` - x where it exceeds 3 (zeros on standard-normal data: within the tolerance until the
+    inputs range wider) - over a dynamic batch."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]) -> None:
+        self.name, self.log = name, log
+
+    def activate(self) -> None:
+        self.log.append((self.name, "activate"))
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.log.append((self.name, "infer"))
+        x = feeds["x"]
+        return {"y": np.maximum(x, 0), "rare": np.where(x > 3, x, 0).astype(x.dtype)}
+
+    def deactivate(self) -> None:
+        self.log.append((self.name, "deactivate"))
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        return [TensorMeta("x", ("n", 3), "float32")]
+
+
+def test_one_runtime_is_loaded_at_a_time_and_the_reference_runs_everything_first() -> None:
+    """The reference and a candidate side by side double the peak memory: the first candidate is loaded alone
+    for its inputs, the reference runs every input any comparison needs (main, wider-ranged, second size,
+    sensitivity) and is unloaded, then each candidate in turn; the verdicts are those of the interleaved order."""
+    log: list[tuple[str, str]] = []
+    loads: list[str] = []
+
+    def loader() -> Logged:
+        loads.append("b")
+        return Logged("b", log)
+
+    messages: list[str] = []
+    run = run_and_compare(Logged("ref", log), {"a": Logged("a", log), "b": loader},
+                          FeedSource(specs=[InputSpec("x", (4, 3))], seed=1), Tolerance(),
+                          second_size=True, check_sensitivity=True, progress=messages.append)
+    active: set[str] = set()
+    for name, event in log:  # never two runtimes loaded at once
+        if event == "activate":
+            assert not active, (name, active, log)
+            active.add(name)
+        elif event == "deactivate":
+            active.discard(name)
+        else:
+            assert active == {name}, (name, active, log)
+    ref_events = [i for i, (name, _) in enumerate(log) if name == "ref"]
+    assert log[:3] == [("a", "activate"), ("a", "deactivate"), ("ref", "activate")]  # "a" read for its inputs only
+    assert all(name != "ref" for name, _ in log[ref_events[-1] + 1:]) and log[ref_events[-1]] == ("ref", "deactivate")
+    # main, x10 (``rare`` is all zeros at x1), second size, the sensitivity input; x1000 is not needed
+    assert [e for n, e in log].count("infer") == 4 + 2 * 3 and [log[i][1] for i in ref_events].count("infer") == 4
+    assert loads == ["b"] and [c.candidate for c in run.comparisons] == ["a", "b"]
+    assert messages[:7] == ["reading the inputs of the a candidate", "loading the ref reference",
+                            "running the ref reference at x[5, 3]",  # a dynamic axis runs off its sample size
+                            "running the ref reference at a second size, x[4, 3]", "loading the a candidate",
+                            "running a", "running a at a second size"], messages
+    for comp in run.comparisons:  # both sizes once each, the small output settled on wider inputs
+        assert comp.passed and not comp.vacuous and len(comp.sizes) == 2, comp.summary()
+        rare = next(o for o in comp.outputs if o.name == "rare")
+        assert "also compared on inputs x10" in rare.note and not rare.within_tolerance
+    assert run.insensitive == [] and len(run.sizes) == 2
+
+
+def test_a_candidate_that_cannot_load_fails_after_the_reference_says_it_is_available() -> None:
+    """Loading the first candidate for its inputs comes before the reference: an unavailable reference is still
+    reported as such (the caller skips validation), a loadable one leaves the candidate's own load error."""
+
+    class Unloadable(Recording):
+        def activate(self) -> None:
+            raise RuntimeLoadError("candidate cannot load")
+
+    with pytest.raises(ReferenceUnavailableError, match="cannot load"):
+        run_and_compare(Recording(fail_on_activate=True), {"c": Unloadable()}, FeedSource(), Tolerance())
+    reference = Recording()
+    with pytest.raises(RuntimeLoadError, match="candidate cannot load"):
+        run_and_compare(reference, {"c": Unloadable()}, FeedSource(), Tolerance())
+    assert reference.events == ["activate", "deactivate"]
