@@ -5,20 +5,22 @@ BitwiseNot is one subtraction: ``-1 - x`` for signed types (two's complement ``~
 maps to ``max``), ``max - x`` for unsigned ones; in the input's own type, or in int32 for 8- and 16-bit types
 (Sub takes those only from opset 14, and later hops may go below it).
 
-The binary ops go through bits. Every operand is taken apart into *digits* of at most 32 bits held in int64
+The binary ops go through bytes. Every operand is taken apart into *digits* of at most 32 bits held in int64
 (the one integer type every runtime does all arithmetic on): a type of width ``w <= 32`` is one digit, its
 two's-complement pattern ``Mod(x, 2^w)`` (Mod-13 with ``fmod=0`` takes the divisor's sign, so the pattern of a
 negative value is ``x + 2^w``); a 64-bit type is two, ``lo = Mod(x, 2^32)`` and ``hi = (x - lo) / 2^32`` (exact;
 for int64 ``hi`` is a signed 32-bit value, taken to its pattern by ``Mod`` again). A digit ``u`` of ``k`` bits
-becomes ``bits = Mod(Div(u[..., None], 2^[0..k)), 2)`` (``u >= 0``: Div is floor division), the op combines
-bits of 0/1 (And ``a b``, Or ``a + b - a b``, Xor ``a + b - 2 a b``) and ``ReduceSum(bits * 2^[0..k))`` puts the
-digit together again. Digits go back to the type: a signed pattern ``r >= 2^(w-1)`` is ``r - 2^w``; int64 is
-``hi * 2^32 + lo`` with ``hi`` signed; uint64 is rebuilt in uint64 (``hi * 2^32 + lo`` fits). Every step stays in
-range, so the result is exact for every value, extremes included. The bit axis makes the intermediates ``k``
-int64 values per element.
+becomes its bytes ``Mod(Div(u[..., None], 256^[0..k/8)), 256)`` (``u >= 0``: Div is floor division); each pair of
+bytes indexes a 256 x 256 uint8 table of the op (a 64 KB initializer, built with numpy's own bitwise op), and
+``ReduceSum(result_bytes * 256^[0..k/8))`` puts the digit together again. Digits go back to the type: a signed
+pattern ``r >= 2^(w-1)`` is ``r - 2^w``; int64 is ``hi * 2^32 + lo`` with ``hi`` signed; uint64 is rebuilt in
+uint64 (``hi * 2^32 + lo`` fits). Every step stays in range, so the result is exact for every value, extremes
+included. The byte axis makes the intermediates ``k / 8`` int64 values per element.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -30,6 +32,8 @@ from opsets.version_adapters._util import Rewritten, fail
 I64 = ir.DataType.INT64
 _SIGNED = {ir.DataType.INT8: 8, ir.DataType.INT16: 16, ir.DataType.INT32: 32, ir.DataType.INT64: 64}
 _UNSIGNED = {ir.DataType.UINT8: 8, ir.DataType.UINT16: 16, ir.DataType.UINT32: 32, ir.DataType.UINT64: 64}
+_TABLES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}
 
 
 def _dtype(node: ir.Node, hop: str) -> ir.DataType:
@@ -63,18 +67,16 @@ def _digits(b: Builder, x: ir.Value, dtype: ir.DataType) -> list[tuple[ir.Value,
 
 
 def _combine(b: Builder, op: str, a: ir.Value, c: ir.Value, bits: int) -> ir.Value:
-    """``op`` on two int64 digits of ``bits`` bits, through their bits along a new last axis."""
-    weights = b.const(np.asarray([1 << i for i in range(bits)], np.int64))
-    two = _i64(b, 2)
-    x = b.op("Mod", b.op("Div", b.unsqueeze(a, -1), weights), two, fmod=0)
-    y = b.op("Mod", b.op("Div", b.unsqueeze(c, -1), weights), two, fmod=0)
-    both = b.op("Mul", x, y)
-    if op == "BitwiseAnd":
-        out = both
-    elif op == "BitwiseOr":
-        out = b.op("Sub", b.op("Add", x, y), both)
-    else:  # BitwiseXor
-        out = b.op("Sub", b.op("Add", x, y), b.op("Mul", both, two))
+    """``op`` on two int64 digits of ``bits`` bits, byte by byte through a 256 x 256 table along a new last axis."""
+    base = _i64(b, 256)
+    values = np.arange(256, dtype=np.uint8)
+    table = b.initializer(_TABLES[op](values[:, None], values[None, :]).reshape(-1))  # table[256 x + y] = x op y
+    if bits == 8:  # one byte: the digits index the table as they are
+        return b.cast(b.op("Gather", table, b.op("Add", b.op("Mul", a, base), c), axis=0), I64)
+    weights = b.const(np.asarray([1 << (8 * i) for i in range(bits // 8)], np.int64))
+    x = b.op("Mod", b.op("Div", b.unsqueeze(a, -1), weights), base, fmod=0)  # the bytes, least significant first
+    y = b.op("Mod", b.op("Div", b.unsqueeze(c, -1), weights), base, fmod=0)
+    out = b.cast(b.op("Gather", table, b.op("Add", b.op("Mul", x, base), y), axis=0), I64)
     return b.reduce("ReduceSum", b.op("Mul", out, weights), [-1], keepdims=0)
 
 
