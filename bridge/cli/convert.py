@@ -77,7 +77,7 @@ def _render_convert(result: Any, as_json: bool) -> None:
         by = ", ".join(f["validated_by"]) or "no runtime"
         out.print(f"{f['kind']}: {escape(f['path'])} - {f['verdict']} ({escape(by)})")
     if result.validation_inputs:
-        out.print("validated at: " + render.sizes_text(result.validation_sizes or [result.validation_inputs]))
+        render.print_sizes(result.validation_sizes or [result.validation_inputs], result.second_size_skipped)
     sources = {str(f.get("source")) for f in result.validation_feeds.values() if f.get("source")}
     if sources:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
