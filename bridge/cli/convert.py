@@ -33,7 +33,8 @@ def convert(source: str, output: Path, as_json: bool = False, localize: bool = F
             _render_convert(exc.result, as_json)
         if localize:  # find the node (and pass) where it went wrong; the report becomes the debug report
             localize_failure(source, **debug_values(values))
-        else:
+        elif exc.result is None or not all(c.passed for c in getattr(exc.result, "validation", [])):
+            # (a strict failure of a passing verdict - vacuous, one size only - has no divergence to localise)
             render.hint("add --localize to name the node (and the pass or translator) where the outputs start "
                         f"to diverge, or run: bridge debug {source} with the same options")
         raise

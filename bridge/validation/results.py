@@ -97,7 +97,8 @@ class RunResults:
             raise BadInputFileError(f"{path} is not a bridge RunResults file (keys: {sorted(arrays)[:5]})")
         if prefixes != [f"size{i}" for i in range(2, len(prefixes) + 2)]:
             raise BadInputFileError(f"{path}: the runs at other sizes are not numbered size2, size3, ... ({prefixes})")
-        sizes = info.get("sizes") if isinstance(info.get("sizes"), list) else []
+        listed = info.get("sizes")
+        sizes: list[Any] = listed if isinstance(listed, list) else []
 
         # keep the saved order of names when the sidecar has it
         def ordered(prefix: str, names: Any) -> dict[str, np.ndarray]:
