@@ -46,7 +46,21 @@ def _torch(tmp: Path) -> tuple[Any, dict[str, Any]]:
     return f"{tmp / 'net.py'}:build", {"weights": tmp / "w.pt"}
 
 
-SOURCES: dict[str, Callable[[Path], tuple[Any, dict[str, Any]]]] = {"onnx": _onnx, "pytorch": _torch}
+def _mxnet(tmp: Path) -> tuple[Any, dict[str, Any]]:
+    from adapters.mxnet.reference import import_mxnet
+    from bridge.errors import AdapterUnavailableError
+
+    try:
+        mx = import_mxnet()
+    except AdapterUnavailableError:
+        pytest.skip("MXNet is not installed (pip install 'bridge[mxnet]')")
+    y = mx.sym.relu(mx.sym.Convolution(mx.sym.var("x"), kernel=(3, 3), num_filter=4, no_bias=True, name="conv"))
+    y.save(str(tmp / "net-symbol.json"))
+    mx.nd.save(str(tmp / "net-0000.params"), {"arg:conv_weight": mx.nd.array(W)})
+    return tmp / "net-symbol.json", {}
+
+
+SOURCES: dict[str, Callable[[Path], tuple[Any, dict[str, Any]]]] = {"onnx": _onnx, "mxnet": _mxnet, "pytorch": _torch}
 
 
 def _bake_batch(proto: onnx.ModelProto, batch: int) -> None:
