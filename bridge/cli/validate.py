@@ -50,7 +50,7 @@ def validate_command(
     atol: AtolOpt = DEFAULT_ATOL,
     rtol: RtolOpt = DEFAULT_RTOL,
     tolerance: ToleranceOpt = [],  # noqa: B006
-    save_reference: Annotated[Path | None, typer.Option(metavar="FILE.npz", help="save the source run as RunResults (.npz + .json)")] = None,
+    save_reference: Annotated[Path | None, typer.Option(metavar="FILE.npz", help="save the source run as RunResults (.npz + .json), at every size checked")] = None,
     report: ReportOpt = None,
     feeds: FeedsOpt = None,
     trust_source: TrustOpt = False,
