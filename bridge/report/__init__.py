@@ -8,7 +8,7 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.io import atomic_write_text
-from bridge.report.sizes import sizes_text
+from bridge.report.sizes import one_size_text, sizes_text
 
 
 def write_report(data: dict[str, Any], path: Path) -> None:
@@ -67,10 +67,14 @@ def to_markdown(data: dict[str, Any]) -> str:
         comparisons = data["validation"]
         if data.get("validation_inputs"):
             out.append("\nValidation inputs: " + sizes_text(data.get("validation_sizes") or [data["validation_inputs"]]))
+        if data.get("second_size_skipped"):
+            out.append(f"\n**{one_size_text(data['second_size_skipped']).replace(': ', ':** ', 1)}")
     else:
         out.append(f"# bridge validate: {data['model']}\n\n- reference: {data['reference']}\n- verdict: {verdict}")
         if data.get("inputs"):
             out.append("- validated at: " + sizes_text(data.get("sizes") or [data["inputs"]]))
+        if data.get("second_size_skipped"):
+            out.append(f"- **{one_size_text(data['second_size_skipped']).replace(': ', ':** ', 1)}")
         comparisons = data["comparisons"]
     for comp in comparisons:
         out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")

@@ -220,6 +220,10 @@ def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
         from bridge.report.sizes import sizes_text
 
         parts.append(f"<p>validated at: {_e(sizes_text(sizes))}</p>")
+    if data.get("second_size_skipped"):
+        from bridge.report.sizes import one_size_text
+
+        parts.append(f'<p class="fail">{_e(one_size_text(data["second_size_skipped"]))}</p>')
     parts.append(_overlays(overlays))
     parts.append(_histograms(data))
     parts.append(_divergence(data))
