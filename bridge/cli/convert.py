@@ -76,7 +76,8 @@ def _render_convert(result: Any, as_json: bool) -> None:
                      " - nothing was proved about this model (--strict makes this a failure)"))
     for f in result.files:
         by = ", ".join(f["validated_by"]) or "no runtime"
-        out.print(f"{f['kind']}: {escape(f['path'])} - {f['verdict']} ({escape(by)})")
+        kept = "" if result.written else ", [red]not written[/red]"  # --strict or a failed runtime stopped it
+        out.print(f"{f['kind']}: {escape(f['path'])} - {f['verdict']} ({escape(by)}){kept}")
     if result.validation_inputs:
         render.print_sizes(result.validation_sizes or [result.validation_inputs], result.second_size_skipped)
     sources = {str(f.get("source")) for f in result.validation_feeds.values() if f.get("source")}

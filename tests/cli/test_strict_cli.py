@@ -33,6 +33,8 @@ def test_a_vacuous_verdict_is_a_warning_and_strict_fails_it(all_nan_model: Path,
     strict_out = tmp_path / "strict.onnx"
     assert main(["convert", str(all_nan_model), "-o", str(strict_out), "--strict", "--no-isolate"]) == 1
     assert not strict_out.exists()
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("onnx: ")]
+    assert lines and all(ln.endswith("not written") for ln in lines), lines  # no "- pass" for a file not written
 
 
 @pytest.mark.parametrize("option", [["--atol", "nan"], ["--rtol", "-1"], ["--tolerance", "y=nan,0"]])
