@@ -15,7 +15,7 @@ from bridge.errors import ReferenceUnavailableError, RuntimeLoadError
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.validation.results import RunResults
-from bridge.validation.run import FeedSource, run_and_compare
+from bridge.validation.run import ComparisonRun, FeedSource, run_and_compare
 
 
 def _model(op: str) -> onnx.ModelProto:
@@ -195,7 +195,7 @@ def test_a_first_candidate_whose_inputs_are_declared_is_loaded_once_with_the_sam
     again to compare) is skipped when its loader declares them (``declared_inputs``): one activation, the same
     feeds and verdicts as the run that loads it twice."""
 
-    def run(declared: bool) -> tuple[list[tuple[str, str]], Any]:
+    def run(declared: bool) -> tuple[list[tuple[str, str]], ComparisonRun]:
         log: list[tuple[str, str]] = []
 
         class Loader:
