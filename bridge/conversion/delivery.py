@@ -102,7 +102,9 @@ def _deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progr
         target = get_target(cfg.to, **cfg.target_options)
         adapter = pick_adapter(cfg)
     runtimes = cfg.validate if cfg.validate is not None else target.default_runtimes
-    exported = export(cfg, adapter, stages, progress, worker=worker if runtimes else None)
+    # kept only when the reference comes next: a target writing artefacts of its own (a SavedModel) would
+    # convert beside an idle framework process
+    exported = export(cfg, adapter, stages, progress, worker=worker if runtimes and not target.artefact else None)
     # imported after the export: while an export child runs, this process stays small (the tree's peak)
     from bridge.passes.pipeline import run_pipeline
 
