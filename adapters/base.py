@@ -7,15 +7,15 @@ protocol - so validation can compare the converted model against the framework's
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import onnx
 
-from bridge.config import ExportSpec, InputSpec, Source
-from bridge.errors import BridgeError, InferenceError, ResourceLimitError
+from bridge.config import ExportSpec, InputSpec, Source, check_unique
+from bridge.errors import BridgeError, InferenceError, ResourceLimitError, UsageError
 from bridge.runtimes.base import Runtime
 
 FEEDS_HINT = "if these inputs are not valid for the model, give real ones with --feeds FILE.npz"
@@ -47,6 +47,51 @@ class Adapter(Protocol):
     def export(self, source: Source, spec: ExportSpec) -> ExportResult: ...
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime: ...
+
+
+def check_output_names(given: Sequence[str], returned: Sequence[str]) -> None:
+    """UsageError unless ``--output-names`` gives one distinct name per output the model returns."""
+    if len(given) != len(returned):
+        raise UsageError(f"--output-names gives {len(given)} names; the model returns {len(returned)} tensors "
+                         f"({', '.join(returned)})")
+    check_unique("--output-names", given)
+
+
+def _graph_names(graph: onnx.GraphProto) -> set[str]:
+    names = {v.name for v in (*graph.input, *graph.initializer)} | {o for n in graph.node for o in n.output}
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                names |= _graph_names(sub)
+    return names
+
+
+def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> dict[str, str]:
+    """Rename the graph outputs (in order) to ``names`` (``--output-names``), updating every reference;
+    returns {old: new} for those renamed. UsageError (naming the option) for a count that does not match
+    the model's outputs, a repeated name, or a name another tensor of the graph already carries."""
+    outputs = [o.name for o in model.graph.output]
+    check_output_names(names, outputs)
+    renames = {old: new for old, new in zip(outputs, names, strict=True) if old != new}
+    taken = sorted(set(renames.values()) & (_graph_names(model.graph) - set(renames)))
+    if taken:
+        raise UsageError(f"--output-names {','.join(names)}: the model already has a tensor named "
+                         f"{', '.join(taken)} (an input, weight or intermediate value); choose other names")
+    if not renames:
+        return renames
+
+    def fix(graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            node.input[:] = [renames.get(i, i) for i in node.input]
+            node.output[:] = [renames.get(o, o) for o in node.output]
+            for attr in node.attribute:
+                for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                    fix(sub)
+        for vi in (*graph.output, *graph.value_info):
+            vi.name = renames.get(vi.name, vi.name)
+
+    fix(model.graph)
+    return renames
 
 
 def _first_lines(text: str, limit: int = 600) -> str:

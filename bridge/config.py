@@ -225,7 +225,9 @@ class Option:
     targets declare their own options in their ``options`` attribute). ``route`` says where the value
     goes: ``config`` (a ConvertConfig field), ``source`` (``Source.options``, the adapters' knobs) or
     ``target`` (``ConvertConfig.target_options``). ``debug``: ``bridge debug`` takes it too. ``metavar`` is
-    the placeholder ``--help`` shows after the flag (default: the name in capitals).
+    the placeholder ``--help`` shows after the flag (default: the name in capitals). ``source_specific``: a
+    core option only some adapters read; those list its name in their ``honours`` attribute, the others
+    refuse a value for it (``bridge.conversion.options.check_applies``) rather than ignore it.
     """
 
     name: str
@@ -240,6 +242,7 @@ class Option:
     debug: bool = True
     manifest: str | None = ""  # "" = same as name; None = not a manifest field (the migrate worker sets it)
     metavar: str | None = None
+    source_specific: bool = False
 
     @property
     def cli_flags(self) -> tuple[str, ...]:

@@ -31,6 +31,12 @@ class SourceNotFoundError(UsageError):
     """The source path, module or factory named by the user does not exist."""
 
 
+class BadConfigFileError(UsageError):
+    """A settings file the user wrote (a ``bridge migrate`` manifest, a ``--config`` YAML) that cannot be read
+    as one: unreadable, not UTF-8, not YAML, nested past the parser. It stands in for options, so it is a
+    usage error (exit code 2) like a bad option value, not a model bridge cannot convert (3)."""
+
+
 class BadInputFileError(BridgeError):
     """A file exists but cannot be read as what it claims to be (corrupt, truncated, wrong format)."""
 

@@ -4,7 +4,8 @@ Conversion reads both files with numpy only (symbol.py, params.py) and never imp
 is needed only for the reference runner used in validation.
 
 Source options: ``outputs`` = comma-separated node or output names to cut the graph at (e.g. the
-mxnet-ssd cut points ``multibox_loc_pred,multibox_cls_pred,multibox_anchors``).
+mxnet-ssd cut points ``multibox_loc_pred,multibox_cls_pred,multibox_anchors``). ``--output-names``
+renames the model's outputs (the reference runner maps each back to its MXNet tensor).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import time
 from pathlib import Path
 
-from adapters.base import ExportResult
+from adapters.base import ExportResult, rename_outputs
 from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
 from adapters.mxnet.nondeterministic import mark_nondeterministic_outputs
 from adapters.mxnet.params import load_params, unused_params
@@ -64,6 +65,7 @@ class MXNetAdapter:
     """Converts MXNet symbol + params files without importing MXNet."""
 
     framework = "mxnet"
+    honours = ("weights", "outputs", "output_names")  # the source-specific convert options it reads
 
     def claims(self, source: Source) -> bool:
         if source.location is None or source.obj is not None:
@@ -117,7 +119,7 @@ class MXNetAdapter:
         model = converted.model
         asked = [n.strip() for n in (source.options.get("outputs") or "").split(",") if n.strip()]
         renamed = [f"{a} -> {b}" for a, b in zip(asked, converted.output_names, strict=False) if a != b]
-        if renamed:  # the cut points keep MXNet's tensor names (<node>_output), which the reference runner reads
+        if renamed and not spec.output_names:  # the cut points keep MXNet's tensor names (<node>_output), which the reference runner reads
             notes.append(f"--outputs: the model's outputs carry MXNet's names of those tensors ({', '.join(renamed)}: "
                          "MXNet names a node's outputs <node>_output, <node>_output1, ...)")
         mapping = {name: name for name in converted.output_names}
@@ -125,6 +127,11 @@ class MXNetAdapter:
             if node.op_type == "Identity" and node.output[0] in mapping and node.input[0] != node.output[0]:
                 mapping[node.output[0]] = node.input[0] if node.name == node.output[0] else node.output[0]
         mapping.update(converted.source_outputs)  # outputs of nodes renamed apart (MXNet names them alike)
+        output_names = converted.output_names
+        if spec.output_names:  # the reference runner still reads each renamed output under its MXNet name
+            renames = rename_outputs(model, spec.output_names)
+            mapping = {renames.get(k, k): v for k, v in mapping.items()}
+            output_names = tuple(spec.output_names)
         entry = model.metadata_props.add()
         entry.key, entry.value = OUTPUT_MAP_KEY, json.dumps(mapping)
         random_outputs = mark_nondeterministic_outputs(model)
@@ -137,7 +144,7 @@ class MXNetAdapter:
             model=model,
             exporter="bridge mxnet symbol reader",
             inputs=converted.inputs,
-            output_names=converted.output_names,
+            output_names=output_names,
             warnings=list(converted.warnings),
             notes=notes,
             seconds=time.perf_counter() - t0,

@@ -18,8 +18,9 @@ import onnx
 
 from adapters.base import FEEDS_HINT, ExportResult
 from bridge.config import ExportSpec, InputSpec, Source, check_names
-from bridge.errors import BadInputFileError, UsageError
+from bridge.errors import BadInputFileError, NodeError, UsageError
 from bridge.io import load_model
+from bridge.passes.attributes import check_model_attributes
 from bridge.runtimes.base import Runtime, TensorMeta
 
 
@@ -76,6 +77,7 @@ def repair_output_shapes(model: onnx.ModelProto, where: str) -> list[str]:
 
 class OnnxFileAdapter:
     framework = "onnx"
+    honours = ("output_names",)  # read to refuse names other than the file's (see export)
 
     def claims(self, source: Source) -> bool:
         return source.obj is None and Path(source.location or "").suffix.lower() == ".onnx"
@@ -84,6 +86,10 @@ class OnnxFileAdapter:
         start = time.perf_counter()
         assert source.location is not None
         model = load_model(source.location)
+        try:  # before anything runs it: a bad attribute (group=0) crashes the runtime loading the file
+            check_model_attributes(model)
+        except NodeError as exc:
+            raise NodeError(exc.node, exc.op, f"{source.location}: {exc}") from None
         warnings = repair_output_shapes(model, source.location)
         given = {s.name: s for s in spec.inputs}
         declared = graph_input_specs(model)

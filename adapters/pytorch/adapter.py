@@ -31,7 +31,7 @@ from typing import Any
 
 import onnx
 
-from adapters.base import ExportResult
+from adapters.base import ExportResult, check_output_names
 from adapters.pytorch.loading import (
     EXPORTED_PROGRAM_SUFFIXES,
     TORCHSCRIPT_SUFFIXES,
@@ -63,6 +63,7 @@ def _require_torch() -> None:
 
 class PyTorchAdapter:
     framework = "torch"
+    honours = ("weights", "output_names")  # the source-specific convert options it reads (no --outputs cut)
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True
@@ -96,9 +97,7 @@ class PyTorchAdapter:
                        for s, t in zip(inputs, example, strict=True))
         output_names = _output_names(loaded.module, example)
         if spec.output_names:
-            if len(spec.output_names) != len(output_names):
-                raise UsageError(f"--output-names gives {len(spec.output_names)} names; the model returns "
-                                 f"{len(output_names)} tensors ({', '.join(output_names)})")
+            check_output_names(spec.output_names, output_names)
             output_names = list(spec.output_names)
         start = time.perf_counter()
         with captured_warnings() as caught:

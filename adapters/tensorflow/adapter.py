@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from adapters.base import ExportResult
+from adapters.base import ExportResult, rename_outputs
 from adapters.tensorflow.loading import LoadedTF, TensorSig, load, source_kind
 from adapters.tensorflow.runner import make_runner
 from adapters.tensorflow.trust import refuse_side_effects
@@ -44,6 +44,7 @@ _UNK = re.compile(r"^unk__\d+$")
 
 class TensorFlowAdapter:
     framework = "tensorflow"
+    honours = ("outputs", "output_names")  # --outputs: GraphDefs only (loading.load refuses it for the others)
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True
@@ -86,11 +87,10 @@ class TensorFlowAdapter:
         order_outputs(model, loaded.output_names)
         output_names = [o.name for o in model.graph.output]
         if spec.output_names:
-            if len(spec.output_names) != len(output_names):
-                raise UsageError(f"--output-names gives {len(spec.output_names)} names; the model returns "
-                                 f"{len(output_names)} tensors ({', '.join(output_names)})")
-            rename_outputs(model, list(spec.output_names))
+            rename_outputs(model, spec.output_names)
             output_names = list(spec.output_names)
+        else:
+            notes += cut_name_notes(source.options.get("outputs") or "", output_names)
         clear_unknown_symbols(model)
         return ExportResult(model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
                             warnings=caught, notes=notes, seconds=time.perf_counter() - start)
@@ -325,23 +325,17 @@ def order_outputs(model: onnx.ModelProto, names: Sequence[str]) -> None:
     model.graph.output.extend(ordered)
 
 
-def rename_outputs(model: onnx.ModelProto, names: Sequence[str]) -> None:
-    """Rename the graph outputs (in order) to ``names``, updating every reference."""
-    renames = {o.name: n for o, n in zip(model.graph.output, names, strict=True) if o.name != n}
-    if not renames:
-        return
-
-    def fix(graph: onnx.GraphProto) -> None:
-        for node in graph.node:
-            node.input[:] = [renames.get(i, i) for i in node.input]
-            node.output[:] = [renames.get(o, o) for o in node.output]
-            for attr in node.attribute:
-                for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-                    fix(sub)
-        for vi in (*graph.output, *graph.value_info):
-            vi.name = renames.get(vi.name, vi.name)
-
-    fix(model.graph)
+def cut_name_notes(asked: str, outputs: Sequence[str]) -> list[str]:
+    """A note naming both spellings when an ``--outputs`` cut point given as a node name (``name``) comes back
+    as the graph output ``name:0`` (TensorFlow names a node's tensors ``<node>:<index>``), so the next
+    command (--tolerance, --detections, bridge validate) uses the name that exists."""
+    given = [a.strip() for a in asked.split(",") if a.strip()]
+    renamed = [f"{a} -> {a}:0" for a in given if ":" not in a and a not in outputs and f"{a}:0" in outputs]
+    if not renamed:
+        return []
+    return [f"--outputs: the model's outputs carry TensorFlow's tensor names ({', '.join(renamed)}: TensorFlow "
+            "names a node's outputs <node>:0, <node>:1, ...); use those names in later options and commands, "
+            "or name the outputs with --output-names"]
 
 
 def clear_unknown_symbols(model: onnx.ModelProto) -> None:

@@ -75,11 +75,29 @@ def source_kind(source: Source) -> str | None:
     return None
 
 
+# the source options only some kinds read (flag, kinds); another kind refuses them rather than ignore them
+_KIND_OPTIONS = {"outputs": ("--outputs", ("graph_def",)), "graph_inputs": ("--inputs", ("graph_def",)),
+                 "inputs": ("--inputs", ("graph_def",)), "signature": ("--signature", ("saved_model",))}
+_KIND_NAMES = {"graph_def": "a frozen GraphDef .pb", "saved_model": "a SavedModel folder", "keras": "a Keras model",
+               "tflite": "a .tflite file"}
+
+
+def check_kind_options(source: Source, kind: str) -> None:
+    """UsageError naming the option for a knob this kind of TF source does not read (``--outputs`` on a
+    Keras file, ``--signature`` on a GraphDef)."""
+    for key, (flag, kinds) in _KIND_OPTIONS.items():
+        value = source.options.get(key)
+        if value and kind not in kinds:
+            raise UsageError(f"{flag} {value}: {source.describe()} is {_KIND_NAMES[kind]}, and {flag} applies to "
+                             f"{' and '.join(_KIND_NAMES[k] for k in kinds)} only; drop it")
+
+
 def load(source: Source) -> LoadedTF:
     kind = source_kind(source)
     if kind is None:
         raise UsageError(f"'{source.describe()}' is not a TensorFlow source: use a SavedModel folder, a .keras/.h5 "
                          "Keras file, a frozen GraphDef .pb or a .tflite file")
+    check_kind_options(source, kind)
     if source.obj is None:
         assert source.location is not None
         if not Path(source.location).exists():

@@ -32,7 +32,7 @@ from bridge.config import (
     Source,
     Tolerance,
 )
-from bridge.errors import UsageError
+from bridge.errors import BridgeError, UsageError
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
 from bridge.validation.run import FeedSource
@@ -91,11 +91,12 @@ CORE: tuple[Option, ...] = (
            manifest="tolerance", metavar="NAME=ATOL,RTOL"),
     Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None, metavar="FILE"),
     Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
-           metavar="FILE"),
+           metavar="FILE", source_specific=True),
     Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
-           "keep their names as the model's outputs)", cli_type=str | None, route="source", metavar="NAMES"),
+           "keep their names as the model's outputs; MXNet symbols and TensorFlow GraphDefs)", cli_type=str | None,
+           route="source", metavar="NAMES", source_specific=True),
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
-           cli_type=str | None, metavar="NAMES"),
+           cli_type=str | None, metavar="NAMES", source_specific=True),
     Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",
            choices=_detection_formats, metavar="FORMAT"),
     Option("max_detections", int | None, None, "rows of the boxes-scores-classes format", metavar="N"),
@@ -302,6 +303,72 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
         strict=v["strict"], validate_given=validate is not None and len(validate) > 0, values=v,
         strip_provenance=v["strip_provenance"],
     )
+
+
+def _given(o: Option, cfg: ConvertConfig) -> Any:
+    """The value ``cfg`` holds for ``o`` when it is not the default (None otherwise): the option's value, a
+    raw ``Source.options`` entry under its name, or (``weights``) a Source built with its side file."""
+    value = cfg.values.get(o.name, o.default)
+    if value != o.default and value not in (None, [], ()):
+        return value
+    raw = cfg.source.options.get(o.name)
+    if raw not in (None, "") and raw != _source_option(o.default):
+        return raw
+    if o.name == "weights" and cfg.source.weights is not None:
+        return cfg.source.weights
+    return None
+
+
+def _unread(o: Option, adapter: Any) -> list[str] | None:
+    """The frameworks whose adapters read ``o`` when ``adapter`` does not (None when it does)."""
+    owner = o.group.split(":", 1)[1] if o.group.startswith("adapter:") else None
+    if (owner is None or owner == adapter.framework) and (not o.source_specific or o.name in
+                                                          set(getattr(adapter, "honours", ()))):
+        return None
+    return [owner] if owner else [f for f in _frameworks() if o.name in getattr(_adapter(f), "honours", ())]
+
+
+def check_applies(cfg: ConvertConfig, adapter: Any) -> None:
+    """UsageError naming the option and the source for a value the chosen ``adapter`` would not read:
+    another framework's own option (``--exporter`` for an MXNet symbol) or a ``source_specific`` core option
+    the adapter does not list in ``honours`` (``--weights`` for an ONNX file). Accepting it and converting
+    as if it had not been given would tell the user it took effect."""
+    for o in convert_options():
+        readers = _unread(o, adapter)
+        if readers is None:
+            continue
+        value = _given(o, cfg)
+        if value is None:
+            continue
+        raise UsageError(f"{o.cli_flags[0]} {_shown(value)}: {cfg.source.describe()} is converted by the "
+                         f"{adapter.framework} adapter, which does not read {o.cli_flags[0]} (only "
+                         f"{', '.join(readers) or 'no'} sources do); drop it")
+
+
+def unread_options(names: Sequence[str], source: str, framework: str | None) -> list[str]:
+    """Those of ``names`` (convert options) the adapter converting ``source`` would not read - for a batch
+    migration's ``defaults:``, which apply to the entries that read them (an ``exporter`` default is for the
+    PyTorch entries, not a reason to refuse the MXNet ones). [] when the adapter cannot be told yet: the
+    conversion itself then names the problem."""
+    from adapters import detect_adapter, get_adapter
+
+    try:
+        adapter = get_adapter(framework) if framework else detect_adapter(Source(location=source))
+    except BridgeError:
+        return []
+    by_name = {o.name: o for o in convert_options()}
+    return [n for n in names if n in by_name and _unread(by_name[n], adapter) is not None]
+
+
+def _adapter(framework: str) -> Any:
+    from adapters import get_adapter
+
+    return get_adapter(framework)
+
+
+def _shown(value: Any) -> str:
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def example_inputs(feeds: Path | None, values: InputValues, seed: int, specs: Sequence[InputSpec]) -> dict[str, Any]:

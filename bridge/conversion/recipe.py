@@ -133,12 +133,15 @@ class ConvertResult:
 
 
 def pick_adapter(cfg: ConvertConfig) -> Any:
-    """``--framework``'s adapter (which must claim the source), or the first registered one that claims it."""
+    """``--framework``'s adapter (which must claim the source), or the first registered one that claims it;
+    UsageError for an option given that this adapter would not read."""
     from adapters import detect_adapter, get_adapter
+    from bridge.conversion.options import check_applies
 
     adapter = get_adapter(cfg.framework) if cfg.framework else detect_adapter(cfg.source)
     if not adapter.claims(cfg.source):
         raise UsageError(f"'{cfg.source.describe()}' does not look like a {adapter.framework} source")
+    check_applies(cfg, adapter)  # an option this adapter would not read is refused, not ignored
     return adapter
 
 

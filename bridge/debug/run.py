@@ -29,7 +29,7 @@ from bridge.conversion.sources import SourceTaps, source_taps
 from bridge.debug.localize import Divergence, compare_tensors
 from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers, trace_pipeline
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
-from bridge.errors import AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError
+from bridge.errors import AdapterUnavailableError, NodeError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.inspection import graph_metas
 from bridge.report.images import Box, Overlay, as_display_image
 from bridge.runtimes.base import TensorMeta
@@ -161,6 +161,12 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             timings["passes_s"] = time.perf_counter() - t
             final, warnings = container.to_proto(), list(container.warnings)
         else:
+            from bridge.passes.attributes import check_model_attributes
+
+            try:  # a bad attribute (group=0) would crash the runtime loading it, naming nothing
+                check_model_attributes(model)
+            except NodeError as exc:
+                raise NodeError(exc.node, exc.op, f"the converted model (--model): {exc}") from None
             trace, final, warnings = StageTrace([], []), model, list(export.warnings)
             trace.notes.append("a converted model was given: the ONNX stage's passes were not re-run")
         result = DebugResult(

@@ -9,7 +9,8 @@ manifest, ``read_yaml`` refuses what would turn into a hang, a huge allocation o
   walking, stopping at ``MAX_VALUES``), nesting deeper than ``MAX_DEPTH``, strings longer than
   ``MAX_STRING`` and names longer than ``MAX_NAME`` (a model's name becomes a folder name).
 
-Every message names the file and the field, and never prints the offending value itself (an
+Each is a usage error (exit 2, as the README documents for a bad manifest): a manifest stands in for
+options. Every message names the file and the field, and never prints the offending value itself (an
 expanded alias can be gigabytes long): only its length or kind.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import BadInputFileError, UsageError
+from bridge.errors import BadConfigFileError, UsageError
 
 MAX_BYTES = 16 * 2**20
 MAX_VALUES = 200_000  # scalars + containers, counting a value reached through an alias every time
@@ -42,18 +43,18 @@ def read_yaml(path: Path) -> Any:
             raise ManifestTooLargeError(f"{path}: {size:,} bytes; a manifest is at most {MAX_BYTES:,}")
         raw = path.read_bytes()
     except OSError as exc:
-        raise BadInputFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        raise BadConfigFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadInputFileError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start}); save the manifest "
+        raise BadConfigFileError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start}); save the manifest "
                                 "as UTF-8") from None
     try:
         data = yaml.safe_load(text)
     except RecursionError:
         raise ManifestTooLargeError(f"{path}: nested too deeply (at most {MAX_DEPTH} levels)") from None
     except yaml.YAMLError as exc:
-        raise BadInputFileError(f"{path}: not valid YAML: {str(exc)[:500]}") from None
+        raise BadConfigFileError(f"{path}: not valid YAML: {str(exc)[:500]}") from None
     check_raw(data, str(path))
     return data
 

@@ -247,6 +247,9 @@ class ResolvedEntry(BaseModel):
     max_memory: int | None = None
     options: dict[str, str] = Field(default_factory=dict)
     convert: dict[str, Any] = Field(default_factory=dict)
+    # convert options whose value came from ``defaults:`` (not set on the entry): applied where the entry's
+    # adapter reads them, dropped with a note where it does not (``bridge.migrate.worker.convert_kwargs``)
+    inherited: list[str] = Field(default_factory=list)
 
     def __getattr__(self, name: str) -> Any:  # entry.opset, entry.framework, ...: the convert option's value
         convert = self.__dict__.get("convert") or {}
@@ -264,7 +267,8 @@ class ResolvedEntry(BaseModel):
 
     def fingerprint(self) -> str:
         """Changes whenever the entry or the content of any file it names changes (resume redoes it)."""
-        h = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
+        fields = {k: v for k, v in self.to_dict().items() if k != "inherited"}  # decided by the fields themselves
+        h = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
         for path in self.files():
             h.update(str(path).encode())
             for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
@@ -329,8 +333,9 @@ def _format_errors(where: str, exc: ValidationError, skip: Iterable[str] = ()) -
     return lines
 
 
-def _resolve(entry: Any, base: Path) -> ResolvedEntry:
-    """Manifest values as ``bridge.convert``'s keywords (relative paths from the manifest's folder)."""
+def _resolve(entry: Any, base: Path, inherited: set[str] = frozenset()) -> ResolvedEntry:  # type: ignore[assignment]
+    """Manifest values as ``bridge.convert``'s keywords (relative paths from the manifest's folder);
+    ``inherited``: the manifest fields the entry took from ``defaults:``."""
     inputs: list[str] = []
     dynamic = list(entry.dynamic or ())
     for item in entry.inputs or ():
@@ -359,6 +364,7 @@ def _resolve(entry: Any, base: Path) -> ResolvedEntry:
         name=entry.name, source=_resolve_source(base, entry.source), disabled=bool(entry.disabled),
         timeout=entry.timeout if entry.timeout is not None else 3600.0,
         max_memory=special["max_memory"], options=dict(entry.options or {}), convert=convert,
+        inherited=sorted(o.name for f, opts in manifest_fields().items() if f in inherited for o in opts),
     )
 
 
@@ -438,7 +444,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
             except ValidationError as exc:  # fields taken from a bad defaults: block were reported there
                 problems.extend(_format_errors(label, exc, skip=set(raw_defaults) - set(raw)))
                 continue
-            entries.append(_resolve(entry, base))
+            entries.append(_resolve(entry, base, inherited=set(raw_defaults) - set(raw)))
     seen: dict[str, int] = {}
     for e in entries:
         seen[e.name] = seen.get(e.name, 0) + 1

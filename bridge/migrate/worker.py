@@ -198,10 +198,27 @@ def _peak_mb() -> float:
     return max(own, kids) / 1024
 
 
+def unread_defaults(entry: dict[str, Any]) -> list[str]:
+    """The options this entry took from ``defaults:`` that its source's adapter does not read (an
+    ``exporter`` default meets an MXNet entry): not applied to it, rather than refused for it."""
+    from bridge.conversion.options import unread_options
+
+    given = [n for n in entry.get("inherited", ()) if entry["convert"].get(n) != _option_defaults().get(n)]
+    return unread_options(given, entry["source"], entry["convert"].get("framework")) if given else []
+
+
+def _option_defaults() -> dict[str, Any]:
+    from bridge.conversion.options import convert_options
+
+    return {o.name: o.default for o in convert_options()}
+
+
 def convert_kwargs(entry: dict[str, Any], folder: Path) -> tuple[Any, Path, dict[str, Any]]:
     """The public ``bridge.convert`` arguments for one resolved manifest entry: every convert option as the
     manifest resolved it, the report and the target's artefacts in the model's folder."""
     kwargs: dict[str, Any] = {**entry["convert"], "report": folder / "conversion.json", "artefact_dir": folder}
+    for name in unread_defaults(entry):
+        kwargs[name] = _option_defaults()[name]
     if entry.get("options"):
         kwargs["options"] = dict(entry["options"])
     return entry["source"], folder / "model.onnx", kwargs
@@ -249,11 +266,17 @@ def _convert_one(task: dict[str, Any]) -> dict[str, Any]:
         traceback.print_exc()
         outcome.update(kind="internal", reason=f"internal error {type(exc).__name__}: {exc}")
     if result is not None and hasattr(result, "to_dict"):
-        outcome["conversion"] = _relative(result.to_dict(), root)
+        report = result.to_dict()
+        dropped = unread_defaults(entry)
+        if dropped:  # said where the model's report is read, not only in the worker's log
+            report.setdefault("warnings", []).append(
+                f"defaults: {', '.join(dropped)} not applied: the {report.get('framework')} adapter does not "
+                "read them")
+        outcome["conversion"] = _relative(report, root)
         from bridge.io import atomic_write_text
         from bridge.report import to_markdown
 
-        atomic_write_text(folder / "conversion.md", to_markdown(result.to_dict()))
+        atomic_write_text(folder / "conversion.md", to_markdown(report))
     outcome["peak_memory_mb"] = _peak_mb()
     return outcome
 

@@ -20,6 +20,7 @@ from bridge import provenance
 from bridge.config import DynamicAxis, InputSpec
 from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
 from bridge.model import ModelContainer, PassRecord
+from bridge.passes.attributes import CheckAttributesPass
 from bridge.passes.base import BridgePass
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.contrib import (
@@ -76,6 +77,9 @@ def conversion_pipeline(
     ``target_steps`` (a target's own rewrites of the lowered outputs, e.g. an output layout) run right after
     the lowerings, before folding."""
     steps = [
+        Step(CheckAttributesPass(),
+             "an attribute outside the spec's range (group=0) crashes runtimes that load the model: named with its "
+             "node before anything runs or rewrites it"),
         Step(CheckerPass(full_check=False),
              "reject a malformed export before anything rewrites it (errors then point at the exporter, not bridge)"),
         Step(TopologicalSortPass(),

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import BadInputFileError, SourceNotFoundError, UsageError
+from bridge.errors import BadConfigFileError, SourceNotFoundError, UsageError
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, check_timeout
 
 LAYOUTS = ("static", "per-batch")
@@ -152,9 +152,9 @@ class ScalingConfig:
         try:
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise BadInputFileError(f"--config {path}: not readable YAML ({exc})") from exc
+            raise BadConfigFileError(f"--config {path}: not readable YAML ({exc})") from exc
         except RecursionError:
-            raise BadInputFileError(f"--config {path}: nested too deeply to be a settings file") from None
+            raise BadConfigFileError(f"--config {path}: nested too deeply to be a settings file") from None
         if doc is None:
             doc = {}
         if not isinstance(doc, dict):

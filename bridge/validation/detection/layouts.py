@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -332,17 +332,14 @@ _READERS = {"mxnet": _read_mxnet, "yolo": _read_yolo, "boxes-scores-classes": _r
 
 def _with_masks(dets: list[Detections], masks: np.ndarray, batched: bool) -> list[Detections]:
     """Attach each detection's mask: [B, K, ...] masks for batched boxes, else [K, ...] by output row."""
-    return [Detections(d.boxes, d.scores, d.classes, d.rows, d.suppressed_scores,
-                       (masks[image] if batched else masks)[d.row_ids()], d.suppressed_boxes)
-            for image, d in enumerate(dets)]
+    return [replace(d, masks=(masks[image] if batched else masks)[d.row_ids()]) for image, d in enumerate(dets)]
 
 
 def _to_xyxy(d: Detections, box_format: str) -> Detections:
     if box_format == "xyxy" or len(d.boxes) == 0:
         return d
     suppressed = None if d.suppressed_boxes is None else _boxes_to_xyxy(d.suppressed_boxes, box_format)
-    return Detections(_boxes_to_xyxy(d.boxes, box_format), d.scores, d.classes, d.rows, d.suppressed_scores, d.masks,
-                      suppressed)
+    return replace(d, boxes=_boxes_to_xyxy(d.boxes, box_format), suppressed_boxes=suppressed)
 
 
 def _boxes_to_xyxy(b: np.ndarray, box_format: str) -> np.ndarray:
@@ -409,7 +406,7 @@ def best_rows(d: Detections, k: int) -> Detections:
         evidence = np.concatenate([np.asarray(d.suppressed_scores, np.float64), evidence])
         evidence_boxes = (None if d.suppressed_boxes is None
                           else np.concatenate([np.asarray(d.suppressed_boxes, np.float64), evidence_boxes]))
-    return Detections(cut.boxes, cut.scores, cut.classes, cut.rows, evidence, cut.masks, evidence_boxes)
+    return replace(cut, suppressed_scores=evidence, suppressed_boxes=evidence_boxes)
 
 
 # -- serialisation of a model's groups ----------------------------------------------------------------

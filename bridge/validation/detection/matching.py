@@ -17,28 +17,16 @@ one sorted key, so time is O(N log N + P) and memory O(N + chunk) for N boxes an
 pairs inside those windows; detections after NMS keep P = O(N). Nothing N x N is ever allocated (a
 14k-detection model used to need 6 GiB).
 
-Ties: a *problem row* is an unmatched detection or one side of a matched pair that is not clean.
-It is **tie-ambiguous** (reported with its row, not counted as a mismatch) only with evidence that an NMS
-visiting tied candidates in another order produced it. Scores tie within ``tie_ulps`` float32 ulps or
-within the score error measured on the clean matches (``tie_margin``: scores closer than the runtimes'
-own disagreement can be ordered either way). The evidence, per problem row:
-
-(a) swap: an unmatched row of the other side with a tied score whose box is a different candidate
-    (IoU < ``match_iou``; the same box under another label is a real difference), paired one to one
-    (two tied candidates, each runtime kept the other; also a top-K cut between tied scores);
-(b) cascade: for an unmatched row, a problem row of the other side (kept there, not here) with a tied
-    score whose box overlaps it with positive area: kept first, it could have suppressed this one there
-    (one swap can change what a chain of overlapping tied boxes keeps). A detection kept on *both*
-    sides is no such rival: it did not suppress the row on one side, so it cannot have on the other;
-    nor is a zero-area box, which overlaps nothing and is never suppressed;
-(c) for a matched pair that is not clean (two overlapping boxes): the scores tie and a side shows the
-    other side's box among the candidates it suppressed (``suppressed_boxes``, e.g. MXNet rows with
-    class -1) with a tied score; alone such a pair looks exactly like a box that moved.
-
-A row whose score merely ties with others is not excused: models with saturated or random weights
-score most boxes exactly alike, and a runtime that dropped most detections would pass. Ties excuse
-nothing unless at least one detection matched cleanly: a systematic box error with unchanged scores
-(every row unmatched, each "tied" to its counterpart) must fail.
+Ties: a *problem row* is an unmatched detection or one side of a matched pair that is not clean. It is
+**tie-ambiguous** (reported with its row, not counted as a mismatch) only with evidence that an NMS or a
+top-K cut visiting tied candidates in another order produced it (``bridge.validation.detection.ties``):
+(a) two tied candidates swapped at a cut - each side dropped the other's row, listed among its suppressed
+or cut candidates or sitting at its lowest kept score; (b) an NMS choice - an overlapping rival only the
+other side kept, tied, or higher and itself excused (a cascade), and where that side lists every
+candidate it weighed it must list the row; (c) a matched pair of tied overlapping boxes that a side lists
+among its suppressed candidates. A moved box with an unchanged score is no tie: the other side never
+weighed the box it moved to or from. Ties excuse nothing unless at least one detection matched cleanly: a
+systematic box error with unchanged scores (every row unmatched, each "tied" to its counterpart) must fail.
 
 Non-finite detections (NaN/inf box or score) are matched only to an identical row (NaN equal to
 NaN); NaN/inf in the reference's detections, or no detection on either side, makes the verdict
@@ -57,82 +45,63 @@ from typing import Any
 
 import numpy as np
 
+from bridge.validation.detection.boxes import (
+    DEGENERATE_EPS,
+    Detections,
+    as_class_ids,
+    finite_rows,
+    iou_cols,
+    iou_matrix,
+    pair_iou,
+)
+from bridge.validation.detection.ties import DEFAULT_TIE_ULPS, excused, tie_tolerance
+
+__all__ = [
+    "DetectionComparison",
+    "DetectionRow",
+    "Detections",
+    "ImageMatch",
+    "MAPResult",
+    "as_class_ids",
+    "compare_detections",
+    "detection_output_names",
+    "from_indices",
+    "from_mxnet",
+    "from_padded",
+    "iou_matrix",
+    "match_pairs",
+    "mean_average_precision",
+    "pair_iou",
+    "read_detections",
+    "tie_tolerance",
+    "voc_ap",
+]
+
 DEFAULT_IOU = 0.999
 DEFAULT_BOX_ATOL = 1e-4  # corner difference, as a share of the image's coordinate scale, that is the same box
 DEFAULT_SCORE_TOL = 1e-5
 DEFAULT_MATCH_IOU = 0.5
-DEFAULT_TIE_ULPS = 4
 NONFINITE_RTOL = 1e-5  # finite values of two rows that saturate at the same places: equal within float32 noise
-DEGENERATE_EPS = 1e-6  # corners this close make two zero-area boxes "the same box"
 PAIR_CHUNK = 1 << 20  # candidate pairs examined at once: bounds the matcher's memory
+POOL_LIMIT = 1 << 20  # unselected ONNX NMS candidates listed per image as tie evidence (the highest-scored)
 MAX_LISTED = 50  # rows listed per category in a DetectionComparison (counts are always complete)
 
 
-@dataclass(frozen=True)
-class Detections:
-    """The detections of one image: boxes [K, 4] corner (x1, y1, x2, y2), scores [K], classes [K] int.
-
-    ``rows`` is where each detection sits in the output it was read from (reports name it);
-    ``suppressed_scores`` / ``suppressed_boxes`` [S] / [S, 4] the candidates the output shows as
-    suppressed (MXNet keeps them, class -1; a top-K cut keeps the rows it cut), evidence that the
-    output weighed a candidate the other side kept (tie rule c); ``masks`` [K, ...] instance masks
-    (torchvision Mask R-CNN), compared between matched detections.
-    """
-
-    boxes: np.ndarray
-    scores: np.ndarray
-    classes: np.ndarray
-    rows: np.ndarray | None = None
-    suppressed_scores: np.ndarray | None = None
-    masks: np.ndarray | None = None
-    suppressed_boxes: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "boxes", np.asarray(self.boxes, np.float64).reshape(-1, 4))
-        object.__setattr__(self, "scores", np.asarray(self.scores, np.float64).reshape(-1))
-        object.__setattr__(self, "classes", as_class_ids(self.classes))
-        if not (len(self.boxes) == len(self.scores) == len(self.classes)):
-            raise ValueError("boxes, scores and classes must have the same length")
-        if self.rows is not None and len(self.rows) != len(self.scores):
-            raise ValueError("rows must have one entry per detection")
-        if self.masks is not None and len(self.masks) != len(self.scores):
-            raise ValueError("masks must have one entry per detection")
-        if self.suppressed_boxes is not None:
-            sb = np.asarray(self.suppressed_boxes, np.float64).reshape(-1, 4)
-            if self.suppressed_scores is None or len(sb) != len(np.asarray(self.suppressed_scores).reshape(-1)):
-                raise ValueError("suppressed_boxes needs one suppressed score per box")
-            object.__setattr__(self, "suppressed_boxes", sb)
-
-    def __len__(self) -> int:
-        return len(self.scores)
-
-    def row_ids(self) -> np.ndarray:
-        return np.arange(len(self)) if self.rows is None else np.asarray(self.rows)
-
-    def take(self, index: np.ndarray) -> Detections:
-        return Detections(self.boxes[index], self.scores[index], self.classes[index], self.row_ids()[index],
-                          self.suppressed_scores, None if self.masks is None else self.masks[index],
-                          self.suppressed_boxes)
-
-
 def _detections(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, rows: np.ndarray | None = None,
-                suppressed: np.ndarray | None = None, suppressed_boxes: np.ndarray | None = None) -> Detections:
+                suppressed: np.ndarray | None = None, suppressed_boxes: np.ndarray | None = None,
+                complete_pool: bool = False) -> Detections:
     return Detections(np.asarray(boxes, np.float64).reshape(-1, 4), np.asarray(scores, np.float64).reshape(-1),
                       as_class_ids(classes), None if rows is None else np.asarray(rows, np.int64), suppressed,
-                      suppressed_boxes=suppressed_boxes)
-
-
-def as_class_ids(classes: np.ndarray) -> np.ndarray:
-    """Class ids as int64 (float ids from GluonCV / TF are cast; a NaN id becomes a class of its own)."""
-    c = np.asarray(classes).reshape(-1)
-    if c.dtype.kind == "f":
-        c = np.where(np.isfinite(c), c, -(2**62))  # a NaN class is a class of its own, not 0
-    return c.astype(np.int64)
+                      suppressed_boxes=suppressed_boxes, complete_pool=complete_pool)
 
 
 def from_mxnet(detections: np.ndarray) -> list[Detections]:
     """[B, N, 6] (class, score, x1, y1, x2, y2) rows; rows with class < 0 are not detections (those
-    with a score >= 0 are candidates NMS suppressed, kept as tie evidence)."""
+    with a score >= 0 are candidates NMS suppressed or a top-k cut dropped, kept as tie evidence).
+
+    MultiBoxDetection keeps every candidate it weighed (class -1, score and box in place; rows below the
+    threshold are -1 throughout), so an image showing any such row lists them all (``complete_pool``);
+    box_nms outputs (GluonCV) show none - every dropped row is -1 throughout - and claim nothing."""
     arr = np.asarray(detections)
     if arr.ndim == 2:
         arr = arr[None]
@@ -142,7 +111,8 @@ def from_mxnet(detections: np.ndarray) -> list[Detections]:
         keep = ~(cls < 0)  # NaN classes stay: a NaN model must not look empty
         shown = (cls < 0) & (rows[:, 1] >= 0)
         out.append(_detections(rows[keep, 2:6], rows[keep, 1], cls[keep], np.flatnonzero(keep),
-                               rows[shown, 1].astype(np.float64), rows[shown, 2:6].astype(np.float64)))
+                               rows[shown, 1].astype(np.float64), rows[shown, 2:6].astype(np.float64),
+                               complete_pool=bool(shown.any())))
     return out
 
 
@@ -154,67 +124,40 @@ def from_padded(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, num_
 
 
 def from_indices(selected: np.ndarray, boxes: np.ndarray, scores: np.ndarray) -> list[Detections]:
-    """ONNX NonMaxSuppression output [K, 3] (batch, class, box) with boxes [B, N, 4] and scores [B, C, N]."""
+    """ONNX NonMaxSuppression output [K, 3] (batch, class, box) with boxes [B, N, 4] and scores [B, C, N].
+
+    The score matrix is every candidate NMS weighed: its finite entries not selected are the image's
+    suppressed (or per-class max-output cut) candidates, a complete pool (``complete_pool``) for the tie
+    rules. Past ``POOL_LIMIT`` entries (a 100k-anchor, 80-class model has 8M) only the highest-scored are
+    kept and the pool no longer claims to be complete.
+    """
     sel = np.asarray(selected).astype(np.int64).reshape(-1, 3)
     boxes, scores = np.asarray(boxes), np.asarray(scores)
     out = []
     for image in range(len(boxes)):
         rows = np.flatnonzero(sel[:, 0] == image)
         picked = sel[rows]
-        out.append(_detections(boxes[image, picked[:, 2]], scores[image, picked[:, 1], picked[:, 2]],
-                               picked[:, 1], rows))
+        grid = np.asarray(scores[image], np.float64)
+        weighed = np.isfinite(grid)
+        weighed[picked[:, 1], picked[:, 2]] = False
+        pool = np.argwhere(weighed)
+        complete = len(pool) <= POOL_LIMIT
+        if not complete:
+            pool = pool[np.argpartition(-grid[pool[:, 0], pool[:, 1]], POOL_LIMIT)[:POOL_LIMIT]]
+        out.append(_detections(boxes[image, picked[:, 2]], grid[picked[:, 1], picked[:, 2]], picked[:, 1], rows,
+                               grid[pool[:, 0], pool[:, 1]], np.asarray(boxes[image, pool[:, 1]], np.float64),
+                               complete_pool=complete))
     return out
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of corner boxes a [K, 4] and b [M, 4] (float64); K x M memory, for small sets.
-
-    Degenerate (zero-area) boxes - common after clipping to [0, 1] - have no overlap to measure; they
-    count as IoU 1 with a box whose corners are the same within 1e-6 (relative, past magnitude 1) and 0 otherwise, so identical
-    degenerate detections still match.
-    """
-    a = np.asarray(a, np.float64).reshape(-1, 4)
-    b = np.asarray(b, np.float64).reshape(-1, 4)
-    return pair_iou(np.repeat(a, len(b), axis=0), np.tile(b, (len(a), 1))).reshape(len(a), len(b))
-
-
-def pair_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of a[i] with b[i] for corner boxes of equal count (the degenerate rule of ``iou_matrix``)."""
-    a = np.asarray(a, np.float64).reshape(-1, 4)
-    b = np.asarray(b, np.float64).reshape(-1, 4)
-    return _iou_cols(tuple(a.T), tuple(b.T))
-
-
-def _iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> np.ndarray:
-    """IoU from the four coordinate columns of each side (1-D gathers are much cheaper than rows)."""
-    ax1, ay1, ax2, ay2 = a
-    bx1, by1, bx2, by2 = b
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        iw = np.minimum(ax2, bx2) - np.maximum(ax1, bx1)
-        ih = np.minimum(ay2, by2) - np.maximum(ay1, by1)
-        inter = np.maximum(iw, 0) * np.maximum(ih, 0)
-        union = np.maximum(ax2 - ax1, 0) * np.maximum(ay2 - ay1, 0) + np.maximum(bx2 - bx1, 0) * np.maximum(by2 - by1, 0)
-        union -= inter
-        ok = union > 0
-        iou = np.divide(inter, union, out=np.zeros_like(inter), where=ok)
-        degenerate = np.flatnonzero(~ok)
-        if len(degenerate):  # zero-area pairs: the same box (corners within DEGENERATE_EPS) or nothing
-            same = np.ones(len(degenerate), bool)
-            for ac, bc in zip(a, b, strict=True):
-                ad, bd = ac[degenerate], bc[degenerate]  # relative beyond 1: saturated models reach 1e2..1e38
-                same &= np.abs(ad - bd) <= DEGENERATE_EPS * np.maximum(1.0, np.abs(ad))
-            iou[degenerate] = same.astype(np.float64)
-    return iou
-
-
-def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MATCH_IOU
+def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MATCH_IOU, same_atol: float = 0.0
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Greedy class-aware matching: reference detections by descending score (stable), each to the
     unused candidate of its class with the highest IoU >= match_iou (lowest index on equal IoU).
 
     Returns (reference indices, candidate indices, IoU) of the matched pairs. Only candidates that
     can reach match_iou are examined (``_window_pairs``), in chunks of about PAIR_CHUNK pairs; boxes
-    must be finite.
+    must be finite. ``same_atol``: zero-area boxes whose corners agree within it are the same box (``iou_cols``).
     """
     none = np.zeros(0, np.int64)
     if len(ref) == 0 or len(cand) == 0:
@@ -237,9 +180,9 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
         members = c_order[lo_k:hi_k]
         refs = np.flatnonzero(ref.classes == cls)
         refs = refs[np.argsort(rank[refs], kind="stable")]
-        for pi, pj in _window_pairs(rb[refs], cb[members], match_iou):
+        for pi, pj in _window_pairs(rb[refs], cb[members], match_iou, same_atol):
             pi, pj = refs[pi], members[pj]
-            ious = _iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols))
+            ious = iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols), same_atol)
             keep = ious >= match_iou
             pi, pj, ious = pi[keep], pj[keep], ious[keep]
             order = np.lexsort((pj, -ious, rank[pi]))
@@ -257,7 +200,8 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
     return np.asarray(out_i, np.int64), np.asarray(out_j, np.int64), np.asarray(out_iou, np.float64)
 
 
-def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float, same_atol: float = 0.0
+                  ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(reference, candidate) index pairs that may have IoU >= match_iou, grouped by reference in order.
 
     IoU >= t needs each corner within ``(1 - t) / t`` of the reference's width (x) and height (y): the
@@ -274,8 +218,9 @@ def _window_pairs(rb: np.ndarray, cb: np.ndarray, match_iou: float) -> Iterator[
             yield np.repeat(np.arange(s, e), len(cb)), np.tile(np.arange(len(cb)), e - s)
         return
     ratio = (1.0 - match_iou) / match_iou if match_iou < 1 else 0.0
-    rx = ratio * np.clip(rb[:, 2] - rb[:, 0], 0, None) * (1 + 1e-9) + DEGENERATE_EPS
-    ry = ratio * np.clip(rb[:, 3] - rb[:, 1], 0, None) * (1 + 1e-9) + DEGENERATE_EPS
+    # plus the reach of the degenerate rule (zero-area boxes the same within DEGENERATE_EPS or same_atol)
+    rx = ratio * np.clip(rb[:, 2] - rb[:, 0], 0, None) * (1 + 1e-9) + DEGENERATE_EPS * np.maximum(1.0, np.abs(rb[:, 0])) + same_atol
+    ry = ratio * np.clip(rb[:, 3] - rb[:, 1], 0, None) * (1 + 1e-9) + DEGENERATE_EPS * np.maximum(1.0, np.abs(rb[:, 1])) + same_atol
     xmin = min(cb[:, 0].min(), (rb[:, 0] - rx).min())
     xspan = max(cb[:, 0].max(), (rb[:, 0] + rx).max()) - xmin
     ymin = min(cb[:, 1].min(), (rb[:, 1] - ry).min())
@@ -335,48 +280,6 @@ def _match_nonfinite(ref: Detections, cand: Detections, rtol: float = NONFINITE_
         if gaps[best] <= rtol:
             pairs.append((k, options.pop(best)))
     return (np.asarray([p[0] for p in pairs], np.int64), np.asarray([p[1] for p in pairs], np.int64))
-
-
-def _finite_rows(d: Detections) -> np.ndarray:
-    return np.isfinite(d.boxes).all(axis=1) & np.isfinite(d.scores)
-
-
-def tie_tolerance(scores: np.ndarray, ulps: int = DEFAULT_TIE_ULPS, margin: float = 0.0) -> np.ndarray:
-    """How far two scores may be and still count as tied: ``ulps`` float32 ulps at each score, or
-    ``margin`` (the score error measured on clean matches) when larger: two scores closer than the
-    runtimes disagree on any score can be ordered either way."""
-    mag = np.abs(np.asarray(scores, np.float64)).astype(np.float32)
-    return np.maximum(ulps * np.spacing(mag).astype(np.float64), margin)
-
-
-def _pair_ties(ref: Detections, ref_rows: np.ndarray, cand: Detections, cand_rows: np.ndarray, ulps: int,
-               match_iou: float, margin: float = 0.0) -> tuple[list[int], list[int]]:
-    """One-to-one pairs (positions in ref_rows / cand_rows) of rows whose scores tie and whose boxes
-    are different candidates (IoU < match_iou: the same box under another label is no tie swap)."""
-    rs, cs = ref.scores[ref_rows], cand.scores[cand_rows]
-    co = np.argsort(cs, kind="stable")
-    sorted_cs = cs[co]
-    tol = tie_tolerance(rs, ulps, margin)
-    lo = np.searchsorted(sorted_cs, rs - tol, "left")
-    hi = np.searchsorted(sorted_cs, rs + tol, "right")
-    used = np.zeros(len(cand_rows), bool)
-    out_r: list[int] = []
-    out_c: list[int] = []
-    for i in np.argsort(-rs, kind="stable").tolist():
-        if hi[i] <= lo[i]:
-            continue
-        window = co[lo[i]:min(hi[i], lo[i] + 64)]  # bounded scan: a heuristic for masses of equal scores
-        window = window[~used[window]]
-        if not len(window):
-            continue
-        ious = pair_iou(np.repeat(ref.boxes[ref_rows[i]][None], len(window), axis=0), cand.boxes[cand_rows[window]])
-        free = np.flatnonzero(ious < match_iou)
-        if len(free):
-            j = int(window[free[0]])
-            used[j] = True
-            out_r.append(i)
-            out_c.append(j)
-    return out_r, out_c
 
 
 @dataclass
@@ -498,7 +401,7 @@ def compare_detections(
         result.failed_pairs += m.failed_pairs
         result.reference_count += len(ref)
         result.candidate_count += len(cand)
-        nonfinite_reference += int((~_finite_rows(ref)).sum())
+        nonfinite_reference += int((~finite_rows(ref)).sum())
         finite_clean += clean - detail["nonfinite_matched"]
         clean_total += clean
         problems.append((image, ref, cand, detail))
@@ -507,7 +410,8 @@ def compare_detections(
                              for _i, _r, _c, d in problems), default=0.0)
     for image, ref, cand, detail in problems:
         m = result.images[image]
-        tied_r, tied_c = _excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou) if clean_total else (
+        tied_r, tied_c = excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou,
+                                 detail["corner_atol"]) if clean_total else (
             np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
         m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
         m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
@@ -552,15 +456,16 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
                  score_rtol: float, mask_tol: tuple[float, float], box_atol: float = DEFAULT_BOX_ATOL
                  ) -> tuple[ImageMatch, int, dict[str, Any]]:
     """Match one image; returns the counts, the number of clean pairs and the problem rows."""
-    rf, cf = _finite_rows(ref), _finite_rows(cand)
+    rf, cf = finite_rows(ref), finite_rows(cand)
     r_idx, c_idx = np.flatnonzero(rf), np.flatnonzero(cf)
-    pi, pj, ious = match_pairs(ref.take(r_idx), cand.take(c_idx), match_iou)
+    finite_coords = np.abs(ref.boxes[np.isfinite(ref.boxes)])
+    scale = max(1.0, float(finite_coords.max(initial=0.0)))
+    # zero-area boxes have no IoU: the same within the corner tolerance that makes a matched pair clean
+    pi, pj, ious = match_pairs(ref.take(r_idx), cand.take(c_idx), match_iou, box_atol * scale)
     pi, pj = r_idx[pi], c_idx[pj]
     ni, nj = _match_nonfinite(ref.take(np.flatnonzero(~rf)), cand.take(np.flatnonzero(~cf)))
     ni, nj = np.flatnonzero(~rf)[ni], np.flatnonzero(~cf)[nj]
     diff = np.abs(ref.scores[pi] - cand.scores[pj])
-    finite_coords = np.abs(ref.boxes[np.isfinite(ref.boxes)])
-    scale = max(1.0, float(finite_coords.max(initial=0.0)))
     corners = np.abs(ref.boxes[pi] - cand.boxes[pj]).max(axis=1, initial=0.0)
     same_box = (ious >= iou) | (corners <= box_atol * scale)
     clean = same_box & (diff <= score_tol + score_rtol * np.abs(ref.scores[pi]))
@@ -588,6 +493,7 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
         "all_pair_diff": np.concatenate([diff[clean], diff[~clean]]),
         "mask_diff": mask_diff,
         "nonfinite_matched": len(ni),
+        "corner_atol": box_atol * scale,  # corners this close: the same box (tie evidence looks boxes up so)
     }
     matched = len(pi) + len(ni)
     m = ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, 0.0, 1.0, failed_pairs=int((~clean).sum()))
@@ -611,83 +517,6 @@ def _compare_masks(ref: np.ndarray, cand: np.ndarray, pi: np.ndarray, pj: np.nda
             if finite.any():
                 worst = max(worst, float(d[finite].max()))
     return ok, worst
-
-
-def _overlaps(box: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """Per row of ``others``: its intersection with ``box`` has positive area (NaN compares false)."""
-    with np.errstate(invalid="ignore"):
-        iw = np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0])
-        ih = np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1])
-        return (iw > 0) & (ih > 0)
-
-
-def _rivals(d: Detections, rows: np.ndarray, other: Detections, rival_rows: np.ndarray, ulps: int,
-            margin: float, same_box: float) -> np.ndarray:
-    """Rule (b): per row of ``d``, a row of ``other`` among ``rival_rows`` with a tied score whose box
-    overlaps it with positive area and is another box (IoU < ``same_box``: the same box under another
-    label is a changed label, not a rival)."""
-    out = np.zeros(len(rows), bool)
-    if not len(rows) or not len(rival_rows):
-        return out
-    order = np.argsort(other.scores[rival_rows], kind="stable")
-    pool = rival_rows[order]
-    sorted_scores = other.scores[pool]
-    tol = tie_tolerance(d.scores[rows], ulps, margin)
-    lo = np.searchsorted(sorted_scores, d.scores[rows] - tol, "left")
-    hi = np.searchsorted(sorted_scores, d.scores[rows] + tol, "right")
-    for i, k in enumerate(rows.tolist()):
-        if hi[i] > lo[i]:
-            boxes = other.boxes[pool[lo[i]:hi[i]]]
-            other_box = pair_iou(np.repeat(d.boxes[k][None], len(boxes), axis=0), boxes) < same_box
-            out[i] = bool((_overlaps(d.boxes[k], boxes) & other_box).any())
-    return out
-
-
-def _shows_suppressed(d: Detections, boxes: np.ndarray, scores: np.ndarray, iou: float, ulps: int,
-                      margin: float) -> np.ndarray:
-    """Rule (c): per box, ``d`` shows it (IoU >= ``iou``) among its suppressed candidates with a tied score."""
-    out = np.zeros(len(boxes), bool)
-    if d.suppressed_boxes is None or not len(d.suppressed_boxes) or not len(boxes):
-        return out
-    pool_scores = np.asarray(d.suppressed_scores, np.float64)
-    tol = tie_tolerance(scores, ulps, margin)
-    for i in range(len(boxes)):
-        near = np.flatnonzero(np.abs(pool_scores - scores[i]) <= tol[i])
-        if len(near):
-            out[i] = bool((pair_iou(np.repeat(boxes[i][None], len(near), axis=0), d.suppressed_boxes[near]) >= iou).any())
-    return out
-
-
-def _excused(ref: Detections, cand: Detections, detail: dict[str, Any], ulps: int,
-             match_iou: float, margin: float = 0.0, iou: float = DEFAULT_IOU) -> tuple[np.ndarray, np.ndarray]:
-    """Which problem rows of one image are tie-ambiguous (module docstring, rules a, b and c).
-
-    Rows with a NaN/inf box or score are never excused.
-    """
-    ref_rows, cand_rows = detail["ref_rows"], detail["cand_rows"]
-    finite_r, finite_c = _finite_rows(ref)[ref_rows], _finite_rows(cand)[cand_rows]
-    tied_r, tied_c = np.zeros(len(ref_rows), bool), np.zeros(len(cand_rows), bool)
-    # (a) unmatched rows of both sides paired one to one by tied scores
-    ur = np.flatnonzero(detail["ref_unmatched"] & finite_r)
-    uc = np.flatnonzero(detail["cand_unmatched"] & finite_c)
-    pr, pc = _pair_ties(ref, ref_rows[ur], cand, cand_rows[uc], ulps, match_iou, margin)
-    tied_r[ur[pr]] = True
-    tied_c[uc[pc]] = True
-    # (b) an unmatched row with an overlapping tied rival that only the other side kept
-    rivals_c, rivals_r = cand_rows[finite_c], ref_rows[finite_r]
-    tied_r[ur] |= _rivals(ref, ref_rows[ur], cand, rivals_c, ulps, margin, iou)
-    tied_c[uc] |= _rivals(cand, cand_rows[uc], ref, rivals_r, ulps, margin, iou)
-    # (c) a failing pair of tied scores where a side shows the other's box suppressed
-    pos_r, pos_c = detail["pair_ref_pos"], detail["pair_cand_pos"]
-    if len(pos_r):
-        ri, cj = ref_rows[pos_r], cand_rows[pos_c]
-        tie = np.abs(ref.scores[ri] - cand.scores[cj]) <= tie_tolerance(ref.scores[ri], ulps, margin)
-        seen = (_shows_suppressed(ref, cand.boxes[cj], cand.scores[cj], iou, ulps, margin)
-                | _shows_suppressed(cand, ref.boxes[ri], ref.scores[ri], iou, ulps, margin))
-        both = tie & seen
-        tied_r[pos_r] |= both
-        tied_c[pos_c] |= both
-    return tied_r & finite_r, tied_c & finite_c
 
 
 # -- the lowering's output groups (bridge.passes.contrib.detection) ---------------------------------

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from bridge.errors import BadInputFileError, UsageError
+from bridge.errors import EXIT_USAGE, BadInputFileError, UsageError
 from bridge.shapes.datasets import read_annotations
 from bridge.shapes.scaling import ScalingConfig
 
@@ -57,12 +57,15 @@ def test_a_spinning_loop_is_stopped_by_the_time_limit(tmp_path: Path, command: l
     assert not left, f"the stopped child's temporary files were left behind: {left}"
 
 
-def test_debug_runs_isolated_so_a_native_crash_is_an_error(tmp_path: Path) -> None:
+def test_debug_names_the_attribute_that_would_crash_the_runtime(tmp_path: Path) -> None:
+    """ConvTranspose group=0 kills onnxruntime with SIGFPE while loading; debug refuses it first, naming the node,
+    the op and the attribute (the crash isolation itself is covered by tests/cli/test_isolation_cli.py)."""
     _conv_transpose_group0(tmp_path / "ct.onnx")
     _conv_transpose_group0(tmp_path / "converted.onnx")
     proc = _bridge("debug", "ct.onnx", "--model", "converted.onnx", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
-    assert "SIGFPE" in proc.stderr
+    assert "(ConvTranspose): attribute 'group' is 0" in proc.stderr and "node '" in proc.stderr
+    assert "SIGFPE" not in proc.stderr
 
 
 def test_debug_refuses_a_report_over_its_source(tmp_path: Path) -> None:
@@ -111,7 +114,15 @@ def test_candidates_from_the_api_are_bounded_too() -> None:
         candidates([100, 200], expand_ratio=float("nan"))
 
 
-def test_a_deeply_nested_config_file_is_a_bad_input_file(tmp_path: Path) -> None:
-    (tmp_path / "cfg.yaml").write_text("interval: " + "[" * 5000 + "]" * 5000 + "\n")
-    with pytest.raises(BadInputFileError, match="nested too deeply"):
-        ScalingConfig.load(tmp_path / "cfg.yaml")
+@pytest.mark.parametrize(("text", "expected"), [
+    ("interval: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ("interval: [\n", "not readable YAML"),
+    (b"interval: \xff\xfe 3\n", "not readable YAML"),
+])
+def test_an_unreadable_config_file_is_a_usage_error(tmp_path: Path, text: str | bytes, expected: str) -> None:
+    """--config stands in for options: a file that does not read as settings is exit 2, like a bad option."""
+    path = tmp_path / "cfg.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UsageError, match=expected) as err:
+        ScalingConfig.load(path)
+    assert err.value.exit_code == EXIT_USAGE and str(path) in str(err.value)
