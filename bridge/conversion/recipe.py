@@ -220,7 +220,8 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
     pipe it would be serialised in the child and received and parsed here while the child, at its largest,
     still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
     as long as it takes; the heartbeat says so) and the reference's memory limit. ``keep``: the child is
-    kept there once the export succeeded (the reference runs in it next)."""
+    kept there once the export succeeded (the reference runs in it next); the file is then read while it waits,
+    freed of the export's leftovers, smaller than when it runs the reference next to this process."""
     import shutil
     import tempfile
 

@@ -601,6 +601,7 @@ def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., An
             return
         try:
             if command in ("run", "run_keep"):  # call_isolated: one call of the target, then the child ends
+                # (run) or waits to be given a factory to serve (run_keep: a KeptWorker holds it)
                 if argument:  # relay progress messages to the parent as they come
                     reply: Any = target(progress=lambda message: conn.send(("progress", str(message))))
                 else:
@@ -608,7 +609,7 @@ def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., An
                 conn.send(("ok", reply))
                 if command == "run":
                     return
-                del reply  # run_keep: the child waits for a factory to serve ("become"), small again
+                del reply  # the call's result is sent: what it left is freed before waiting
                 _tidy()
                 continue
             if command == "become":  # a kept child takes a new factory to serve
