@@ -190,10 +190,14 @@ class ValidateResult:
     strict: bool = False
     sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size checked
     warnings: list[str] = field(default_factory=list)
+    # why a model with dynamic axes was checked at one size only (the source failed at the second size, or the
+    # saved reference holds one): the verdict stands, proving nothing about those axes; --strict fails it
+    second_size_skipped: str | None = None
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons) and not (self.strict and self.vacuous)
+        return (all(c.passed for c in self.comparisons) and not (self.strict and self.vacuous)
+                and not (self.strict and self.second_size_skipped))
 
     @property
     def vacuous(self) -> bool:
@@ -201,7 +205,7 @@ class ValidateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"command": "validate", "model": self.model, "reference": self.reference, "passed": self.passed,
-                "vacuous": self.vacuous, "strict": self.strict,
+                "vacuous": self.vacuous, "strict": self.strict, "second_size_skipped": self.second_size_skipped,
                 "inputs": self.inputs, "sizes": self.sizes, "warnings": self.warnings,
                 "comparisons": [c.to_dict() for c in self.comparisons],
                 "saved_reference": self.saved_reference}
@@ -237,11 +241,13 @@ def validate(
     ``detections`` declares detector output groups (else those recorded in the model, else those fed by
     NonMaxSuppression); ``input_kind`` / ``input_range`` shape generated inputs as in ``convert``.
 
-    ``save_reference`` stores the reference run (inputs + outputs) so another environment can
-    validate against it later with ``reference=``. ``isolated`` runs the reference and each runtime in a
+    ``save_reference`` stores the reference run (inputs + outputs, at every size checked) so another
+    environment can validate against it later with ``reference=``, at those sizes. ``isolated`` runs the reference and each runtime in a
     child process with ``timeout`` seconds per step and the memory limit (``bridge.runtimes.isolated``).
     A model with dynamic axes is checked at a second size of them too (the source run there as well);
-    ``.sizes`` lists the input shapes of every size checked. ``progress`` hears each step (loading, the
+    ``.sizes`` lists the input shapes of every size checked; ``.second_size_skipped`` says why a model with
+    dynamic axes was checked at one size only (the source fails at the second, or the saved reference holds
+    one size): the verdict stands, ``strict`` fails it. ``progress`` hears each step (loading, the
     reference run, each runtime). Raises ValidationMismatch (with ``.result``).
     """
     say = progress or (lambda _msg: None)
@@ -294,19 +300,20 @@ def validate(
                          max_memory=child_memory_limit(), progress=say)
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
-                RunResults(dict(run.feeds), run.reference_outputs, runner.name,
-                           {"source": src.describe(), "seed": seed}).save(Path(save_reference))
+                run.results(runner.name, {"source": src.describe(), "seed": seed}).save(Path(save_reference))
     comparisons = run.comparisons
     saved_to = str(save_reference) if save_reference and source is not None else None
     result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict,
-                            sizes=run.sizes, warnings=[run.second_size_skipped] if run.second_size_skipped else [])
+                            sizes=run.sizes, second_size_skipped=run.second_size_skipped)
     if report:
         from bridge.report import write_report
 
         write_report(result.to_dict(), Path(report))
     if not result.passed:
-        raise ValidationMismatch("; ".join(c.summary() for c in comparisons if not c.passed or c.vacuous),
-                                 result=result)
+        failing = [c.summary() for c in comparisons if not c.passed or c.vacuous]
+        if strict and run.second_size_skipped and all(c.passed for c in comparisons):
+            failing.append(f"{run.second_size_skipped} (--strict)")
+        raise ValidationMismatch("; ".join(failing), result=result)
     return result
 
 

@@ -33,7 +33,8 @@ def convert(source: str, output: Path, as_json: bool = False, localize: bool = F
             _render_convert(exc.result, as_json)
         if localize:  # find the node (and pass) where it went wrong; the report becomes the debug report
             localize_failure(source, **debug_values(values))
-        else:
+        elif exc.result is None or not all(c.passed for c in getattr(exc.result, "validation", [])):
+            # (a strict failure of a passing verdict - vacuous, one size only - has no divergence to localise)
             render.hint("add --localize to name the node (and the pass or translator) where the outputs start "
                         f"to diverge, or run: bridge debug {source} with the same options")
         raise
@@ -77,7 +78,7 @@ def _render_convert(result: Any, as_json: bool) -> None:
         by = ", ".join(f["validated_by"]) or "no runtime"
         out.print(f"{f['kind']}: {escape(f['path'])} - {f['verdict']} ({escape(by)})")
     if result.validation_inputs:
-        out.print("validated at: " + render.sizes_text(result.validation_sizes or [result.validation_inputs]))
+        render.print_sizes(result.validation_sizes or [result.validation_inputs], result.second_size_skipped)
     sources = {str(f.get("source")) for f in result.validation_feeds.values() if f.get("source")}
     if sources:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"

@@ -43,7 +43,9 @@ def debug_command(source: str, model: Path | None = None, budget_mb: int = 256, 
             out.print(f"report written to {values['report']}")
     if not result.passed:
         culprit = result.culprit()
-        raise ValidationMismatch(culprit["summary"] if culprit else "the converted model does not match the source",
+        failing = "; ".join(c.summary() for c in result.validation if not c.passed)
+        raise ValidationMismatch(culprit["summary"] if culprit else
+                                 f"the converted model does not match the source ({failing or 'see above'})",
                                  result=result)
 
 
@@ -86,6 +88,8 @@ def render_debug(result: Any) -> None:
             table.add_row(v.record.name, "yes" if v.record.modified else "no",
                           f"[red]{text}[/red]" if v.changed_values else text)
         out.print(table)
+    if result.validation_sizes:
+        render.print_sizes(result.validation_sizes, result.second_size_skipped)
     render.print_comparisons(result.validation)
     if result.divergence is not None:
         _print_divergence(result.divergence)

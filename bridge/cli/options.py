@@ -43,7 +43,8 @@ MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", metavar="SIZE"
                                                  "reference/runtime children, e.g. 4G (default: half the RAM, or "
                                                  "BRIDGE_MAX_MEMORY)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
-                                         "all-NaN outputs, a 0-sized dim) fails validation (exit 1)")]
+                                         "all-NaN outputs, a 0-sized dim) or dynamic axes checked at one size "
+                                         "only fail validation (exit 1)")]
 TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "
                                         "side effects (file writes, Python callbacks)")]
 IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run the source reference and each runtime "

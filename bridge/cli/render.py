@@ -32,6 +32,17 @@ def sizes_text(sizes: list[dict[str, Any]]) -> str:
     return escape(text(sizes))
 
 
+def print_sizes(sizes: list[dict[str, Any]], second_size_skipped: str | None) -> None:
+    """``validated at: ...`` and, for a model with dynamic axes checked at one size only, the line saying so."""
+    from bridge.report.sizes import one_size_text
+
+    out.print("validated at: " + sizes_text(sizes))
+    if second_size_skipped:
+        text = one_size_text(second_size_skipped)
+        head, _, rest = text.partition(": ")
+        out.print(f"[bold yellow]{escape(head)}:[/bold yellow] {escape(rest)}", soft_wrap=True)
+
+
 @contextlib.contextmanager
 def progress(what: str, logger: str = "bridge.cli", heartbeat: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
     """A spinner with the current stage on a terminal; stage lines on stderr at -v otherwise; either way

@@ -50,7 +50,7 @@ def validate_command(
     atol: AtolOpt = DEFAULT_ATOL,
     rtol: RtolOpt = DEFAULT_RTOL,
     tolerance: ToleranceOpt = [],  # noqa: B006
-    save_reference: Annotated[Path | None, typer.Option(metavar="FILE.npz", help="save the source run as RunResults (.npz + .json)")] = None,
+    save_reference: Annotated[Path | None, typer.Option(metavar="FILE.npz", help="save the source run as RunResults (.npz + .json), at every size checked")] = None,
     report: ReportOpt = None,
     feeds: FeedsOpt = None,
     trust_source: TrustOpt = False,
@@ -78,6 +78,7 @@ def validate_command(
                                   input_kind=input_kind, input_range=input_range, progress=progress)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
+            render.print_sizes(exc.result.sizes or [exc.result.inputs], exc.result.second_size_skipped)
             render.print_comparisons(exc.result.comparisons)
         if localize and source is not None:  # compare MODEL's intermediates with the source's, name the culprit
             localize_failure(source, model=model, framework=framework, inputs=input, weights=weights, seed=seed,
@@ -93,7 +94,7 @@ def validate_command(
         raise
     for w in result.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(w)}")
-    out.print("validated at: " + render.sizes_text(result.sizes or [result.inputs]))
+    render.print_sizes(result.sizes or [result.inputs], result.second_size_skipped)
     render.print_comparisons(result.comparisons)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")

@@ -246,8 +246,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         result.validation = run.comparisons
         result.validation_inputs = run.input_shapes()
         result.validation_sizes = run.sizes
-        if run.second_size_skipped:
-            result.warnings.append(run.second_size_skipped)
+        result.second_size_skipped = run.second_size_skipped
         result.validation_feeds = run.input_summary(feeds.describe())
     result.timings["validate_s"] = time.perf_counter() - start
 
@@ -322,6 +321,9 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         return (f"validation could not run ({result.validation_skipped}) and {why} asks for it; "
                 f"{cfg.output} was not written")
     failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+    if all(c.passed for c in result.validation) and not (cfg.strict and result.vacuous):
+        failing = str(result.second_size_skipped)  # only the second size is missing, and --strict fails that
     what = ("does not match the source" if not all(c.passed for c in result.validation)
-            else "was only checked vacuously (--strict)")
+            else "was only checked vacuously (--strict)" if result.vacuous
+            else "was checked at one size of its dynamic axes only (--strict)")
     return f"converted model {what} ({failing}); {cfg.output} was not written"

@@ -114,7 +114,8 @@ CORE: tuple[Option, ...] = (
     Option("timeout", float, DEFAULT_TIMEOUT_S, "seconds each reference/runtime step may take in its child process",
            manifest="step_timeout", metavar="SECONDS"),
     Option("strict", bool, False, "a vacuous verdict (nothing real compared: no detections, all-NaN outputs, a "
-           "0-sized dim) or a validation that could not run fails (exit 1)", debug=False),
+           "0-sized dim), dynamic axes checked at one size only or a validation that could not run fails (exit 1)",
+           debug=False),
     Option("max_memory", str | None, None, "limit for sizes files declare and for reference/runtime children, "
            "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)", metavar="SIZE"),
     Option("external_data", bool | None, None, "weights in <output>.data beside the model (default: only past "

@@ -84,6 +84,9 @@ class ConvertResult:
     validation_skipped: str | None = None
     validation_inputs: dict[str, list[int]] = field(default_factory=dict)
     validation_sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size checked
+    # why a model with dynamic axes was checked at one size only (the source failed at the second): the verdict
+    # stands, proving nothing about those axes; --strict fails it
+    second_size_skipped: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     written: bool = False
     target: dict[str, Any] | None = None  # the target's artefact report (e.g. the TensorFlow SavedModel)
@@ -101,7 +104,7 @@ class ConvertResult:
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
-                and not self.unproved)
+                and not (self.strict and self.second_size_skipped) and not self.unproved)
 
     @property
     def vacuous(self) -> bool:
@@ -121,7 +124,7 @@ class ConvertResult:
             "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
             "validation_inputs": self.validation_inputs, "validation_sizes": self.validation_sizes,
-            "passed": self.passed, "timings": self.timings,
+            "second_size_skipped": self.second_size_skipped, "passed": self.passed, "timings": self.timings,
             "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
             "detections": self.detections, "validation_feeds": self.validation_feeds,
             "export_inputs": self.export_inputs, "warning_details": self.warning_details,

@@ -3,11 +3,13 @@
 Steps: export with the adapter; run the ONNX stage one pass at a time with snapshots
 (``passes.trace_pipeline``); run the source reference and the final model on the same inputs and
 compare the outputs (``validation.run.run_and_compare``, detection-aware where the stage recorded
-detection outputs); compare every intermediate tensor the source and the converted model share
-(``localize.compare_tensors`` over ``sources.source_taps``) and name the culprit node, the pass or
+detection outputs, and at a second size of every dynamic axis as ``convert`` does: the verdict agrees
+with convert's on a model wrong only at another batch); compare every intermediate tensor the source and
+the converted model share (``localize.compare_tensors`` over ``sources.source_taps``) and name the culprit node, the pass or
 translator that produced it (``StageTrace.provenance``); compare the model before and after each pass
-(``passes.localize_passes``). The result also carries plain data for the HTML report: per-element
-error histograms of failing outputs and detection overlays (boxes of both sides on the input images).
+(``passes.localize_passes``); the tensor and pass localisation run at the first size only (a note says
+so when the outputs were checked at more). The result also carries plain data for the HTML report:
+per-element error histograms of failing outputs and detection overlays (boxes of both sides on the input images).
 Runs in-process (no child-process isolation), one chunk of tensors at a time.
 """
 
@@ -58,6 +60,8 @@ class DebugResult:
     validation: list[Comparison] = field(default_factory=list)
     validation_skipped: str | None = None
     validation_inputs: dict[str, list[int]] = field(default_factory=dict)
+    validation_sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size checked
+    second_size_skipped: str | None = None  # why a model with dynamic axes was checked at one size only
     divergence: Divergence | None = None
     granularity: str = ""
     provenance: dict[str, str] = field(default_factory=dict)  # culprit region node -> pass that made it (or export)
@@ -131,7 +135,8 @@ class DebugResult:
             "passes": [v.to_dict() for v in self.stage.verdicts],
             "pass_localization": {"culprit": self.stage.to_dict()["culprit"], "notes": self.stage.notes},
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
-            "validation_inputs": self.validation_inputs, "granularity": self.granularity,
+            "validation_inputs": self.validation_inputs, "validation_sizes": self.validation_sizes,
+            "second_size_skipped": self.second_size_skipped, "granularity": self.granularity,
             "divergence": self.divergence.to_dict() if self.divergence else None, "provenance": self.provenance,
             "histograms": self.histograms, "overlays": [o.title for o in self.overlays], "timings": self.timings,
         }
@@ -192,9 +197,23 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             localize_passes(trace, feeds, cfg.tolerance, budget, say)
             timings["passes_compare_s"] = time.perf_counter() - t
         result.notes.extend(trace.notes)
+        if len(result.validation_sizes) > 1:
+            result.notes.append(_sizes_note(result))
         if ref_outputs is not None:
             _visuals(result, final, feeds, ref_outputs, detections)
     return result
+
+
+def _sizes_note(result: DebugResult) -> str:
+    """What was compared at which size: the outputs at every size, the tensors and passes at the first only."""
+    first = ", ".join(f"{k}{v}" for k, v in result.validation_sizes[0].items())
+    others = " and ".join(", ".join(f"{k}{v}" for k, v in s.items()) for s in result.validation_sizes[1:])
+    note = f"the outputs were compared at {first} and {others}; the tensors and passes at {first} only"
+    d = result.divergence
+    if not all(c.passed for c in result.validation) and d is not None and not any(r.diverges for r in d.rows):
+        note += (f": the outputs differ, yet no compared tensor diverges at {first}, so the model goes wrong at "
+                 "another size (no culprit node can be named from this size)")
+    return note
 
 
 def write_debug_report(result: DebugResult, path: Path) -> None:
@@ -222,7 +241,7 @@ def _compare_outputs(cfg: ConvertConfig, adapter: Any, export: Any, final: onnx.
         reference = adapter.reference_runner(cfg.source, export)
         say(f"validating in onnxruntime against {reference.name}")
         run = run_and_compare(reference, {"onnxruntime": OnnxRuntime(final)}, source, cfg.tolerance,
-                              detections=detections)
+                              detections=detections, second_size=True, progress=say)
     except (AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError) as exc:
         result.validation_skipped = f"source reference unavailable: {exc}"
         result.warnings.append(result.validation_skipped + "; only the passes are compared")
@@ -236,7 +255,10 @@ def _compare_outputs(cfg: ConvertConfig, adapter: Any, export: Any, final: onnx.
         result.timings["validate_s"] = time.perf_counter() - t
     result.validation = run.comparisons
     result.validation_inputs = run.input_shapes()
+    result.validation_sizes = run.sizes
+    result.second_size_skipped = run.second_size_skipped
     return dict(run.feeds), dict(run.reference_outputs)
+
 
 
 def _localize_source(taps: SourceTaps, final: onnx.ModelProto, feeds: Mapping[str, np.ndarray], tolerance: Tolerance,

@@ -8,7 +8,7 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.io import atomic_write_text
-from bridge.report.sizes import sizes_text
+from bridge.report.sizes import one_size_text, sizes_text
 
 
 def write_report(data: dict[str, Any], path: Path) -> None:
@@ -40,10 +40,23 @@ def _shape(meta: dict[str, Any]) -> str:
     return "unknown" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
+def _failure_markdown(data: dict[str, Any]) -> str:
+    """A conversion that stopped with an error (``recipe.failure_report``): the error and how far each stage got."""
+    err = data["error"]
+    out = [f"# bridge convert: {data['source']}\n", f"- output: `{data['output']}` (NOT written)",
+           f"- error: {err.get('type')} (exit code {_fmt(err.get('exit_code'))}): {err.get('message')}",
+           "\n## Stages\n\n| stage | status | seconds | reason |\n|---|---|---|---|"]
+    for name, stage in (data.get("stages") or {}).items():
+        out.append(f"| {name} | {stage.get('status', '-')} | {_fmt(stage.get('seconds'))} | {_fmt(stage.get('reason'))} |")
+    return "\n".join(out) + "\n"
+
+
 def to_markdown(data: dict[str, Any]) -> str:
     out: list[str] = []
     cmd = data.get("command", "bridge")
     verdict = "PASS" if data.get("passed") else "FAIL"
+    if cmd == "convert" and data.get("error") and "framework" not in data:
+        return _failure_markdown(data)
     if cmd in ("convert", "debug"):
         out.append(f"# bridge {cmd}: {data['source']}\n")
         if cmd == "debug":
@@ -67,10 +80,14 @@ def to_markdown(data: dict[str, Any]) -> str:
         comparisons = data["validation"]
         if data.get("validation_inputs"):
             out.append("\nValidation inputs: " + sizes_text(data.get("validation_sizes") or [data["validation_inputs"]]))
+        if data.get("second_size_skipped"):
+            out.append(f"\n**{one_size_text(data['second_size_skipped']).replace(': ', ':** ', 1)}")
     else:
         out.append(f"# bridge validate: {data['model']}\n\n- reference: {data['reference']}\n- verdict: {verdict}")
         if data.get("inputs"):
             out.append("- validated at: " + sizes_text(data.get("sizes") or [data["inputs"]]))
+        if data.get("second_size_skipped"):
+            out.append(f"- **{one_size_text(data['second_size_skipped']).replace(': ', ':** ', 1)}")
         comparisons = data["comparisons"]
     for comp in comparisons:
         out.append(f"\n## {comp['candidate']} vs {comp['reference']}: {'PASS' if comp['passed'] else 'FAIL'}\n")

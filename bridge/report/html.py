@@ -214,12 +214,23 @@ def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
              f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1><p>{verdict} &middot; " + " &middot; ".join(meta) + "</p>"]
     if cmd == "debug":
         parts.append(_verdict(data))
+    if data.get("error"):  # a conversion that stopped with an error (recipe.failure_report)
+        err = data["error"]
+        rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v.get('status', '-'))}</td><td>{_e(v.get('reason') or '')}</td></tr>"
+                       for k, v in (data.get("stages") or {}).items())
+        parts.append(f'<p class="fail">{_e(err.get("type"))} (exit code {_e(err.get("exit_code"))}): '
+                     f'{_e(err.get("message"))}</p><p>output {_e(data.get("output"))}: NOT written</p>'
+                     f"<table><tr><th>stage</th><th>status</th><th>reason</th></tr>{rows}</table>")
     parts.append(_comparisons(data.get("validation") or data.get("comparisons") or [], data.get("validation_skipped")))
     sizes = data.get("validation_sizes") or data.get("sizes")
     if sizes:
         from bridge.report.sizes import sizes_text
 
         parts.append(f"<p>validated at: {_e(sizes_text(sizes))}</p>")
+    if data.get("second_size_skipped"):
+        from bridge.report.sizes import one_size_text
+
+        parts.append(f'<p class="fail">{_e(one_size_text(data["second_size_skipped"]))}</p>')
     parts.append(_overlays(overlays))
     parts.append(_histograms(data))
     parts.append(_divergence(data))

@@ -42,7 +42,7 @@ from bridge.validation.compare import (
 from bridge.validation.constraints import constrained_consumers
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
 from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, other_size, true_inputs
-from bridge.validation.results import RunResults
+from bridge.validation.results import FORMAT, RunResults, SizedRun
 
 CandidateSource = Runtime | Callable[[], Runtime]
 log = logging.getLogger(__name__)
@@ -152,7 +152,19 @@ class ComparisonRun:
     comparisons: list[Comparison] = field(default_factory=list)
     insensitive: list[str] = field(default_factory=list)  # reference outputs that ignored the input
     sizes: list[dict[str, list[int]]] = field(default_factory=list)  # the input shapes of every size checked
-    second_size_skipped: str | None = None  # why a model with dynamic axes was checked at one size only
+    # why a model with dynamic axes was checked at one size only (the source failed at the second size, or a
+    # saved reference holds one): the verdict stands, but nothing was proved about those axes (--strict fails it)
+    second_size_skipped: str | None = None
+    reference_at_other_sizes: list[SizedRun] = field(default_factory=list)  # the reference's runs at sizes[1:]
+
+    def results(self, runtime: str, meta: Mapping[str, Any]) -> RunResults:
+        """The reference's runs as RunResults (every size checked; ``--save-reference``), with ``meta`` and
+        why a second size is missing, if it is."""
+        info = dict(meta)
+        if self.second_size_skipped:
+            info["second_size_skipped"] = self.second_size_skipped
+        return RunResults(dict(self.feeds), dict(self.reference_outputs), runtime, info,
+                          [SizedRun(dict(r.inputs), dict(r.outputs)) for r in self.reference_at_other_sizes])
 
     def input_summary(self, source: str = "") -> dict[str, dict[str, object]]:
         """Per input: shape, dtype, value range and where the values came from (for reports)."""
@@ -298,20 +310,46 @@ def run_and_compare(
 def _against_saved(saved: RunResults, candidates: Mapping[str, CandidateSource], tolerance: Tolerance,
                    detections: Sequence[DetectionSpec] | Mapping[str, str] | None, reference_name: str | None,
                    shape_only: Sequence[str], say: Callable[[str], None]) -> ComparisonRun:
-    """Every candidate on a saved run's inputs, compared with its outputs (no reference to run)."""
+    """Every candidate on a saved run's inputs, compared with its outputs (no reference to run), at every size
+    the file holds. A candidate with dynamic axes against a file of one size was checked at one size only:
+    ``second_size_skipped`` says so (with the reason the file recorded, if any)."""
     name = reference_name or saved.runtime
-    run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name, sizes=[shapes_of(saved.inputs)])
+    run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name, sizes=[shapes_of(saved.inputs)],
+                        reference_at_other_sizes=list(saved.other_sizes))
+    run.sizes.extend(shapes_of(other.inputs) for other in saved.other_sizes)
     for cand_name, source in candidates.items():
         say(f"loading the {cand_name} candidate")
         candidate = source if isinstance(source, Runtime) else source()
         with activated(candidate):
             say(f"running {cand_name}")
             outputs = candidate.infer(run.feeds)
-        comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
-                                     candidate_name=cand_name, detection_outputs=detections, shape_only=shape_only)
-        comparison.sizes = list(run.sizes)
+            comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
+                                         candidate_name=cand_name, detection_outputs=detections, shape_only=shape_only)
+            comparison.sizes = list(run.sizes[:1])
+            for other in saved.other_sizes:
+                _SecondSize(dict(other.inputs), dict(other.outputs)).compare(
+                    comparison, candidate, tolerance, detections, shape_only, say)
+            if not saved.other_sizes and run.second_size_skipped is None and _dynamic(candidate.input_metadata()):
+                run.second_size_skipped = _one_saved_size(saved, name)
         run.comparisons.append(comparison)
+    if run.second_size_skipped:
+        log.warning("%s", run.second_size_skipped)
     return run
+
+
+def _dynamic(metas: Sequence[TensorMeta]) -> bool:
+    """Whether some input has an axis that is not a number (a named or unnamed dynamic axis)."""
+    return any(m.shape is not None and any(not isinstance(d, int) for d in m.shape) for m in metas)
+
+
+def _one_saved_size(saved: RunResults, name: str) -> str:
+    recorded = saved.meta.get("second_size_skipped")
+    if recorded:
+        return f"{recorded} (recorded in the saved reference)"
+    why = (f"it was saved in format {saved.format} (one size only); save it again with this bridge"
+           if saved.format != FORMAT else "it holds one size")
+    return (f"the dynamic axes were checked at one size only: the saved reference {name} has no run at a second "
+            f"size ({why})")
 
 
 def _sizes_text(shapes: Mapping[str, Sequence[int]]) -> str:
@@ -467,6 +505,7 @@ class _SecondSize:
             log.warning("%s", run.second_size_skipped)
             return cls({}, None)
         run.sizes.append(shapes)
+        run.reference_at_other_sizes.append(SizedRun(dict(second), dict(outputs)))
         return cls(second, outputs)
 
     def compare(self, comparison: Comparison, candidate: Runtime, tolerance: Tolerance,

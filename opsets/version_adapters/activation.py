@@ -3,7 +3,7 @@
 Mish-18: ``x * tanh(softplus(x))`` (its function body in onnx/defs/math/defs.cc). Gelu-20:
 ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"``
 ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`` (onnx/defs/math/defs.cc). Swish-24:
-``x * sigmoid(alpha * x)``.
+``x * sigmoid(alpha * x)``. SwiGLU-28: ``Swish_alpha(A) * B``.
 """
 
 from __future__ import annotations
@@ -56,3 +56,14 @@ def swish_24_23(b: Builder, node: ir.Node) -> Rewritten:
     alpha = optional_float(node, "alpha", 1.0)
     scaled = x if alpha == 1.0 else b.op("Mul", x, _scalar(b, x, alpha))
     return [b.op("Mul", x, b.op("Sigmoid", scaled))]
+
+
+@register("SwiGLU", 28, 27)
+def swiglu_28_27(b: Builder, node: ir.Node) -> Rewritten:
+    """SwiGLU-28: ``Swish_alpha(A) * B`` (its schema, onnx/defs/math/defs.cc), with Swish spelled out as above."""
+    gate, value = node.inputs[0], node.inputs[1]
+    if gate is None or value is None:
+        raise fail(node, "swiglu_28_27", "an input is missing")
+    alpha = optional_float(node, "alpha", 1.0)
+    scaled = gate if alpha == 1.0 else b.op("Mul", gate, _scalar(b, gate, alpha))
+    return [b.op("Mul", b.op("Mul", gate, b.op("Sigmoid", scaled)), value)]

@@ -146,9 +146,29 @@ def resize_18_13(b: Builder, node: ir.Node) -> Rewritten:
 @register("Resize", 19, 18)
 def resize_19_18(b: Builder, node: ir.Node) -> Rewritten:
     coord = optional_str(node, "coordinate_transformation_mode", "half_pixel")
-    if coord == "half_pixel_symmetric":
-        raise fail(node, "resize_19_18", "half_pixel_symmetric coordinates do not exist before Resize-19")
-    return None
+    if coord != "half_pixel_symmetric":
+        return None
+    # half_pixel_symmetric adds ``L / 2 * (1 - floor(L s) / (L s))`` to half_pixel's input coordinate
+    # (onnx/reference/ops/op_resize.py): zero when every resized length L s is a whole number, i.e. with sizes
+    # under the "stretch" policy, or scales that give whole lengths of a static input
+    if _whole_output_lengths(node):
+        return in_place(node, set_attrs={"coordinate_transformation_mode": ir.AttrString(
+            "coordinate_transformation_mode", "half_pixel")})
+    raise fail(node, "resize_19_18", "half_pixel_symmetric coordinates with fractional output lengths (L * scale) "
+                                     "do not exist before Resize-19")
+
+
+def _whole_output_lengths(node: ir.Node) -> bool:
+    """Whether every resized axis of ``node`` (a Resize-18/19) has a whole output length ``L * scale``."""
+    if input_or_none(node, 3) is not None:
+        return optional_str(node, "keep_aspect_ratio_policy", "stretch") == "stretch"
+    scales = const_array(input_or_none(node, 2))
+    shape = static_shape(node.inputs[0])
+    if scales is None or shape is None:
+        return False
+    axes = optional_ints(node, "axes") or list(range(len(shape)))
+    lengths = [np.float32(shape[a]) * np.float32(s) for a, s in zip(axes, scales.reshape(-1), strict=False)]
+    return all(float(length).is_integer() for length in lengths)
 
 
 def _expand_axes(b: Builder, node: ir.Node, axes: list[int], hop: str) -> None:

@@ -77,14 +77,18 @@ _TYPES_ONLY: list[tuple[str, int, int, dict[str, Droppable]]] = [
     ("Reshape", 19, 14, {}),
     ("Shape", 19, 15, {}),
     ("Size", 19, 13, {}),
-    ("Pad", 19, 18, {}),  # Pad-19 added mode=wrap: caught by the mode check below
     ("AveragePool", 19, 11, {"dilations": _all_ones}),
-    ("ReduceMax", 20, 18, {}),
-    ("ReduceMin", 20, 18, {}),
     ("ConstantOfShape", 20, 9, {}),
     ("IsInf", 20, 10, {}),
     ("IsNaN", 20, 13, {}),
     ("IsNaN", 13, 9, {}),
+    ("GlobalMaxPool", 22, 1, {}),  # 22 added bfloat16
+    ("Mod", 13, 10, {}),
+    ("GatherND", 13, 12, {}),
+    ("GatherND", 12, 11, {"batch_dims": _equals(0)}),
+    ("ScatterElements", 13, 11, {}),
+    ("ScatterND", 13, 11, {}),
+    ("BitShift", 28, 11, {}),  # 28 added signed types: refused by the type check below (no older form)
     *[(op, 21, to, {}) for op, to in (
         ("Cast", 19), ("CastLike", 19), ("Constant", 19), ("ConstantOfShape", 20), ("Flatten", 13),
         ("Identity", 19), ("Pad", 19), ("Reshape", 19), ("Shape", 19), ("Size", 19), ("Squeeze", 13),
@@ -113,8 +117,6 @@ def _check_older_schema(b: Builder, node: ir.Node, to: int, hop: str, neutral: d
         type_str = {"tensor(float32)": "tensor(float)", "tensor(float64)": "tensor(double)"}.get(type_str, type_str)
         if type_str not in allowed[formal.type_str]:
             raise fail(node, hop, f"{formal.name} is {type_str}, which {node.op_type}-{schema.since_version} does not take")
-    if node.op_type == "Pad" and node.attributes.get("mode") is not None and node.attributes["mode"].value == "wrap":
-        raise fail(node, hop, "mode=wrap does not exist before Pad-19")
     return None
 
 
@@ -131,3 +133,18 @@ def _make(op: str, frm: int, to: int, neutral: dict[str, Droppable]) -> None:
 
 for _op, _from, _to, _neutral in _TYPES_ONLY:
     _make(_op, _from, _to, _neutral)
+
+
+def _reduce_bool_20_18(b: Builder, node: ir.Node) -> Rewritten:
+    """ReduceMax/ReduceMin-20 added bool (any/all): on bool the reduction runs on int32 0/1 and is cast back."""
+    hop = f"{node.op_type.lower()}_20_18"
+    x = node.inputs[0]
+    if x is None or x.dtype != ir.DataType.BOOL:
+        return _check_older_schema(b, node, 18, hop, {})
+    attrs = {name: attr.as_int() for name, attr in node.attributes.items()}
+    reduced = b.op(node.op_type, b.cast(x, ir.DataType.INT32), *node.inputs[1:], **attrs)
+    return [b.cast(reduced, ir.DataType.BOOL)]
+
+
+for _op in ("ReduceMax", "ReduceMin"):
+    register(_op, 20, 18)(_reduce_bool_20_18)

@@ -72,7 +72,7 @@ def f32(*v: float) -> np.ndarray:
 
 
 UNARY = {"Abs", "Ceil", "Floor", "Exp", "Log", "Neg", "Reciprocal", "Relu", "Sigmoid", "Sign", "Sqrt", "Tanh",
-         "Erf", "Identity", "IsNaN", "IsInf", "LeakyRelu"}
+         "Erf", "Identity", "IsNaN", "IsInf", "LeakyRelu", "GlobalMaxPool"}
 BINARY = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Greater", "Less",
           "GreaterOrEqual", "LessOrEqual", "PRelu", "MatMul"}
 REDUCE = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
@@ -127,6 +127,14 @@ def generic(op: str, frm: int, to: int) -> Case:
         "Squeeze": lambda: Case(n("Squeeze", ["x", "a"]), at, target, inputs={"x": RNG.rand(2, 1, 4).astype(np.float32)},
                                 inits={"a": i64(1)}),
         "Unsqueeze": lambda: Case(n("Unsqueeze", ["x", "a"]), at, target, inits={"a": i64(0, 5)}),
+        "Mod": lambda: Case(n("Mod", ["x", "w"]), at, target, inputs={"x": RNG.randint(-50, 50, (3, 4)).astype(np.int64)},
+                            inits={"w": i64(7, -3, 5, 2)}),
+        "GatherND": lambda: Case(n("GatherND", ["x", "i"]), at, target, inits={"i": i64(1, 0, 0, 1, 1, 2).reshape(3, 2)}),
+        "ScatterElements": lambda: Case(n("ScatterElements", ["x", "i", "u"], axis=1), at, target,
+                                        inits={"i": np.asarray([[0, 3]], np.int64), "u": f32(5, 6).reshape(1, 2)},
+                                        inputs={"x": RNG.rand(2, 4).astype(np.float32)}),
+        "ScatterND": lambda: Case(n("ScatterND", ["x", "i", "u"]), at, target, inits={"i": i64(1, 0).reshape(2, 1),
+                                                                                 "u": RNG.rand(2, 3, 4, 4).astype(np.float32)}),
     }
     return table[op]()
 
@@ -207,6 +215,37 @@ SPECIAL: dict[str, Callable[[], Case]] = {
                                      inits={"s": i64(2, 3, 4, 5)}),
     "deformconv_19_18": lambda: _deform({}, (2, 3, 6, 5), (4, 3, 3, 3)),
     "cumprod_26_25": lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inits={"a": np.asarray(2, np.int64)}),
+    # every integer type, extremes and odd sizes: tests/opsets/test_bitwise.py, test_centercroppad.py
+    "centercroppad_18_17": lambda: Case(n("CenterCropPad", ["x", "s"], axes=[2, 3]), 18, 17, inits={"s": i64(3, 7)}),
+    **{f"bitwise{op}_18_17": (lambda op=op: Case(n(f"Bitwise{op.capitalize()}", ["x", "w"]), 18, 17, inputs={
+        "x": RNG.randint(-(2**31), 2**31 - 1, (3, 4)).astype(np.int32)}, inits={"w": np.asarray(-(2**31), np.int32)}))
+       for op in ("and", "or", "xor")},
+    "bitwisenot_18_17": lambda: Case(n("BitwiseNot", ["x"]), 18, 17, inputs={"x": np.asarray([0, 1, 255, 128], np.uint8)}),
+    "mod_28_13": lambda: Case(n("Mod", ["x", "w"]), 28, 17, inputs={"x": RNG.randint(-50, 50, (3, 4)).astype(np.int32)},
+                              inits={"w": np.asarray([7, -3, 5, -11], np.int32)}, reference=True),  # integers: kept
+    "swiglu_28_27": lambda: Case(n("SwiGLU", ["x", "w"], alpha=1.702), 28, 17, inits={"w": RNG.randn(2, 3, 4, 4).astype(np.float32)},
+                                 inputs={"x": RNG.randn(2, 3, 4, 4).astype(np.float32)}, reference=True),
+    "dft_20_17": lambda: Case(n("DFT", ["x"]), 20, 17, inputs={"x": RNG.rand(2, 8, 1).astype(np.float32)}),  # axis -2
+    "dequantizelinear_21_19": lambda: Case(n("DequantizeLinear", ["x", "s", "z"], axis=1, block_size=2), 21, 17, inputs={
+        "x": RNG.randint(-128, 128, (2, 5, 3)).astype(np.int8)}, inits={"s": RNG.rand(2, 3, 3).astype(np.float32),
+                                                                          "z": RNG.randint(-5, 5, (2, 3, 3)).astype(np.int8)}),
+    "quantizelinear_21_19": lambda: Case(n("QuantizeLinear", ["x", "s", "z"], axis=-1, block_size=3), 21, 17, inputs={
+        "x": (RNG.randn(3, 7) * 40).astype(np.float32)}, inits={"s": RNG.rand(3, 3).astype(np.float32) + 0.1,
+                                                                 "z": RNG.randint(0, 30, (3, 3)).astype(np.uint8)}),
+    # duplicate targets, a negative index
+    "scatterelements_18_16": lambda: Case(n("ScatterElements", ["x", "i", "u"], reduction="max", axis=1), 18, 17,
+                                          inputs={"x": RNG.randn(3, 4).astype(np.float32), "u": RNG.randn(3, 3).astype(np.float32)},
+                                          inits={"i": np.asarray([[0, 0, 3], [1, -3, 2], [3, 3, 3]], np.int64)}),
+    "scatternd_18_16": lambda: Case(n("ScatterND", ["x", "i", "u"], reduction="min"), 18, 17,
+                                    inputs={"x": RNG.randn(4, 3, 2).astype(np.float32), "u": RNG.randn(2, 2, 3, 2).astype(np.float32)},
+                                    inits={"i": np.asarray([[[0], [2]], [[0], [0]]], np.int64)}),
+    "tensorscatter_24_23": lambda: Case(n("TensorScatter", ["c", "u", "w"]), 24, 17, inputs={
+        "c": RNG.randn(3, 2, 8, 4).astype(np.float32), "u": RNG.randn(3, 2, 2, 4).astype(np.float32),
+        "w": i64(0, 3, 6)}),
+    "optionalhaselement_18_15": lambda: Case(n("OptionalHasElement", ["x"]), 18, 17),  # a plain tensor: true
+    "optionalgetelement_18_15": lambda: Case(n("OptionalGetElement", ["x"]), 18, 17),  # a plain tensor: itself
+    "bitshift_28_11": lambda: Case(n("BitShift", ["x", "s"], direction="RIGHT"), 28, 17, inputs={
+        "x": np.asarray([0, 1, 2**32 - 1, 12345], np.uint32)}, inits={"s": np.asarray([3, 0, 31, 7], np.uint32)}, reference=True),  # onnxruntime stops at opset 26
 }
 
 
@@ -392,6 +431,89 @@ VARIANTS: dict[str, tuple[str, Callable[[], Case]]] = {
     "cumprod_26_25-exclusive-axis0": ("cumprod_26_25", lambda: Case(
         n("CumProd", ["x", "a"], exclusive=1), 26, 17, inputs={"x": RNG.randn(5, 2, 3).astype(np.float64)},
         inits={"a": np.asarray(0, np.int64)})),
+    # a in [-6, 6] and its specials against b with both signs, +-0 and +-inf (onnxruntime stops at opset 26)
+    "mod_28_13-float-floored-specials": ("mod_28_13", lambda: Case(
+        n("Mod", ["a", "b"], fmod=0), 28, 17, reference=True, inputs={
+            "a": np.concatenate([RNG.uniform(-6, 6, 12), [0.0, -0.0, 5.0, -5.0, np.inf, -np.inf, np.nan, 4.5]]
+                                ).astype(np.float32).reshape(-1, 1),
+            "b": f32(2.5, -2.5, 0.75, -1e-3, 0.0, -0.0, np.inf, -np.inf, 1.5, np.nan)})),
+    "mod_28_13-float-fmod-kept": ("mod_28_13", lambda: Case(
+        n("Mod", ["x", "w"], fmod=1), 28, 17, reference=True, inits={"w": f32(-1.5, 0.7, 2.0, 0.3)})),
+    "dft_20_17-axis-length-inverse": ("dft_20_17", lambda: Case(
+        n("DFT", ["x", "l", "a"], inverse=1), 20, 17, inputs={"x": RNG.randn(2, 6, 5, 2).astype(np.float32)},
+        inits={"l": np.asarray(7, np.int64), "a": np.asarray(1, np.int64)})),
+    "dft_20_17-onesided-negative-axis-dynamic": ("dft_20_17", lambda: Case(
+        n("DFT", ["x", "", "a"], onesided=1), 20, 17, inputs={"x": RNG.randn(2, 6, 5, 1).astype(np.float32)},
+        inits={"a": np.asarray(-3, np.int64)}, symbolic=True)),
+    "dequantizelinear_21_19-int16-per-axis": ("dequantizelinear_21_19", lambda: Case(
+        n("DequantizeLinear", ["x", "s", "z"], axis=0), 21, 17, inputs={"x": RNG.randint(-30000, 30000, (3, 4)).astype(np.int16)},
+        inits={"s": f32(0.5, 0.01, 2.0), "z": np.asarray([3, -7, 100], np.int16)})),
+    "dequantizelinear_21_19-uint8-blocked-no-zero-point-fp16-dynamic": ("dequantizelinear_21_19", lambda: Case(
+        n("DequantizeLinear", ["x", "s"], axis=0, block_size=4), 21, 17, symbolic=True,
+        inputs={"x": RNG.randint(0, 256, (6, 2)).astype(np.uint8)}, inits={"s": RNG.rand(2, 2).astype(np.float16)})),
+    "dequantizelinear_21_19-per-tensor-kept": ("dequantizelinear_21_19", lambda: Case(
+        n("DequantizeLinear", ["x", "s", "z"]), 21, 17, inputs={"x": RNG.randint(0, 256, (6, 2)).astype(np.uint8)},
+        inits={"s": np.asarray(0.3, np.float32), "z": np.asarray(7, np.uint8)})),
+    "quantizelinear_21_19-int16-per-axis-saturating": ("quantizelinear_21_19", lambda: Case(
+        n("QuantizeLinear", ["x", "s", "z"], axis=1), 21, 17, inputs={"x": (RNG.randn(2, 3) * 3e4).astype(np.float32)},
+        inits={"s": f32(0.5, 1.0, 2.5), "z": np.asarray([0, -100, 7], np.int16)})),
+    "quantizelinear_21_19-ties-to-even-int8-output-dtype": ("quantizelinear_21_19", lambda: Case(
+        n("QuantizeLinear", ["x", "s"], axis=0, block_size=2, output_dtype=TensorProto.INT8), 21, 17,
+        inputs={"x": f32(0.5, 1.5, 2.5, -0.5, -1.5, 300, -300, 3.49)}, inits={"s": f32(1, 1, 1, 1)})),
+    "quantizelinear_21_19-per-tensor-int8-dtype-kept": ("quantizelinear_21_19", lambda: Case(
+        n("QuantizeLinear", ["x", "s"], output_dtype=TensorProto.INT8), 21, 17,
+        inputs={"x": (RNG.randn(5, 3) * 100).astype(np.float32)}, inits={"s": np.asarray(0.7, np.float32)})),
+    "scatterelements_18_16-min-int32-axis0-dynamic": ("scatterelements_18_16", lambda: Case(
+        n("ScatterElements", ["x", "i", "u"], reduction="min", axis=-2), 18, 17, symbolic=True,
+        inputs={"x": RNG.randint(-2**31, 2**31 - 1, (4, 3, 2)).astype(np.int32),
+                "u": RNG.randint(-2**31, 2**31 - 1, (4, 3, 2)).astype(np.int32),
+                "i": RNG.randint(-3, 3, (4, 3, 2)).astype(np.int32)})),
+    "scatterelements_18_16-add-kept": ("scatterelements_18_16", lambda: Case(
+        n("ScatterElements", ["x", "i", "u"], reduction="add", axis=0), 18, 17,
+        inputs={"x": RNG.randn(3, 4).astype(np.float32), "u": RNG.randn(2, 4).astype(np.float32)},
+        inits={"i": np.asarray([[0, 1, 2, 0], [0, 1, 1, 2]], np.int64)})),
+    "scatternd_18_16-max-uint8-full-tuples": ("scatternd_18_16", lambda: Case(
+        n("ScatterND", ["x", "i", "u"], reduction="max"), 18, 17,
+        inputs={"x": RNG.randint(0, 256, (3, 4)).astype(np.uint8), "u": RNG.randint(0, 256, (6,)).astype(np.uint8)},
+        inits={"i": np.asarray([[0, 0], [2, 3], [0, 0], [1, 1], [2, 3], [0, 0]], np.int64)})),
+    "reducemax_20_18-bool-any": ("reducemax_20_18", lambda: Case(
+        n("ReduceMax", ["x", "a"], keepdims=0), 20, 17, inputs={"x": RNG.rand(3, 4, 2) > 0.7}, inits={"a": i64(1)})),
+    "reducemin_20_18-bool-all-keepdims": ("reducemin_20_18", lambda: Case(
+        n("ReduceMin", ["x", "a"], keepdims=1), 20, 17, inputs={"x": RNG.rand(3, 4, 2) > 0.3}, inits={"a": i64(0, 2)})),
+    "pad_19_18-wrap-beyond-the-size-and-crop": ("pad_19_18", lambda: Case(
+        n("Pad", ["x", "p"], mode="wrap"), 19, 17, inputs={"x": RNG.randn(2, 3, 4).astype(np.float32)},
+        inits={"p": i64(0, 7, 1, 1, -1, 5)})),
+    "pad_19_18-wrap-against-onnx-reference": ("pad_19_18", lambda: Case(
+        n("Pad", ["x", "p"], mode="wrap"), 19, 17, inputs={"x": RNG.randn(2, 3, 4).astype(np.float32)},
+        inits={"p": i64(1, 7, 0, 0, 2, 9)}, reference=True)),
+    "pad_19_18-wrap-axes-computed-pads-dynamic": ("pad_19_18", lambda: Case(
+        n("Pad", ["x", "p", "", "a"], mode="wrap"), 19, 17, symbolic=True, nodes=(n("Shape", ["x"], ["s"], start=2),
+                                                                          n("Sub", ["s", "k"], ["p"])),
+        inputs={"x": X, "k": i64(2, 3)}, inits={"a": i64(-1)})),
+    "resize_19_18-half-pixel-symmetric-whole-lengths": ("resize_19_18", lambda: _resize(
+        19, 17, {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, scales=f32(1, 1, 1.5, 0.75))),
+    "resize_19_18-half-pixel-symmetric-sizes": ("resize_19_18", lambda: _resize(
+        19, 17, {"mode": "cubic", "coordinate_transformation_mode": "half_pixel_symmetric"}, sizes=i64(2, 3, 7, 3))),
+    "tensorscatter_24_23-circular-axis1-dynamic": ("tensorscatter_24_23", lambda: Case(
+        n("TensorScatter", ["c", "u", "w"], mode="circular", axis=1), 24, 17, symbolic=True, inputs={
+            "c": RNG.randint(0, 100, (2, 5, 3)).astype(np.int64), "u": RNG.randint(0, 100, (2, 3, 3)).astype(np.int64),
+            "w": i64(4, 1)})),
+    "tensorscatter_24_23-prefill-no-indices": ("tensorscatter_24_23", lambda: Case(
+        n("TensorScatter", ["c", "u"]), 24, 17, inputs={
+            "c": np.zeros((2, 6, 4), np.float32), "u": RNG.randn(2, 4, 4).astype(np.float32)})),
+    "optionalhaselement_18_15-no-input": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", []), 18, 17, inputs={})),
+    "optionalhaselement_18_15-optional-kept": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", ["o"]), 18, 17, nodes=(helper.make_node("Optional", ["x"], ["o"]),))),
+    "optionalhaselement_18_15-empty-optional-kept": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", ["o"]), 18, 17, inputs={}, nodes=(helper.make_node(
+            "Optional", [], ["o"], type=helper.make_tensor_type_proto(TensorProto.FLOAT, [2])),))),
+    "optionalhaselement_18_15-sequence": ("optionalhaselement_18_15", lambda: Case(
+        n("OptionalHasElement", ["q"]), 18, 17, nodes=(helper.make_node("SequenceConstruct", ["x", "x"], ["q"]),))),
+    "optionalgetelement_18_15-optional-kept": ("optionalgetelement_18_15", lambda: Case(
+        n("OptionalGetElement", ["o"]), 18, 17, nodes=(helper.make_node("Optional", ["x"], ["o"]),))),
+    "centercroppad_18_17-dynamic-runtime-shape": ("centercroppad_18_17", lambda: Case(
+        n("CenterCropPad", ["x", "s"], axes=[-1, 1]), 18, 17, inputs={"x": X, "s": i64(7, 2)}, symbolic=True)),
 }
 
 
@@ -410,7 +532,7 @@ def check_parity(name: str, case: Case) -> None:
     """``case`` converted to its target opset runs ``name`` and computes what it computed at its own opset."""
     model = build(case)
     if case.reference:
-        with np.errstate(divide="ignore"):  # the reference's own arithmetic (e.g. 2 / (L - 1) at L = 1)
+        with np.errstate(divide="ignore", invalid="ignore"):  # the reference's own arithmetic (2 / (L - 1) at L = 1, x % 0)
             before = [np.asarray(o) for o in ReferenceEvaluator(model).run(None, case.inputs)]
     else:
         before = run(model, case.inputs)
@@ -421,8 +543,36 @@ def check_parity(name: str, case: Case) -> None:
     after = run(proto, case.inputs)
     for a, b in zip(before, after, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
+        if not np.issubdtype(a.dtype, np.inexact):  # integers and booleans: exactly (rtol would hide large ones)
+            np.testing.assert_array_equal(b, a)
+            continue
         tol = 1e-2 if a.dtype == np.float16 else 1e-5
         np.testing.assert_allclose(b, a, atol=tol, rtol=tol)
+
+
+def test_mod_28_13_zero_takes_the_divisors_sign() -> None:
+    """Mod-28 fmod=0 on floats: a zero result has the divisor's sign (``assert_allclose`` does not see it)."""
+    case = VARIANTS["mod_28_13-float-floored-specials"][1]()
+    converted, _ = convert_opset_with_report(ir.serde.deserialize_model(build(case)), 17)
+    (y,) = run(ir.serde.serialize_model(converted), case.inputs)
+    with np.errstate(invalid="ignore"):
+        expected = np.mod(case.inputs["a"], case.inputs["b"])
+    assert (y == 0).any()
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(expected))
+    np.testing.assert_array_equal(y, expected)
+
+
+# Lowered forms the later hops must take further down (integer Max/Min/GreaterOrEqual do not exist before 12)
+BELOW_12 = ["scatterelements_18_16-min-int32-axis0-dynamic", "scatternd_18_16-max-uint8-full-tuples",
+            "pad_19_18-wrap-beyond-the-size-and-crop", "mod_28_13-float-floored-specials"]
+
+
+@pytest.mark.parametrize("variant", BELOW_12)
+def test_lowered_forms_go_on_down_to_opset_11(variant: str) -> None:
+    name, make = VARIANTS[variant]
+    case = make()
+    case.target = 11
+    check_parity(name, case)
 
 
 def test_every_adapter_has_a_case() -> None:
@@ -452,6 +602,16 @@ REFUSALS: dict[str, tuple[Callable[[], Case], str]] = {
     "bitcast-float-to-int32": (lambda: Case(n("BitCast", ["x"], to=TensorProto.INT32), 26, 17), "FLOAT as INT32"),
     "cumprod-computed-axis": (lambda: Case(n("CumProd", ["x", "a"]), 26, 17, inputs={"x": X, "a": np.asarray(1, np.int64)}),
                               "axis must be a constant"),
+    "bitshift-signed-to-11": (lambda: Case(n("BitShift", ["x", "s"], direction="LEFT"), 28, 17, inputs={
+        "x": np.asarray([-3, 5], np.int32), "s": np.asarray([1, 2], np.int32)}), "tensor(int32)"),
+    "dft-computed-axis": (lambda: Case(n("DFT", ["x", "", "a"]), 20, 17, inputs={
+        "x": RNG.rand(2, 8, 1).astype(np.float32), "a": np.asarray(1, np.int64)}), "axis is computed"),
+    "quantizelinear-blocked-float8": (lambda: Case(n("QuantizeLinear", ["x", "s"], axis=0, block_size=2,
+                                                     output_dtype=TensorProto.FLOAT8E4M3FN), 21, 17,
+                                                   inputs={"x": f32(1, 2, 3, 4)}, inits={"s": f32(1, 1)}), "FLOAT8E4M3FN"),
+    "resize-half-pixel-symmetric-fractional": (lambda: _resize(
+        19, 17, {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, scales=f32(1, 1, 1.3, 0.7)),
+        "fractional output lengths"),
     "rotaryembedding-3d-without-heads": (lambda: _rotary({}, (2, 5, 8), 4, positions=True), "num_heads"),
 }
 

@@ -222,7 +222,8 @@ def test_no_path_down_names_op_and_node() -> None:
 def test_adapter_refusal_names_op_and_node() -> None:
     nodes = [helper.make_node("Resize", ["x", "", "s"], ["y"], name="up", mode="linear",
                               coordinate_transformation_mode="half_pixel_symmetric")]
-    m = model(nodes, 19, [1, 1, 4, 4], inits={"s": np.asarray([1, 1, 2, 2], np.float32)})
+    # 4 * 1.3 is no whole length: half_pixel_symmetric then differs from half_pixel (a whole one converts)
+    m = model(nodes, 19, [1, 1, 4, 4], inits={"s": np.asarray([1, 1, 1.3, 1.3], np.float32)})
     with pytest.raises(OpsetConversionError, match=r"Resize node 'up'.*half_pixel_symmetric"):
         convert(m, 17)
 
