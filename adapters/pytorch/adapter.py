@@ -67,6 +67,10 @@ class PyTorchAdapter:
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True
+    # ... and that child goes on to run the validation reference (torch imported once per conversion): the
+    # reference builds the model again there, as a fresh process would (a factory runs seeded, FACTORY_SEED;
+    # files are read again), and torch.onnx leaves no state that changes how a module runs
+    reference_in_export_child = True
     options = (Option("exporter", str, "auto", "PyTorch exporter: auto (dynamo unless torch.export finds "
                       "data-dependent control flow, then TorchScript) | dynamo | torchscript",
                       choices=lambda: EXPORTERS),)

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 import onnx
 
 from bridge.config import CONTRIB_DOMAIN, ConvertConfig, check_names
-from bridge.conversion.pinning import pin_failures
+from bridge.conversion.pinning import onnx_runtimes, pin_failures
 from bridge.conversion.recipe import (
     SKIP_DISABLED,
     SKIP_SOURCE,
@@ -54,7 +54,8 @@ from bridge.errors import (
 )
 from bridge.inspection import graph_metas
 from bridge.limits import memory_limit
-from bridge.runtimes.isolated import isolate
+from bridge.runtimes import Runtime, TensorMeta, declared_input_metadata
+from bridge.runtimes.isolated import KeptWorker, isolate
 from bridge.validation.run import (
     nondeterministic_outputs,
     run_and_compare,
@@ -87,12 +88,23 @@ def run_recipe(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
 
 
 def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progress) -> ConvertResult:
+    # the export child is kept to run the framework reference (the framework is imported once); stopped on the
+    # way out whatever happens, and at once when validation does not run
+    with KeptWorker() as worker:
+        return _deliver(cfg, stages, progress, worker)
+
+
+def _deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progress,
+             worker: KeptWorker) -> ConvertResult:
     from bridge.targets import get_target
 
     with staged(stages, "adapter"):
         target = get_target(cfg.to, **cfg.target_options)
         adapter = pick_adapter(cfg)
-    exported = export(cfg, adapter, stages, progress)
+    runtimes = cfg.validate if cfg.validate is not None else target.default_runtimes
+    # kept only when the reference comes next: a target writing artefacts of its own (a SavedModel) would
+    # convert beside an idle framework process
+    exported = export(cfg, adapter, stages, progress, worker=worker if runtimes and not target.artefact else None)
     # imported after the export: while an export child runs, this process stays small (the tree's peak)
     from bridge.passes.pipeline import run_pipeline
 
@@ -133,9 +145,10 @@ def deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progre
         staging: list[Path] = []
         try:
             artefacts = _stage_artefacts(cfg, target, proto, result, staging, progress)
-            runtimes = cfg.validate if cfg.validate is not None else target.default_runtimes
             with staged(stages, "validation"):
-                _validate(cfg, adapter, exported, proto, runtimes, artefacts, Path(workdir), result, progress)
+                _validate(cfg, adapter, exported, proto, runtimes, artefacts, Path(workdir), result, progress,
+                          worker)
+            worker.close()
             result.files = _files(cfg, target, artefacts, result)
             _write(cfg, target, proto, artefacts, result)
         finally:
@@ -176,7 +189,8 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
-              artefacts: dict[str, Path], workdir: Path, result: ConvertResult, progress: Progress) -> None:
+              artefacts: dict[str, Path], workdir: Path, result: ConvertResult, progress: Progress,
+              worker: KeptWorker | None = None) -> None:
     from adapters import reference_runner
     from bridge.targets import candidate_runtime, get_target
 
@@ -184,6 +198,8 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
     if not runtimes:
         return _skip(result, "validation disabled (--validate none)", SKIP_DISABLED)
     if leftover:
+        if worker is not None:
+            worker.close()
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
         return _skip(result, f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime runs; "
                      "they need lowering before validation", SKIP_UNRUNNABLE)
@@ -200,15 +216,17 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
     target = get_target(cfg.to, **cfg.target_options)
     # an artefact is validated in the runtimes that run it; every other runtime validates the .onnx itself
     by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
-    candidates = {name: partial(isolate, partial(candidate_runtime, name, candidate_model, workdir, by_runtime),
-                                name=name, stage=f"the {name} candidate", enabled=cfg.isolate, timeout=cfg.timeout,
-                                max_memory=child_memory_limit())
+    direct = onnx_runtimes(by_runtime)  # runtimes that run the .onnx itself: their inputs are the graph's
+    candidates = {name: _Loader(partial(isolate, partial(candidate_runtime, name, candidate_model, workdir, by_runtime),
+                                        name=name, stage=f"the {name} candidate", enabled=cfg.isolate,
+                                        timeout=cfg.timeout, max_memory=child_memory_limit()),
+                                declared_input_metadata(name, proto) if name in direct else None)
                   for name in runtimes}
     feeds = feed_source(cfg, export, proto)
     try:
         reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
                             stage=f"the {adapter.framework} reference", enabled=isolated, timeout=cfg.timeout,
-                            max_memory=child_memory_limit())
+                            max_memory=child_memory_limit(), worker=worker)
         progress(f"validating in {', '.join(runtimes)} against {reference.name}")
         run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
                               detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
@@ -231,6 +249,17 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         result.second_size_skipped = run.second_size_skipped
         result.validation_feeds = run.input_summary(feeds.describe())
     result.timings["validate_s"] = time.perf_counter() - start
+
+
+class _Loader:
+    """A candidate's loader and, when known without loading it, its inputs (``declared_inputs``, which
+    ``run_and_compare`` reads instead of loading the first candidate once more only to ask them)."""
+
+    def __init__(self, load: Callable[[], Runtime], declared_inputs: list[TensorMeta] | None) -> None:
+        self.load, self.declared_inputs = load, declared_inputs
+
+    def __call__(self) -> Runtime:
+        return self.load()
 
 
 def _check_loads(candidates: dict[str, Any]) -> None:

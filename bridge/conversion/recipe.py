@@ -23,6 +23,7 @@ from bridge.errors import UsageError
 from bridge.io import tensor_size
 from bridge.model import ModelContainer, PassRecord
 from bridge.runtimes.base import TensorMeta
+from bridge.runtimes.isolated import KeptWorker
 from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, saved_detection_outputs
@@ -166,7 +167,10 @@ def with_inputs_from(cfg: ConvertConfig, model: onnx.ModelProto | None) -> Conve
     return replace(cfg, export=replace(cfg.export, inputs=tuple(specs))) if specs else cfg
 
 
-def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress) -> Any:
+def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], progress: Progress,
+           worker: KeptWorker | None = None) -> Any:
+    """The adapter's export (in a child process when ``exports_in_child``); with ``worker``, that child is kept
+    there when the adapter can run its reference in it (``keeps_export_child``)."""
     progress(f"exporting with the {adapter.framework} adapter")
     if cfg.export.opset_asked:  # every adapter exports at the asked opset: refuse one nothing runs first
         from opsets.conversion import check_target
@@ -174,8 +178,8 @@ def export(cfg: ConvertConfig, adapter: Any, stages: dict[str, StageStatus], pro
         check_target(cfg.export.opset)
 
     with staged(stages, "export"):
-        exported = export_in_child(cfg, adapter) if exports_in_child(cfg, adapter) else \
-            adapter.export(cfg.source, cfg.export)
+        exported = export_in_child(cfg, adapter, keep=worker if keeps_export_child(adapter) else None) \
+            if exports_in_child(cfg, adapter) else adapter.export(cfg.source, cfg.export)
     # imported after the export (onnxscript's version converter): while an export child runs, this process
     # stays small, and the two together are the process tree's peak
     from opsets.target import target_opset
@@ -201,7 +205,15 @@ def exports_in_child(cfg: ConvertConfig, adapter: Any) -> bool:
     return bool(getattr(adapter, "export_in_child", False)) and cfg.isolate and cfg.source.obj is None
 
 
-def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
+def keeps_export_child(adapter: Any) -> bool:
+    """Whether ``adapter``'s export child may go on to run its reference (``reference_in_export_child``): the
+    framework is then imported once per conversion. An adapter says so only when a model it builds again
+    in that process is the one a fresh process would build (the PyTorch adapter restores the random
+    generators a factory draws its weights from)."""
+    return bool(getattr(adapter, "reference_in_export_child", False))
+
+
+def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = None) -> Any:
     """``adapter.export`` run in a child process, its ExportResult sent back and its model read from a file.
 
     The framework (torch, TensorFlow: hundreds of MB once imported, more after an exporter ran) then never
@@ -210,7 +222,9 @@ def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
     of the framework twice. The model travels as a file, read here once the child has ended: sent through the
     pipe it would be serialised in the child and received and parsed here while the child, at its largest,
     still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
-    as long as it takes; the heartbeat says so) and the reference's memory limit."""
+    as long as it takes; the heartbeat says so) and the reference's memory limit. ``keep``: the child is
+    kept there once the export succeeded (the reference runs in it next); the file is then read while it waits,
+    freed of the export's leftovers, smaller than when it runs the reference next to this process."""
     import shutil
     import tempfile
 
@@ -221,7 +235,7 @@ def export_in_child(cfg: ConvertConfig, adapter: Any) -> Any:
     try:
         exported = call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export, folder / "exported.onnx"),
                                  stage=f"the {adapter.framework} export", timeout=None,
-                                 max_memory=child_memory_limit())
+                                 max_memory=child_memory_limit(), keep=keep)
         exported.model = onnx.load(str(folder / "exported.onnx"))  # external data (over 2 GiB) read back too
     finally:
         shutil.rmtree(folder, ignore_errors=True)

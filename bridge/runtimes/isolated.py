@@ -21,6 +21,14 @@ names. It gets the parent's ``sys.path``, its stdout goes to the parent's stderr
 never mix into bridge's own output), and it dies with its parent: ``PR_SET_PDEATHSIG`` on Linux plus a
 watchdog thread that exits when the parent pid changes, so ``kill -9`` of bridge leaves nothing running.
 
+A child that ran one call can be kept (``call_isolated(..., keep=worker)``) and then serve a later
+``IsolatedRuntime`` (``isolate(..., worker=worker)``): the framework export child becomes the framework
+reference, so the framework (torch: ~2 s to import on a quiet machine, more under load) is imported once
+per conversion instead of twice. The kept child frees what the call left (a cycle collection and glibc's
+``malloc_trim``) before it waits; the process that reruns a factory there must give it the state a fresh
+interpreter would (the PyTorch adapter restores the random generators' state, see
+``adapters.pytorch.loading``). A kept child nobody takes is stopped by ``KeptWorker.close``.
+
 The child first answers a handshake; a child that cannot start (bridge not importable there, a
 factory that cannot be rebuilt in a fresh interpreter) is ``WorkerStartError``, bridge's own failure,
 never reported as the model crashing.
@@ -166,22 +174,81 @@ def _stderr_fd() -> int | None:
         return None
 
 
+class KeptWorker:
+    """A slot for one child process kept alive after ``call_isolated(..., keep=...)``, for the next
+    ``IsolatedRuntime`` given it (``worker=``) to run in instead of a fresh interpreter; used once.
+    ``close()`` (or leaving the ``with`` block) stops a child nobody took."""
+
+    def __init__(self) -> None:
+        self._child: _Child | None = None
+        self.reused = 0  # how many runtimes ran in a kept child (tests and benchmarks read it)
+
+    def put(self, child: _Child) -> None:
+        self.close()
+        self._child = child
+
+    def take(self) -> _Child | None:
+        child, self._child = self._child, None
+        return child if child is not None and child.alive() else None
+
+    @property
+    def holds(self) -> bool:
+        return self._child is not None
+
+    def close(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            with contextlib.suppress(OSError, EOFError):
+                child.conn.send(("deactivate", None))
+            child.stop()
+
+    def __enter__(self) -> KeptWorker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
 class IsolatedRuntime:
-    """The Runtime protocol over a child process that runs ``factory()``'s runtime."""
+    """The Runtime protocol over a child process that runs ``factory()``'s runtime (in the child ``worker``
+    holds, when it holds one that still lives, else in a fresh one)."""
 
     def __init__(self, factory: Callable[[], Runtime], *, name: str, stage: str,
-                 timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None,
+                 worker: KeptWorker | None = None) -> None:
         self.factory = factory
         self.name = name
         self.stage = stage  # e.g. "the mxnet reference", "the onnxruntime candidate"
         self.timeout = check_timeout(timeout)
         self.max_memory = max_memory
+        self.worker = worker
         self._child: _Child | None = None
 
     # -- protocol ------------------------------------------------------------------------------------
     def activate(self) -> None:
-        self._child = _Child(pickle.dumps(self.factory), name=self.name, stage=self.stage, max_memory=self.max_memory)
+        self._child = self._reused() or _Child(pickle.dumps(self.factory), name=self.name, stage=self.stage,
+                                               max_memory=self.max_memory)
         self.name = self._call("activate", None) or self.name
+
+    def _reused(self) -> _Child | None:
+        """The worker's kept child, now serving ``factory`` (None: no child kept, or it could not switch)."""
+        child = self.worker.take() if self.worker is not None else None
+        if child is None:
+            return None
+        child.stage, child.max_memory = self.stage, self.max_memory
+        try:
+            status, value = child.request(("become", pickle.dumps(self.factory)), STARTUP_TIMEOUT_S, "start")
+        except (BridgeError, BridgeInternalError) as exc:
+            logger.info("%s: the kept child could not take it (%s); starting a fresh one", self.stage, exc)
+            child.stop()
+            return None
+        if status != "ok":
+            logger.info("%s: the kept child could not take it (%s); starting a fresh one", self.stage, value)
+            child.stop()
+            return None
+        assert self.worker is not None
+        self.worker.reused += 1
+        return child
 
     def input_metadata(self) -> Sequence[TensorMeta]:
         result: Sequence[TensorMeta] = self._call("metadata", None)
@@ -229,15 +296,17 @@ class IsolatedRuntime:
 
 
 def isolate(factory: Callable[[], Runtime], *, name: str, stage: str, enabled: bool = True,
-            timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None) -> Runtime:
+            timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None,
+            worker: KeptWorker | None = None) -> Runtime:
     """``factory``'s runtime in a child process, or in-process (with the reason logged) when isolation is
     off or the factory cannot be sent to a child (it holds a live framework object, or is defined in the
     caller's ``__main__``, which a fresh interpreter does not have). In-process, each step still runs
-    under ``timeout`` (``in_process_deadline``)."""
+    under ``timeout`` (``in_process_deadline``). ``worker``: run in the child it keeps, if any."""
     if enabled:
         reason = _why_not_portable(factory)
         if reason is None:
-            return IsolatedRuntime(factory, name=name, stage=stage, timeout=timeout, max_memory=max_memory)
+            return IsolatedRuntime(factory, name=name, stage=stage, timeout=timeout, max_memory=max_memory,
+                                   worker=worker)
         logger.info("%s runs in-process: it cannot be sent to a child process (%s)", stage, reason)
     timeout = check_timeout(timeout)
     if timeout is None:
@@ -273,12 +342,13 @@ class _Deadlined:
 
 def call_isolated(fn: Callable[..., _R], *, stage: str, enabled: bool = True,
                   timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | None = None,
-                  progress: Callable[[str], None] | None = None) -> _R:
+                  progress: Callable[[str], None] | None = None, keep: KeptWorker | None = None) -> _R:
     """``fn()`` run in a child process under ``max_memory``; its result and its BridgeErrors come back, a
     crash becomes ``RuntimeCrashedError`` naming ``stage``. With ``progress``, ``fn`` is called as
     ``fn(progress=...)`` and its messages are relayed here as they come; ``timeout`` is the longest
     silence allowed (no message and no result), so long work that reports progress is not cut short.
-    In-process when ``enabled`` is false or ``fn`` cannot travel, still under ``timeout``."""
+    In-process when ``enabled`` is false or ``fn`` cannot travel, still under ``timeout``. ``keep``: after a
+    successful call the child is not stopped but put in ``keep`` (see ``KeptWorker``)."""
     timeout = check_timeout(timeout)
     reason = _why_not_portable(fn) if enabled else "isolation is off"
     if reason is not None:
@@ -286,14 +356,20 @@ def call_isolated(fn: Callable[..., _R], *, stage: str, enabled: bool = True,
         with in_process_deadline(timeout, stage):
             return fn(progress=progress) if progress is not None else fn()
     child = _Child(pickle.dumps(fn), name=stage, stage=stage, max_memory=max_memory)
+    kept = False
     try:
-        status, value = child.request(("run", progress is not None), timeout, "run")
+        status, value = child.request(("run_keep" if keep is not None else "run", progress is not None), timeout,
+                                      "run")
         while status == "progress":
             if progress is not None:
                 progress(value)
             status, value = child.request(None, timeout, "run")
+        if keep is not None and status == "ok":
+            keep.put(child)
+            kept = True
     finally:
-        child.stop()
+        if not kept:
+            child.stop()
     if status == "error":
         raise _rebuild(value, stage)
     result: _R = value
@@ -468,6 +544,18 @@ def _die_with_parent(parent: int, main_thread: bool) -> None:
     threading.Thread(target=watch, name="bridge-parent-watch", daemon=True).start()
 
 
+def _tidy() -> None:
+    """Give back what a finished call left: the cycle collector, then glibc's free lists to the system
+    (``malloc_trim``; freed memory otherwise stays in the process's resident size)."""
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(Exception):  # not glibc: nothing to trim
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def _limit_memory(max_memory: int | None) -> None:
     if max_memory:
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -512,14 +600,22 @@ def _serve(conn: multiprocessing.connection.Connection, target: Callable[..., An
         except (EOFError, OSError):
             return
         try:
-            if command == "run":  # call_isolated: one call of the target, then the child ends
+            if command in ("run", "run_keep"):  # call_isolated: one call of the target, then the child ends
+                # (run) or waits to be given a factory to serve (run_keep: a KeptWorker holds it)
                 if argument:  # relay progress messages to the parent as they come
                     reply: Any = target(progress=lambda message: conn.send(("progress", str(message))))
                 else:
                     reply = target()
                 conn.send(("ok", reply))
-                return
-            if command == "activate":
+                if command == "run":
+                    return
+                del reply  # the call's result is sent: what it left is freed before waiting
+                _tidy()
+                continue
+            if command == "become":  # a kept child takes a new factory to serve
+                target = pickle.loads(argument)
+                reply = None
+            elif command == "activate":
                 runtime = target()
                 runtime.activate()
                 reply = runtime.name

@@ -23,6 +23,13 @@ _ORT_TYPES = {
     "tensor(uint8)": "uint8", "tensor(bool)": "bool", "tensor(string)": "object",
     "tensor(uint16)": "uint16", "tensor(uint32)": "uint32", "tensor(uint64)": "uint64",
 }
+# onnx's element types by the name onnxruntime gives them (``tensor(<name>)``)
+_ONNX_TYPE_NAMES = {onnx.TensorProto.FLOAT: "float", onnx.TensorProto.DOUBLE: "double",
+                    onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.INT64: "int64",
+                    onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT16: "int16", onnx.TensorProto.INT8: "int8",
+                    onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool", onnx.TensorProto.STRING: "string",
+                    onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.UINT32: "uint32",
+                    onnx.TensorProto.UINT64: "uint64"}
 
 # (pattern on the onnxruntime message, explanation template using the named groups)
 _TYPE_ERROR = (r"Type '?\(?(?P<t>tensor\(\w+\))'?\)? of (?:input|output) (?:parameter|arg) \((?P<name>[^)]*)\) "
@@ -78,6 +85,11 @@ class OnnxRuntime:
     """Runs an ONNX model in an onnxruntime CPU InferenceSession."""
 
     name = "onnxruntime"
+
+    @staticmethod
+    def declared_input_metadata(model: onnx.ModelProto) -> list[TensorMeta] | None:
+        """``input_metadata()`` without a session (see the module's ``declared_input_metadata``)."""
+        return declared_input_metadata(model)
 
     def __init__(self, model: Any, *, log_severity: int = 2, intra_op_threads: int | None = None,
                  describe: str = "the model", failure_hint: str = "") -> None:
@@ -138,6 +150,24 @@ class OnnxRuntime:
 
     def deactivate(self) -> None:
         self._session = None
+
+
+def declared_input_metadata(model: onnx.ModelProto) -> list[TensorMeta] | None:
+    """What ``OnnxRuntime(model).input_metadata()`` says, read from the graph without a session: the graph's
+    inputs that are not initializers (onnxruntime lists those apart), dims as ints, names or None. None when
+    the graph does not settle it (an input without a shape or of a type this table does not name)."""
+    initializers = {i.name for i in model.graph.initializer}
+    metas: list[TensorMeta] = []
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        tt = vi.type.tensor_type
+        ort_type = f"tensor({_ONNX_TYPE_NAMES.get(tt.elem_type, '?')})"
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape") or ort_type not in _ORT_TYPES:
+            return None
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        metas.append(TensorMeta(vi.name, shape, _ORT_TYPES[ort_type]))
+    return metas
 
 
 def _meta(arg: Any) -> TensorMeta:

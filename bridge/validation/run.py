@@ -259,7 +259,8 @@ def run_and_compare(
     each step (loading, reference run, each runtime).
 
     One runtime is loaded at a time (a framework and an onnxruntime session side by side would double the
-    peak memory): the first candidate is loaded alone to read its inputs, then the reference runs everything
+    peak memory): the first candidate is loaded alone to read its inputs (unless its loader knows them
+    without loading: ``declared_inputs``, e.g. an onnxruntime candidate's graph inputs), then the reference runs everything
     any candidate will be compared with (``_ReferenceRuns``) and is unloaded, then each candidate in turn.
     """
     say = progress or (lambda _msg: None)
@@ -269,7 +270,10 @@ def run_and_compare(
     metas: list[TensorMeta] | None = None
     load_error: BaseException | None = None
     first = next(iter(candidates), "")
-    if candidates:
+    declared = getattr(candidates.get(first), "declared_inputs", None)  # known without loading it (a loader's)
+    if declared is not None:
+        metas = list(declared)
+    elif candidates:
         source = candidates[first]
         say(f"reading the inputs of the {first} candidate")
         loaded[first] = source if isinstance(source, Runtime) else source()

@@ -93,3 +93,43 @@ def test_the_exported_model_travels_as_a_file_read_after_the_child_ended(tmp_pat
     child = export_in_child(cfg, SimpleNamespace(framework=adapter.framework, require_framework=lambda: None))
     assert child.model.SerializeToString() == in_process.model.SerializeToString()
     assert child.output_names == in_process.output_names
+
+
+def test_the_export_child_goes_on_to_run_the_reference_with_the_same_verdict(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch is imported once per conversion: the export child is kept and runs the validation reference
+    (a fresh reference child imported torch and rebuilt the model a second time: ~2 s, the largest part of
+    bridge's time beyond the plain exporter). The verdict is the one a fresh reference child gives."""
+    pytest.importorskip("torch")
+    from adapters.pytorch.adapter import PyTorchAdapter
+    from bridge import api
+    from bridge.runtimes import isolated
+
+    started: list[str] = []
+    real_init = isolated._Child.__init__
+
+    def counting(self: object, payload: bytes, **kw: object) -> None:
+        started.append(str(kw["stage"]))
+        real_init(self, payload, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(isolated._Child, "__init__", counting)
+    source = f"{REPO / 'examples' / 'tiny_detector' / 'model.py'}:build"
+
+    def convert(out: str) -> dict[str, object]:
+        started.clear()
+        result = api.convert(source, tmp_path / out, inputs=["images:1,3,32,32"]).to_dict()
+        return {"stages": list(started), "validation": result["validation"], "passed": result["passed"],
+                "sizes": result["validation_sizes"], "feeds": result["validation_feeds"]}
+
+    kept = convert("kept.onnx")
+    assert kept["passed"]
+    assert [s for s in kept["stages"] if "torch" in s] == ["the torch export"]  # no second torch process
+    monkeypatch.setattr(PyTorchAdapter, "reference_in_export_child", False)
+    fresh = convert("fresh.onnx")
+    assert "the torch reference" in fresh["stages"]  # the old way: a fresh interpreter for the reference
+    assert {k: v for k, v in kept.items() if k != "stages"} == {k: v for k, v in fresh.items() if k != "stages"}
+    import onnx
+
+    # the same graph (the dynamo exporter's node names vary from run to run, so not byte for byte)
+    ops = [[n.op_type for n in onnx.load(str(tmp_path / f)).graph.node] for f in ("kept.onnx", "fresh.onnx")]
+    assert ops[0] == ops[1]

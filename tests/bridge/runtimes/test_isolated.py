@@ -90,3 +90,60 @@ def test_a_childs_temporary_files_are_removed_with_it() -> None:
     assert path.parent.name.startswith("bridge-child-")
     assert path.parent.parent == Path(tempfile.gettempdir())
     assert not path.exists() and not path.parent.exists()
+
+
+# -- a kept child serves the next runtime (the framework export child becomes the framework reference) ------
+
+def test_a_kept_child_serves_the_next_runtime_instead_of_a_fresh_interpreter() -> None:
+    from bridge.runtimes.isolated import KeptWorker, call_isolated
+
+    with KeptWorker() as worker:
+        pid = call_isolated(os.getpid, stage="the test export", keep=worker)
+        assert worker.holds and pid != os.getpid()
+        runtime = IsolatedRuntime(partial(make, "ok"), name="misbehaving", stage="the test reference", worker=worker)
+        with activated(runtime) as rt:
+            assert int(rt.infer(X)["pid"][0]) == pid  # the same process: no second interpreter, no second import
+        assert worker.reused == 1 and not worker.holds  # used once
+        with activated(_isolated("ok")) as rt:  # a runtime without the worker starts its own child
+            assert int(rt.infer(X)["pid"][0]) != pid
+
+
+def test_a_kept_child_that_died_gives_way_to_a_fresh_one() -> None:
+    import signal
+
+    from bridge.runtimes.isolated import KeptWorker, call_isolated
+
+    with KeptWorker() as worker:
+        pid = call_isolated(os.getpid, stage="the test export", keep=worker)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # reaped by us (the parent): the kept child is gone
+        runtime = IsolatedRuntime(partial(make, "ok"), name="misbehaving", stage="the test reference", worker=worker)
+        with activated(runtime) as rt:
+            assert int(rt.infer(X)["pid"][0]) not in (pid, os.getpid())
+        assert worker.reused == 0
+
+
+def test_a_kept_child_crashing_is_still_named_as_the_runtime_it_serves() -> None:
+    from bridge.runtimes.isolated import KeptWorker, call_isolated
+
+    with KeptWorker() as worker:
+        call_isolated(os.getpid, stage="the test export", keep=worker)
+        runtime = IsolatedRuntime(partial(make, "segfault"), name="misbehaving", stage="the test reference",
+                                  worker=worker)
+        with pytest.raises(RuntimeCrashedError, match="the test reference crashed during infer: killed by SIGSEGV"), \
+                activated(runtime) as rt:
+            rt.infer(X)
+
+
+def test_a_failed_call_keeps_nothing_and_closing_ends_a_kept_child() -> None:
+    from bridge.runtimes.isolated import KeptWorker, call_isolated
+
+    worker = KeptWorker()
+    with pytest.raises(RuntimeCrashedError):
+        call_isolated(partial(divmod, 1, 0), stage="the test export", keep=worker)
+    assert not worker.holds
+    pid = call_isolated(os.getpid, stage="the test export", keep=worker)
+    worker.close()
+    assert not worker.holds
+    with pytest.raises(ChildProcessError):  # stopped and reaped: no such child any more
+        os.waitpid(pid, 0)

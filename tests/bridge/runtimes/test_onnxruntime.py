@@ -41,3 +41,45 @@ def test_explanations(message: str, fragment: str) -> None:
 
 def test_unknown_errors_are_not_explained() -> None:
     assert explain_load_error("something entirely different") is None
+
+
+def _model(inputs: list[onnx.ValueInfoProto], initializers: list[onnx.TensorProto] = ()) -> onnx.ModelProto:  # type: ignore[assignment]
+    from onnx import helper
+
+    nodes = [helper.make_node("Identity", [vi.name], [f"out_{i}"]) for i, vi in enumerate(inputs)]
+    outputs = [helper.make_tensor_value_info(f"out_{i}", vi.type.tensor_type.elem_type, None)
+               for i, vi in enumerate(inputs)]
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_declared_input_metadata_is_what_a_session_says() -> None:
+    """The inputs validation sizes its feeds by, read from the graph without a session: the same as
+    onnxruntime's (symbolic and unknown dims, integer and bool types, an initializer listed as an input)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from bridge.runtimes.onnxruntime import OnnxRuntime
+
+    unknown = helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 3])
+    unknown.type.tensor_type.shape.dim[1].Clear()  # a dim with neither a value nor a name
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 224, 224]),
+              helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "seq"]),
+              helper.make_tensor_value_info("flag", TensorProto.BOOL, []), unknown,
+              helper.make_tensor_value_info("h", TensorProto.FLOAT16, [4]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT, [2])]
+    model = _model(inputs, [numpy_helper.from_array(np.ones(2, np.float32), "w")])
+    declared = OnnxRuntime.declared_input_metadata(model)
+    with activated(get_runtime("onnxruntime", model)) as rt:
+        assert declared == list(rt.input_metadata())
+    assert declared is not None and [m.name for m in declared] == ["x", "ids", "flag", "u", "h"]
+
+
+def test_declared_input_metadata_leaves_what_the_graph_does_not_settle_to_the_session() -> None:
+    from onnx import TensorProto, helper
+
+    from bridge.runtimes.onnxruntime import OnnxRuntime
+
+    rankless = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    odd = helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [2])
+    assert OnnxRuntime.declared_input_metadata(_model([rankless])) is None
+    assert OnnxRuntime.declared_input_metadata(_model([odd])) is None

@@ -15,7 +15,7 @@ from bridge.errors import ReferenceUnavailableError, RuntimeLoadError
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.validation.results import RunResults
-from bridge.validation.run import FeedSource, run_and_compare
+from bridge.validation.run import ComparisonRun, FeedSource, run_and_compare
 
 
 def _model(op: str) -> onnx.ModelProto:
@@ -188,3 +188,32 @@ def test_a_candidate_that_cannot_load_fails_after_the_reference_says_it_is_avail
     with pytest.raises(RuntimeLoadError, match="candidate cannot load"):
         run_and_compare(reference, {"c": Unloadable()}, FeedSource(), Tolerance())
     assert reference.events == ["activate", "deactivate"]
+
+
+def test_a_first_candidate_whose_inputs_are_declared_is_loaded_once_with_the_same_verdicts() -> None:
+    """Loading the first candidate only to ask its inputs (a child process and an onnxruntime session, then
+    again to compare) is skipped when its loader declares them (``declared_inputs``): one activation, the same
+    feeds and verdicts as the run that loads it twice."""
+
+    def run(declared: bool) -> tuple[list[tuple[str, str]], ComparisonRun]:
+        log: list[tuple[str, str]] = []
+
+        class Loader:
+            declared_inputs = [TensorMeta("x", ("n", 3), "float32")] if declared else None
+
+            def __call__(self) -> Logged:
+                return Logged("a", log)
+
+        result = run_and_compare(Logged("ref", log), {"a": Loader()}, FeedSource(specs=[InputSpec("x", (4, 3))], seed=1),
+                                 Tolerance(), second_size=True, check_sensitivity=True)
+        return log, result
+
+    once, declared_run = run(True)
+    twice, loaded_run = run(False)
+    assert [e for n, e in once if n == "a"].count("activate") == 1
+    assert [e for n, e in twice if n == "a"].count("activate") == 2  # the waste this removes
+    assert once == twice[2:] and once[0] == ("ref", "activate")  # the same work otherwise, in the same order
+    assert [c.to_dict() for c in declared_run.comparisons] == [c.to_dict() for c in loaded_run.comparisons]
+    assert declared_run.sizes == loaded_run.sizes
+    for a, b in zip(declared_run.feeds.values(), loaded_run.feeds.values(), strict=True):
+        np.testing.assert_array_equal(a, b)
