@@ -69,8 +69,10 @@ class PyTorchAdapter:
     export_in_child = True
     # ... and that child goes on to run the validation reference (torch imported once per conversion): the
     # reference builds the model again there, as a fresh process would (a factory runs seeded, FACTORY_SEED;
-    # files are read again), and torch.onnx leaves no state that changes how a module runs
-    reference_in_export_child = True
+    # files are read again), and torch.onnx leaves no state that changes how a module runs. Off: the kept child
+    # carries the exporter's modules (+42-75 MB at the peak, bench/results/2026-11-28-convert-time.md), which
+    # breaks the <= 1.3x-of-the-plain-exporter memory bound on small models for ~2 s saved per conversion
+    reference_in_export_child = False
     options = (Option("exporter", str, "auto", "PyTorch exporter: auto (dynamo unless torch.export finds "
                       "data-dependent control flow, then TorchScript) | dynamo | torchscript",
                       choices=lambda: EXPORTERS),)

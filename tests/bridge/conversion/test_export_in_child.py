@@ -97,7 +97,8 @@ def test_the_exported_model_travels_as_a_file_read_after_the_child_ended(tmp_pat
 
 def test_the_export_child_goes_on_to_run_the_reference_with_the_same_verdict(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch is imported once per conversion: the export child is kept and runs the validation reference
+    """With ``reference_in_export_child`` torch is imported once per conversion: the export child is kept and
+    runs the validation reference
     (a fresh reference child imported torch and rebuilt the model a second time: ~2 s, the largest part of
     bridge's time beyond the plain exporter). The verdict is the one a fresh reference child gives."""
     pytest.importorskip("torch")
@@ -121,6 +122,7 @@ def test_the_export_child_goes_on_to_run_the_reference_with_the_same_verdict(tmp
         return {"stages": list(started), "validation": result["validation"], "passed": result["passed"],
                 "sizes": result["validation_sizes"], "feeds": result["validation_feeds"]}
 
+    monkeypatch.setattr(PyTorchAdapter, "reference_in_export_child", True)  # off by default (memory)
     kept = convert("kept.onnx")
     assert kept["passed"]
     assert [s for s in kept["stages"] if "torch" in s] == ["the torch export"]  # no second torch process
