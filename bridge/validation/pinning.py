@@ -1,14 +1,14 @@
 """An upstream tie proof by pinning: a failed comparison re-run with the source's values at the selection inputs.
 
 A detector selects: TopK keeps the N best scores, NonMaxSuppression keeps boxes in score order, ArgMax picks
-one class. Two runtimes that compute the same scores to within a float32 ulp (onnxruntime's Sigmoid is not
+one class, a comparison keeps peaks (CenterNet's ``x * (MaxPool(x) == x)``) or scores over a threshold. Two runtimes that compute the same scores to within a float32 ulp (onnxruntime's Sigmoid is not
 MXNet's) can select differently where two scores are tied to that ulp, and everything downstream then sees
 other rows; with random weights many such rows are identical in all but position, and the final outputs'
 matcher has no evidence that the difference came from a tie upstream. Bit-exact agreement is not achievable
 across runtimes (different ``exp`` implementations), so this module proves the tie instead:
 
 1. ``selection_points``: the score (and box) inputs of every selection op of the candidate graph
-   (``SELECTION_OPS``), each walked back to the nearest tensors the source also returns (its *pins*);
+   (``SELECTION_OPS``; and the float data inputs of comparisons, ``COMPARISON_OPS``), each walked back to the nearest tensors the source also returns (its *pins*);
 2. the pins' values from the source and from the candidate (the unpinned model with the pins as extra
    outputs) on the same feeds must agree within the tolerance - the part of the model above the selections
    is proved by this, not assumed (a pin downstream of another is judged again with the upstream pins set
@@ -49,6 +49,13 @@ SELECTION_OPS: dict[str, tuple[tuple[int, ...], int]] = {
     "ArgMax": ((0,), 0),
     "ArgMin": ((0,), 0),
 }
+# comparisons select too: a mask ``x * (MaxPool(x) == x)`` (CenterNet's peaks) or a threshold ``score > 0.5``
+# flips where its two float inputs are tied to an ulp. Only float inputs computed from the graph's inputs are
+# pinned (a mask over integer shapes, a constant threshold is exact on both sides); a comparison with no such
+# input, or none the source returns, is no selection point (left to the candidate: it can only keep a failure)
+COMPARISON_OPS: frozenset[str] = frozenset({"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"})
+FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                         onnx.TensorProto.BFLOAT16})
 UNPINNED_SUFFIX = "__bridge_unpinned"  # a pinned tensor's producer keeps its other outputs; this one is renamed
 
 RunCandidate = Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
@@ -76,24 +83,63 @@ class SelectionPoint:
         return {"node": self.node, "op": self.op, "inputs": list(self.inputs), "pins": list(self.pins)}
 
 
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Tensor name -> element type, from the graph's declarations and (when it runs) ONNX shape inference."""
+    types: dict[str, int] = {t.name: t.data_type for t in model.graph.initializer}
+    graphs = [model.graph]
+    try:
+        graphs.append(onnx.shape_inference.infer_shapes(model).graph)
+    except Exception as exc:  # an unknown type leaves the comparison unpinned (it can only keep a failure)
+        log.debug("pinning: shape inference failed (%s); comparison inputs typed from declarations only", exc)
+    for g in graphs:
+        for v in (*g.input, *g.value_info, *g.output):
+            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type:
+                types.setdefault(v.name, v.type.tensor_type.elem_type)
+    return types
+
+
+def _fed_by_inputs(index: GraphIndex) -> set[str]:
+    """Every main-graph tensor computed from a graph input (one pass in node order; constants are not)."""
+    fed = set(index.inputs)
+    for node in index.model.graph.node:
+        if any(i in fed for i in (*node.input, *_subgraph_names(node))):
+            fed.update(o for o in node.output if o)
+    return fed
+
+
+def _data_inputs(node: onnx.NodeProto, types: Mapping[str, int], fed: set[str]) -> tuple[str, ...]:
+    """A comparison's float inputs computed from the graph's inputs (not constants, not integer shapes)."""
+    return tuple(dict.fromkeys(i for i in node.input if i in fed and types.get(i) in FLOAT_TYPES))
+
+
 def selection_points(model: onnx.ModelProto, available: set[str]) -> list[SelectionPoint]:
     """Every selection op of ``model``'s main graph with the source tensors (``available``) nearest upstream of
-    its selection inputs; ops with none (fed straight from graph inputs or constants) get no pins."""
+    its selection inputs; ops with none (fed straight from graph inputs or constants) get no pins. Comparisons
+    (``COMPARISON_OPS``) are points only on float data inputs and only where the source returns a tensor upstream."""
     index = GraphIndex(model)
     compared = available & (set(index.order) - set(index.inputs))
+    comparing = any(n.op_type in COMPARISON_OPS for n in model.graph.node)
+    types, fed = (_elem_types(model), _fed_by_inputs(index)) if comparing else ({}, set())
     points = []
     for k, node in enumerate(model.graph.node):
-        facts = SELECTION_OPS.get(node.op_type)
-        if facts is None or node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx"):
             continue
-        positions, out = facts
-        inputs = tuple(node.input[i] for i in positions if i < len(node.input) and node.input[i])
+        facts = SELECTION_OPS.get(node.op_type)
+        if node.op_type in COMPARISON_OPS:
+            inputs, out = _data_inputs(node, types, fed), 0
+        elif facts is None:
+            continue
+        else:
+            positions, out = facts
+            inputs = tuple(node.input[i] for i in positions if i < len(node.input) and node.input[i])
         pins: list[str] = []
         for name in inputs:
             if name in index.initializers or name in index.inputs:
                 continue
             found = [name] if name in compared else index.frontier(name, compared)[0]
             pins.extend(p for p in found if p in compared and p not in pins)
+        if node.op_type in COMPARISON_OPS and not pins:
+            continue
         indices = node.output[out] if out < len(node.output) else ""
         points.append(SelectionPoint(node.name or f"<unnamed {node.op_type} #{k}>", node.op_type, inputs, indices,
                                      tuple(sorted(pins, key=lambda p: index.position.get(p, -1)))))
@@ -101,7 +147,8 @@ def selection_points(model: onnx.ModelProto, available: set[str]) -> list[Select
 
 
 def has_selection_ops(model: onnx.ModelProto) -> bool:
-    return any(n.op_type in SELECTION_OPS and n.domain in ("", "ai.onnx") for n in model.graph.node)
+    return any(n.op_type in SELECTION_OPS or n.op_type in COMPARISON_OPS for n in model.graph.node
+               if n.domain in ("", "ai.onnx"))
 
 
 def _subgraph_names(node: onnx.NodeProto) -> set[str]:
@@ -201,6 +248,9 @@ def selection_changes(point: SelectionPoint, before: np.ndarray | None, after: n
     if a.shape != b.shape:
         entry.update(changed=None, note=f"shape {list(a.shape)} unpinned vs {list(b.shape)} pinned")
         return entry
+    if point.op in COMPARISON_OPS:  # element-wise results (a mask): how many flipped
+        entry.update(changed=int((a != b).sum()), comparison=True)
+        return entry
     entry["reordered"] = int((a != b).sum())  # positions whose selected index differs
     if point.op == "TopK" and a.ndim:
         flat_a, flat_b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])  # sets per slice (any axis)
@@ -229,7 +279,8 @@ class PinningResult:
         if not self.explained:
             return f"pinning did not explain the failure: {self.reason}" + (f" [pins: {pins}]" if pins else "")
         changed = [s for s in self.selections if s.get("compared")]
-        sel = "; ".join(f"{s['op']} {s['node']}: {s.get('changed')} of {s.get('selected')} selected changed"
+        sel = "; ".join(f"{s['op']} {s['node']}: {s.get('changed')} of {s.get('selected')} "
+                        + ("comparison results changed" if s.get("comparison") else "selected changed")
                         + (f", {s['reordered']} positions reordered" if s.get("reordered") is not None else "")
                         for s in changed)
         return (f"passed with the source's values pinned at {len(self.pins)} selection input(s): {pins}; each agrees "
@@ -283,7 +334,8 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
              detections: Sequence[DetectionSpec] | Mapping[str, str] | None, shape_only: Sequence[str],
              say: Callable[[str], None]) -> PinningResult:
     if not has_selection_ops(model):
-        return PinningResult(False, "the model has no selection op (" + ", ".join(SELECTION_OPS) + ")")
+        return PinningResult(False, "the model has no selection op (" + ", ".join([*SELECTION_OPS, *sorted(COMPARISON_OPS)])
+                             + ")")
     if len(sizes) < len(comparison.sizes):  # a pass must cover every size the failure was measured at
         return PinningResult(False, f"the comparison covers {len(comparison.sizes)} input sizes, pinning could be "
                              f"run at {len(sizes)} only")

@@ -10,7 +10,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 import pytest
-from pinning_models import BOXES, break_a_box, feeds, nudge_scores, topk_model
+from pinning_models import (
+    BOXES,
+    break_a_box,
+    feeds,
+    nudge_peak,
+    nudge_scores,
+    peak_feeds,
+    peak_model,
+    threshold_feeds,
+    threshold_model,
+    topk_model,
+)
 
 from bridge.config import Tolerance
 from bridge.runtimes.onnxruntime import OnnxRuntime
@@ -213,3 +224,83 @@ def test_argmax_and_nms_are_selection_points() -> None:
     assert set(points["NonMaxSuppression"].pins) == {"boxes_id", "probs"} and points["NonMaxSuppression"].indices == "sel"
     # the source returns neither: walked back to graph inputs only, so nothing to pin
     assert all(not p.pins for p in selection_points(model, set()))
+
+
+def _judge_with(source: onnx.ModelProto, candidate: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> tuple:
+    ref = run(source, inputs)
+    comparison = compare_outputs(ref, run(candidate, inputs), TOL, reference_name="src", candidate_name="onnxruntime")
+    before = comparison.passed
+    result = explain_by_pinning(comparison, candidate, OnnxSource(source), run, [(inputs, ref)], TOL)
+    return before, comparison, result
+
+
+def _peak_candidate(delta: float, broken: bool = False) -> onnx.ModelProto:
+    model = peak_model()
+    nudge_peak(model, delta)
+    if broken:
+        break_a_box(model, "det_boxes")
+    return model
+
+
+def test_a_peak_mask_flipped_by_a_ulp_nudge_is_pinned_at_the_comparison_inputs() -> None:
+    ref, cand = run(peak_model(), peak_feeds()), run(_peak_candidate(5e-7), peak_feeds())
+    kept = [set(np.flatnonzero(np.isin(BOXES, o["det_boxes"]).all(axis=1))) for o in (ref, cand)]
+    assert kept == [{2, 5, 7}, {3, 5, 7}]  # neighbours 2 and 3 swapped which one is the peak
+
+    before, comparison, result = _judge_with(peak_model(), _peak_candidate(5e-7), peak_feeds())
+    assert not before and result.explained and comparison.passed
+    assert {"scores", "pooled"} <= set(result.pins) and all(p["max_abs"] < 1e-6 for n, p in result.pins.items()
+                                                             if n != "flat")
+    assert result.pins["flat"].get("judged_with_pinned")  # downstream of the mask: judged with the pins above it
+    equal = next(s for s in result.selections if s["op"] == "Equal")
+    assert equal["changed"] == 2 and equal["selected"] == 8  # both neighbours' mask entries flipped
+    boxes = next(o for o in comparison.outputs if o.name == "det_boxes")
+    assert boxes.passed and "Equal equal: 2 of 8 comparison results changed" in boxes.note
+
+
+def test_a_peak_nudge_with_a_wrong_op_after_the_selection_still_fails() -> None:
+    before, comparison, result = _judge_with(peak_model(), _peak_candidate(5e-7, broken=True), peak_feeds())
+    assert not before and not result.explained and not comparison.passed
+    assert "still differ" in result.reason
+
+
+def test_a_peak_nudge_beyond_the_tolerance_fails_upstream() -> None:
+    before, comparison, result = _judge_with(peak_model(), _peak_candidate(1e-2), peak_feeds())
+    assert not before and not result.explained and not comparison.passed
+    assert "upstream of the selections" in result.reason and "scores" in result.reason
+
+
+def test_a_threshold_crossed_by_a_ulp_nudge_is_pinned() -> None:
+    candidate = threshold_model()
+    _insert = __import__("pinning_models")._insert_add
+    delta = np.zeros((1, 8), np.float32)
+    delta[0, 1] = 1e-7  # sigmoid(0) = 0.5 exactly: not > 0.5 in the source, > 0.5 in the candidate
+    _insert(candidate, "scores", delta, "nudge")
+    before, comparison, result = _judge_with(threshold_model(), candidate, threshold_feeds())
+    assert not before and result.explained and comparison.passed
+    assert list(result.pins) == ["scores"]
+    greater = next(s for s in result.selections if s["op"] == "Greater")
+    assert greater["changed"] == 1 and greater["selected"] == 8
+
+    candidate.graph.initializer.append(onnx.numpy_helper.from_array(np.full((8, 4), 0.5, np.float32), "off"))
+    out = next(n for n in candidate.graph.node if n.name == "mul")
+    out.output[0] = "kept_boxes_raw"
+    candidate.graph.node.append(onnx.helper.make_node("Add", ["kept_boxes_raw", "off"], ["kept_boxes"]))
+    before, comparison, result = _judge_with(threshold_model(), candidate, threshold_feeds())
+    assert not result.explained and not comparison.passed  # a wrong op after the threshold: not a tie
+
+
+def test_comparisons_on_integer_shapes_or_constants_only_are_not_selection_points() -> None:
+    nodes = [onnx.helper.make_node("Shape", ["x"], ["shape"]),
+             onnx.helper.make_node("Equal", ["shape", "want"], ["same"], name="int_equal"),
+             onnx.helper.make_node("Greater", ["half", "x"], ["lt"], name="x_vs_const"),
+             onnx.helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             onnx.helper.make_node("Less", ["r", "half"], ["small"], name="r_vs_const")]
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        nodes, "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+        [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.BOOL, None) for n in ("same", "lt", "small")],
+        initializer=[onnx.numpy_helper.from_array(np.array([4], np.int64), "want"),
+                     onnx.numpy_helper.from_array(np.array(0.5, np.float32), "half")]))
+    points = selection_points(model, {"shape", "r", "same", "lt", "small"})
+    # the integer Equal and the comparison straight on the graph input have nothing to pin; Less pins "r" only
+    assert [(p.node, p.inputs, p.pins) for p in points] == [("r_vs_const", ("r",), ("r",))]
