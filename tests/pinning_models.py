@@ -117,3 +117,33 @@ def threshold_model() -> onnx.ModelProto:
                               helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [N, 4])],
                       [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, N]),
                        helper.make_tensor_value_info("kept_boxes", TensorProto.FLOAT, [N, 4])], initializers=inits)
+
+
+# sigmoid(3.0) twice: elements 1 and 2 tie exactly (bit for bit) inside the top-3
+TIED_LOGITS = np.array([[4.0, 3.0, 3.0, 1.0, 0.0, -1.0, -2.0, -3.0]], np.float32)
+
+
+def tied_feeds() -> dict[str, np.ndarray]:
+    return {"x": TIED_LOGITS.copy(), "boxes": BOXES.copy()}
+
+
+def reversed_ties_topk_model() -> onnx.ModelProto:
+    """``topk_model`` as a source that orders exact ties by the higher index first (as MXNet's topk can): the TopK
+    runs on the reversed scores and its indices are mapped back; same tensor names (scores, top_idx, det_boxes)."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["scores"], name="sigmoid"),
+             helper.make_node("Slice", ["scores", "rs", "re", "ra", "rstep"], ["rev"], name="reverse"),
+             helper.make_node("TopK", ["rev", "k"], ["top_scores", "rev_idx"], name="topk", axis=-1),
+             helper.make_node("Sub", ["last", "rev_idx"], ["top_idx"], name="unreverse"),
+             helper.make_node("Squeeze", ["top_idx", "axis0"], ["idx"], name="squeeze"),
+             helper.make_node("Gather", ["boxes", "idx"], ["det_boxes"], name="gather", axis=0)]
+    inits = [numpy_helper.from_array(np.array([K], np.int64), "k"),
+             numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+             numpy_helper.from_array(np.array([N - 1], np.int64), "rs"),
+             numpy_helper.from_array(np.array([-N - 1], np.int64), "re"),
+             numpy_helper.from_array(np.array([1], np.int64), "ra"),
+             numpy_helper.from_array(np.array([-1], np.int64), "rstep"),
+             numpy_helper.from_array(np.array(N - 1, np.int64), "last")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, N]),
+                              helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [N, 4])],
+                      [helper.make_tensor_value_info("top_scores", TensorProto.FLOAT, [1, K]),
+                       helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [K, 4])], initializers=inits)

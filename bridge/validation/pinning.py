@@ -270,6 +270,7 @@ class PinningResult:
     pins: dict[str, dict[str, Any]] = field(default_factory=dict)  # pin -> {max_abs, passed, judged_with}
     selections: list[dict[str, Any]] = field(default_factory=list)
     pinned_comparison: Comparison | None = None
+    tie_orders: dict[str, int] = field(default_factory=dict)  # TopK indices -> positions of exact ties reordered
 
     @property
     def text(self) -> str:
@@ -285,12 +286,15 @@ class PinningResult:
                         for s in changed)
         return (f"passed with the source's values pinned at {len(self.pins)} selection input(s): {pins}; each agrees "
                 f"with the source within the tolerance; selections changed by pinning: {sel or 'none measured'}; "
-                "with them pinned every output matches (the unpinned difference comes from selections reacting to "
+                + "".join(f"{n}: {c} positions hold exactly equal scores in the source's order (ONNX TopK orders "
+                          "exact ties by index; the same scores selected), pinned too; "
+                          for n, c in self.tie_orders.items())
+                + "with them pinned every output matches (the unpinned difference comes from selections reacting to "
                 "within-tolerance differences of their inputs: near-ties, e.g. 1-ulp scores at a top-N cut)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"explained": self.explained, "reason": self.reason, "text": self.text,
-                "points": [p.to_dict() for p in self.points], "pins": self.pins, "selections": self.selections}
+                "points": [p.to_dict() for p in self.points], "pins": self.pins, "selections": self.selections, "tie_orders": self.tie_orders}
 
 
 def _fig(x: Any) -> str:
@@ -349,7 +353,10 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
     outputs = [o.name for o in model.graph.output]
     indices = [p.indices for p in points if p.indices]
     say(f"pinning: fetching {len(pins)} selection input(s) from the source")
-    source_values = source.values([f for f, _ in sizes], [*pins, *(o for o in outputs if any(r is None for _, r in sizes))])
+    # a TopK's exact ties (equal scores, bit for bit) are ordered by index in ONNX, by the source's own rule there
+    ordered = _index_aliases(model, points, source.names())
+    source_values = source.values([f for f, _ in sizes], list(dict.fromkeys(
+        [*pins, *ordered.values(), *(o for o in outputs if any(r is None for _, r in sizes))])))
     index = GraphIndex(model)
     order = {p: index.position.get(p, -1) for p in pins}
     pins.sort(key=lambda p: order[p])
@@ -393,15 +400,30 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
                              + (f"; {o.note}" if o.note else "") + "): the difference is upstream of the selections")
             return result
         say("pinning: running the candidate with the source's values pinned")
-        pinned = pinned_model(model, {p: src[p] for p in pins}, list(dict.fromkeys([*outputs, *indices])))
+        topk_inputs = [p.inputs[0] for p in points if p.op == "TopK" and p.inputs and p.inputs[0] not in pins]
+        pinned = pinned_model(model, {p: src[p] for p in pins},
+                              list(dict.fromkeys([*outputs, *indices, *topk_inputs, *ordered.values()])))
         after = run_candidate(pinned, {**_fed(pinned, feeds), **{p: src[p] for p in pins}})
         if n_size == 0:
             result.selections = [selection_changes(p, cand.get(p.indices), after.get(p.indices)) for p in points]
         final = {o: (cand[o] if o in pins else after[o]) for o in outputs if o in after or o in pins}
         reference = ref_out if ref_out is not None else {o: src[o] for o in outputs if o in src}
-        pinned_comps.append(compare_outputs(reference, final, tolerance, reference_name=comparison.reference,
-                                            candidate_name=comparison.candidate, detection_outputs=detections,
-                                            shape_only=shape_only))
+        comp = compare_outputs(reference, final, tolerance, reference_name=comparison.reference,
+                               candidate_name=comparison.candidate, detection_outputs=detections, shape_only=shape_only)
+        tied = {} if comp.passed else _tie_orders(model, points, {**after, **{p: src[p] for p in pins}}, src, ordered)
+        if tied:  # the same scores selected, exact ties in another order: the source's order pinned too
+            say("pinning: re-running with the source's order of exactly tied TopK scores")
+            both = {**{p: src[p] for p in pins}, **{n: v for n, (v, _) in tied.items()}}
+            again_model = pinned_model(model, both, outputs)
+            again = run_candidate(again_model, {**_fed(again_model, feeds), **both})
+            final = {o: (cand[o] if o in pins else after[o] if o in tied else again[o]) for o in outputs
+                     if o in again or o in pins or o in tied}
+            comp = compare_outputs(reference, final, tolerance, reference_name=comparison.reference,
+                                   candidate_name=comparison.candidate, detection_outputs=detections,
+                                   shape_only=shape_only)
+            for n, (_, count) in tied.items():
+                result.tie_orders[n] = result.tie_orders.get(n, 0) + count
+        pinned_comps.append(comp)
     merged = pinned_comps[0]
     merged.sizes = [{k: list(np.shape(v)) for k, v in sizes[0][0].items()}]
     for n_size, other in enumerate(pinned_comps[1:], start=1):
@@ -414,6 +436,52 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
         return result
     result.explained = True
     return result
+
+
+def _index_aliases(model: onnx.ModelProto, points: Sequence[SelectionPoint], available: set[str]) -> dict[str, str]:
+    """TopK index output -> the tensor the source returns for it: itself, or the end of a chain of single-use
+    Casts/Identities after it (an MXNet topk's float32 indices are a Cast of ONNX's int64 ones)."""
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    aliases: dict[str, str] = {}
+    for p in points:
+        name = p.indices
+        while p.op == "TopK" and name and name not in available:
+            users = consumers.get(name, [])
+            name = users[0].output[0] if len(users) == 1 and users[0].op_type in ("Cast", "Identity") else ""
+        if p.op == "TopK" and name:
+            aliases[p.indices] = name
+    return aliases
+
+
+def _tie_orders(model: onnx.ModelProto, points: Sequence[SelectionPoint], values: Mapping[str, np.ndarray],
+                src: Mapping[str, np.ndarray], aliases: Mapping[str, str]) -> dict[str, tuple[np.ndarray, int]]:
+    """TopK index outputs that differ from the source's only in the order of exactly equal scores: both index
+    sets pick the same values, bit for bit, from the same (pinned) scores. -> the tensor to pin (the indices or
+    their alias, ``_index_aliases``): (the source's value in the candidate's dtype, positions that differ). An
+    index set picking any other value is not a tie and is left out (the failure stands)."""
+    nodes = {n.output[1]: n for n in model.graph.node if n.op_type == "TopK" and len(n.output) > 1}
+    tied: dict[str, tuple[np.ndarray, int]] = {}
+    for p in points:
+        node, alias = nodes.get(p.indices), aliases.get(p.indices)
+        if p.op != "TopK" or node is None or alias is None or not p.inputs:
+            continue
+        x, ci, raw, own = values.get(p.inputs[0]), values.get(p.indices), src.get(alias), values.get(alias)
+        if x is None or ci is None or raw is None or own is None:
+            continue
+        x, ci, raw, own = np.asarray(x), np.asarray(ci), np.asarray(raw), np.asarray(own)
+        axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+        if ci.shape != raw.shape or own.shape != raw.shape or x.ndim != ci.ndim or not np.all(np.isfinite(raw)):
+            continue
+        si = raw.astype(ci.dtype)
+        if not np.array_equal(si, raw) or np.array_equal(si, ci) or si.min() < 0 or si.max() >= x.shape[axis]:
+            continue
+        picked_c, picked_s = np.take_along_axis(x, ci, axis), np.take_along_axis(x, si, axis)
+        if picked_c.tobytes() == picked_s.tobytes():
+            tied[alias] = (raw.astype(own.dtype), int((si != ci).sum()))
+    return tied
 
 
 def _fed(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -18,8 +18,10 @@ from pinning_models import (
     nudge_scores,
     peak_feeds,
     peak_model,
+    reversed_ties_topk_model,
     threshold_feeds,
     threshold_model,
+    tied_feeds,
     topk_model,
 )
 
@@ -32,6 +34,7 @@ from bridge.validation.pinning import (
     explain_by_pinning,
     graph_input_names,
     pinned_model,
+    _tie_orders,
     selection_points,
 )
 
@@ -304,3 +307,30 @@ def test_comparisons_on_integer_shapes_or_constants_only_are_not_selection_point
     points = selection_points(model, {"shape", "r", "same", "lt", "small"})
     # the integer Equal and the comparison straight on the graph input have nothing to pin; Less pins "r" only
     assert [(p.node, p.inputs, p.pins) for p in points] == [("r_vs_const", ("r",), ("r",))]
+
+
+def test_exact_ties_ordered_otherwise_by_the_source_are_pinned_in_its_order() -> None:
+    source, candidate = reversed_ties_topk_model(), topk_model()
+    assert run(source, tied_feeds())["top_scores"].tobytes() == run(candidate, tied_feeds())["top_scores"].tobytes()
+    before, comparison, result = _judge_with(source, candidate, tied_feeds())
+    assert not before and result.explained and comparison.passed  # boxes 1 and 2 swapped: exact tie, source's order
+    assert result.tie_orders == {"top_idx": 2}
+    boxes = next(o for o in comparison.outputs if o.name == "det_boxes")
+    assert "top_idx: 2 positions hold exactly equal scores in the source's order" in boxes.note
+
+    broken = topk_model()
+    break_a_box(broken, "det_boxes")  # also wrong after the cut: the tie order does not excuse it
+    before, comparison, result = _judge_with(source, broken, tied_feeds())
+    assert not result.explained and not comparison.passed
+
+
+def test_an_order_that_picks_other_values_is_not_a_tie() -> None:
+    model = topk_model()
+    (point,) = selection_points(model, {"scores", "top_idx"})
+    scores = np.array([[0.9, 0.8, 0.8, 0.7, 0.1, 0.1, 0.1, 0.1]], np.float32)
+    ours = {"scores": scores, "top_idx": np.array([[0, 1, 2]], np.int64)}
+    swapped_tie = {"top_idx": np.array([[0, 2, 1]], np.float32)}  # a float32 alias (an MXNet topk's indices)
+    (value, count), = _tie_orders(model, [point], ours, swapped_tie, {"top_idx": "top_idx"}).values()
+    assert count == 2 and value.dtype == np.int64 and value.tolist() == [[0, 2, 1]]
+    for other in ([[0, 1, 3]], [[1, 0, 2]]):  # another element selected; a non-tied pair swapped
+        assert _tie_orders(model, [point], ours, {"top_idx": np.array(other, np.int64)}, {"top_idx": "top_idx"}) == {}
