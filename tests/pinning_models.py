@@ -87,12 +87,12 @@ def peak_model() -> onnx.ModelProto:
                        helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [K, 4])], initializers=inits)
 
 
-def nudge_peak(proto: onnx.ModelProto, delta: float, element: int = 3) -> None:
+def nudge_peak(proto: onnx.ModelProto, delta: float, element: int = 3, tensor: str = "scores") -> None:
     """Add ``delta`` to one element of the scores the peak mask compares: for a few ulps at element 3 it becomes
     the peak of its window instead of element 2 (both masks flip), and the kept boxes differ."""
     d = np.zeros((1, 1, 1, N), np.float32)
     d[0, 0, 0, element] = delta
-    _insert_add(proto, "scores", d, "nudge")
+    _insert_add(proto, tensor, d, "nudge")
 
 
 # a threshold: sigmoid(0.0) is exactly 0.5, at the threshold (not kept); a few ulps up it is kept

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from pinning_models import BOXES, LOGITS, break_a_box, nudge_scores, topk_model
+from pinning_models import BOXES, LOGITS, PEAK_LOGITS, break_a_box, nudge_peak, nudge_scores, topk_model
 
 from bridge import api
 from bridge.errors import ValidationMismatch
@@ -173,3 +173,49 @@ def test_validate_proves_the_tie_too(delta: float, tmp_path: Path) -> None:
     result = api.validate(tmp_path / "cand.onnx", source=source, feeds=_feeds(tmp_path))
     (comp,) = result.comparisons
     assert comp.passed and comp.pinning is not None and comp.pinning["explained"] and "scores" in comp.pinning["pins"]
+
+
+def test_an_mxnet_peak_mask_flipped_by_a_ulp_is_pinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CenterNet's decoder in 1-D as an MXNet symbol: scores * (max-pool 3 == scores) -> topk -> take; the
+    converted model's scores nudged by a few ulps make neighbours 2 and 3 swap which one is the peak."""
+    from adapters.mxnet.reference import import_mxnet
+    from bridge.errors import AdapterUnavailableError
+
+    try:
+        mx = import_mxnet()
+    except AdapterUnavailableError:
+        pytest.skip("MXNet is not installed (pip install 'bridge[mxnet]')")
+    scores = mx.sym.sigmoid(mx.sym.var("x"), name="scores")
+    pooled = mx.sym.Pooling(scores, kernel=(1, 3), pad=(0, 1), stride=(1, 1), pool_type="max", name="pool")
+    peaks = mx.sym.broadcast_mul(scores, mx.sym.broadcast_equal(pooled, scores, name="peak"), name="peaks")
+    idx = mx.sym.topk(mx.sym.reshape(peaks, shape=(0, -1), name="flat"), axis=-1, k=3, ret_typ="indices", name="top")
+    boxes = mx.sym.take(mx.sym.var("boxes"), mx.sym.reshape(idx, shape=(-1,)), axis=0, name="kept")
+    boxes.save(str(tmp_path / "net-symbol.json"))
+    mx.nd.save(str(tmp_path / "net-0000.params"), {})
+    np.savez(tmp_path / "feeds.npz", x=PEAK_LOGITS.reshape(1, 1, 1, -1), boxes=BOXES)
+    to_proto = ModelContainer.to_proto
+
+    def edited(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        proto = to_proto(self, *args, **kwargs)
+        nudge_peak(proto, delta, tensor="scores_output")
+        return proto
+
+    monkeypatch.setattr(ModelContainer, "to_proto", edited)
+    extra: dict[str, Any] = {"inputs": ["x:1,1,1,8", "boxes:8,4"]}
+    delta = 5e-7
+    with monkeypatch.context() as m:  # without the proof the flipped peak fails the kept boxes
+        m.setattr("bridge.conversion.delivery.pin_failures", lambda *a, **k: None)
+        with pytest.raises(ValidationMismatch):
+            api.convert(tmp_path / "net-symbol.json", tmp_path / "plain.onnx", feeds=tmp_path / "feeds.npz", **extra)
+    result = api.convert(tmp_path / "net-symbol.json", tmp_path / "out.onnx", feeds=tmp_path / "feeds.npz", **extra)
+    (comp,) = result.validation
+    assert result.passed and comp.pinning is not None and comp.pinning["explained"]
+    (equal,) = [s for s in comp.pinning["selections"] if s["op"] == "Equal"]
+    assert equal["changed"] == 2
+    assert "comparison results changed" in next(o.note for o in comp.outputs if o.name == "kept_output")
+
+    delta = 1e-2  # beyond the tolerance: the failure stands, upstream of the selections
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(tmp_path / "net-symbol.json", tmp_path / "far.onnx", feeds=tmp_path / "feeds.npz", **extra)
+    (comp,) = caught.value.result.validation
+    assert not comp.passed and "upstream of the selections" in comp.pinning["text"]  # type: ignore[index]

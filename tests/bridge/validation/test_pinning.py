@@ -24,6 +24,9 @@ from pinning_models import (
     tied_feeds,
     topk_model,
 )
+from pinning_models import (
+    _insert_add as insert_add,
+)
 
 from bridge.config import Tolerance
 from bridge.runtimes.onnxruntime import OnnxRuntime
@@ -31,10 +34,10 @@ from bridge.validation.compare import compare_outputs
 from bridge.validation.graph import OnnxTaps
 from bridge.validation.pinning import (
     UNPINNED_SUFFIX,
+    _tie_orders,
     explain_by_pinning,
     graph_input_names,
     pinned_model,
-    _tie_orders,
     selection_points,
 )
 
@@ -275,10 +278,9 @@ def test_a_peak_nudge_beyond_the_tolerance_fails_upstream() -> None:
 
 def test_a_threshold_crossed_by_a_ulp_nudge_is_pinned() -> None:
     candidate = threshold_model()
-    _insert = __import__("pinning_models")._insert_add
     delta = np.zeros((1, 8), np.float32)
     delta[0, 1] = 1e-7  # sigmoid(0) = 0.5 exactly: not > 0.5 in the source, > 0.5 in the candidate
-    _insert(candidate, "scores", delta, "nudge")
+    insert_add(candidate, "scores", delta, "nudge")
     before, comparison, result = _judge_with(threshold_model(), candidate, threshold_feeds())
     assert not before and result.explained and comparison.passed
     assert list(result.pins) == ["scores"]
