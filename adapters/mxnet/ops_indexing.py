@@ -109,7 +109,8 @@ def _cast(ctx: ConversionContext, x: str, to: int, *, name: str, output: str | N
 def _topk_core(ctx: ConversionContext, node: MXNode, x: str, axis: int | None, k: int,
                largest: bool) -> tuple[str, str, int]:
     """TopK along ``axis`` (None: of the flattened input); k < 1 means the whole axis (a full sort).
-    Ties keep the lower index first in both MXNet (stable sort) and ONNX TopK."""
+    Exact ties keep the lower index first in ONNX TopK; MXNet 1.9.1's topk (CPU, k < n) can put the higher one
+    first (measured on CenterNet, bench/results/2026-11-28-gluoncv-fpn-pinning.md): pinning proves such orders."""
     if axis is None:
         x, axis = _flat(ctx, node, x), 0
     axis = _axis(ctx, node, x, axis)
