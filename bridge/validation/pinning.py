@@ -279,11 +279,14 @@ class PinningResult:
             for n, p in self.pins.items())
         if not self.explained:
             return f"pinning did not explain the failure: {self.reason}" + (f" [pins: {pins}]" if pins else "")
-        changed = [s for s in self.selections if s.get("compared")]
+        compared = [s for s in self.selections if s.get("compared")]
+        same = [s for s in compared if s.get("comparison") and s.get("changed") == 0]  # one count, not one line each
+        changed = [s for s in compared if s not in same]
         sel = "; ".join(f"{s['op']} {s['node']}: {s.get('changed')} of {s.get('selected')} "
                         + ("comparison results changed" if s.get("comparison") else "selected changed")
                         + (f", {s['reordered']} positions reordered" if s.get("reordered") is not None else "")
-                        for s in changed)
+                        for s in changed) + (f"{'; ' if changed else ''}{len(same)} more comparison(s) unchanged"
+                                             if same else "")
         return (f"passed with the source's values pinned at {len(self.pins)} selection input(s): {pins}; each agrees "
                 f"with the source within the tolerance; selections changed by pinning: {sel or 'none measured'}; "
                 + "".join(f"{n}: {c} positions hold exactly equal scores in the source's order (ONNX TopK orders "

@@ -336,3 +336,14 @@ def test_an_order_that_picks_other_values_is_not_a_tie() -> None:
     assert count == 2 and value.dtype == np.int64 and value.tolist() == [[0, 2, 1]]
     for other in ([[0, 1, 3]], [[1, 0, 2]]):  # another element selected; a non-tied pair swapped
         assert _tie_orders(model, [point], ours, {"top_idx": np.array(other, np.int64)}, {"top_idx": "top_idx"}) == {}
+
+
+def test_unchanged_comparisons_are_counted_not_listed() -> None:
+    from bridge.validation.pinning import PinningResult
+
+    result = PinningResult(True, pins={"s": {"max_abs": 1e-7, "passed": True}}, selections=[
+        {"node": "eq", "op": "Equal", "compared": True, "selected": 8, "changed": 2, "comparison": True},
+        *({"node": f"lt{k}", "op": "Less", "compared": True, "selected": 8, "changed": 0, "comparison": True}
+          for k in range(3))])
+    assert "Equal eq: 2 of 8 comparison results changed; 3 more comparison(s) unchanged" in result.text
+    assert "lt0" not in result.text
