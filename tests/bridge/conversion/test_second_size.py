@@ -5,7 +5,6 @@ which; a conversion that is right at the given batch and wrong at another fails.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,63 +12,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from second_size_models import RNG, SOURCES, bake_batch, baking_conversions
 from support import make_model
 
 from bridge import api
 from bridge.errors import ValidationMismatch
-from bridge.model import ModelContainer
-
-RNG = np.random.default_rng(0)
-W = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)  # one 3x3 convolution, 3 -> 4 channels, no padding
-
-
-def _onnx(tmp: Path) -> tuple[Any, dict[str, Any], str]:
-    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
-                        helper.make_node("Relu", ["c"], ["y"], name="relu")],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 6, 6])],
-                       initializers=[onnx.numpy_helper.from_array(W, "w")])
-    onnx.save(model, tmp / "net.onnx")
-    return tmp / "net.onnx", {}, "x"
-
-
-def _mxnet(tmp: Path) -> tuple[Any, dict[str, Any], str]:
-    from adapters.mxnet.reference import import_mxnet
-    from bridge.errors import AdapterUnavailableError
-
-    try:
-        mx = import_mxnet()
-    except AdapterUnavailableError:
-        pytest.skip("MXNet is not installed (pip install 'bridge[mxnet]')")
-    y = mx.sym.relu(mx.sym.Convolution(mx.sym.var("x"), kernel=(3, 3), num_filter=4, no_bias=True, name="conv"))
-    y.save(str(tmp / "net-symbol.json"))
-    mx.nd.save(str(tmp / "net-0000.params"), {"arg:conv_weight": mx.nd.array(W)})
-    return tmp / "net-symbol.json", {}, "x"
-
-
-def _torch(tmp: Path) -> tuple[Any, dict[str, Any], str]:
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'bridge[torch]')")
-    (tmp / "net.py").write_text(
-        "import torch\n\n\nclass Net(torch.nn.Module):\n"
-        "    def __init__(self):\n        super().__init__()\n        self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)\n\n"
-        "    def forward(self, x):\n        return torch.relu(self.conv(x))\n\n\n"
-        "def build():\n    return Net().eval()\n")
-    torch.save({"conv.weight": torch.from_numpy(W)}, tmp / "w.pt")
-    return f"{tmp / 'net.py'}:build", {"weights": tmp / "w.pt"}, "x"
-
-
-def _tensorflow(tmp: Path) -> tuple[Any, dict[str, Any], str]:
-    tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip install 'bridge[tensorflow]')")
-    x = tf.keras.Input((3, 8, 8), name="x")  # channels first in the feed, as the other sources
-    y = tf.keras.layers.Conv2D(4, 3, use_bias=False, activation="relu")(tf.keras.layers.Permute((2, 3, 1))(x))
-    model = tf.keras.Model(x, y)
-    model.layers[-1].set_weights([W.transpose(2, 3, 1, 0)])
-    model.save(tmp / "net.keras")
-    return tmp / "net.keras", {}, "x"
-
-
-SOURCES: dict[str, Callable[[Path], tuple[Any, dict[str, Any], str]]] = {
-    "onnx": _onnx, "mxnet": _mxnet, "pytorch": _torch, "tensorflow": _tensorflow}
 
 
 def _batches(sizes: list[dict[str, list[int]]], name: str) -> list[int]:
@@ -94,36 +41,13 @@ def test_a_dynamic_batch_is_validated_at_two_sizes(framework: str, feeds: bool, 
     assert json.loads((tmp_path / "r.json").read_text())["validation_sizes"] == result.validation_sizes
 
 
-def _bake_batch(proto: onnx.ModelProto, batch: int) -> None:
-    """Add ``(dim 0 of the first input) - batch`` to the first output: right at ``batch``, wrong at any other
-    (what a conversion that fixed the batch somewhere inside computes)."""
-    g = proto.graph
-    out = g.output[0].name
-    for node in g.node:
-        node.output[:] = [f"{out}__raw" if o == out else o for o in node.output]
-    g.initializer.extend([onnx.numpy_helper.from_array(np.array([0], np.int64), "bake_axis"),
-                          onnx.numpy_helper.from_array(np.array(batch, np.float32), "bake_batch")])
-    g.node.extend([helper.make_node("Shape", [g.input[0].name], ["bake_shape"]),
-                   helper.make_node("Gather", ["bake_shape", "bake_axis"], ["bake_n"]),
-                   helper.make_node("Cast", ["bake_n"], ["bake_nf"], to=TensorProto.FLOAT),
-                   helper.make_node("Sub", ["bake_nf", "bake_batch"], ["bake_off"]),
-                   helper.make_node("Add", [f"{out}__raw", "bake_off"], [out])])
-
-
 @pytest.mark.parametrize("framework", ["onnx", "mxnet", "pytorch"])
 def test_a_conversion_wrong_only_at_another_batch_fails(framework: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Validated with --feeds at batch 2 only, this conversion would pass and be written."""
     source, extra, name = SOURCES[framework](tmp_path)
     np.savez(tmp_path / "feeds.npz", **{name: RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)})
-    to_proto = ModelContainer.to_proto
-
-    def baked(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
-        proto = to_proto(self, *args, **kwargs)
-        _bake_batch(proto, 2)
-        return proto
-
-    monkeypatch.setattr(ModelContainer, "to_proto", baked)
+    baking_conversions(monkeypatch)
     with pytest.raises(ValidationMismatch, match=r"at 2 sizes") as caught:
         api.convert(source, tmp_path / "out.onnx", inputs=[f"{name}:2,3,8,8"], dynamic=[f"{name}:0=batch"],
                     feeds=tmp_path / "feeds.npz", **extra)
@@ -146,7 +70,7 @@ def test_validate_checks_a_dynamic_model_at_a_second_size(feeds: bool, tmp_path:
     onnx.save(_scaled("N"), tmp_path / "source.onnx")
     good = _scaled("N")
     onnx.save(good, tmp_path / "good.onnx")
-    _bake_batch(good, 2)
+    bake_batch(good, 2)
     onnx.save(good, tmp_path / "bad.onnx")
     np.savez(tmp_path / "feeds.npz", x=RNG.standard_normal((2, 4)).astype(np.float32))
     given: dict[str, Any] = {"feeds": tmp_path / "feeds.npz"} if feeds else {"inputs": ["x:2,4"]}
@@ -170,7 +94,7 @@ def test_a_saved_reference_carries_the_second_size_to_another_environment(feeds:
     onnx.save(_scaled("N"), tmp_path / "source.onnx")
     good = _scaled("N")
     onnx.save(good, tmp_path / "good.onnx")
-    _bake_batch(good, 2)
+    bake_batch(good, 2)
     onnx.save(good, tmp_path / "bad.onnx")
     np.savez(tmp_path / "feeds.npz", x=RNG.standard_normal((2, 4)).astype(np.float32))
     given: dict[str, Any] = {"feeds": tmp_path / "feeds.npz"} if feeds else {"inputs": ["x:2,4"]}
