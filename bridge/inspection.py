@@ -29,7 +29,7 @@ from bridge.runtimes.base import TensorMeta
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # "checker", "needs-lowering", "runtime-load", "opset-trap"
+    kind: str  # "checker", "needs-lowering", "attribute", "runtime-load", "opset-trap"
     message: str
     node: str | None = None
     op: str | None = None
@@ -101,10 +101,24 @@ def runtime_problems(model: onnx.ModelProto) -> list[Problem]:
     return []
 
 
+def attribute_problems(model: onnx.ModelProto) -> list[Problem]:
+    """An integer attribute outside the ONNX spec's range (``bridge.passes.attributes``), named by node, op and
+    attribute: what the runtime would only report as a crash (ConvTranspose group=0: SIGFPE)."""
+    from bridge.errors import NodeError
+    from bridge.passes.attributes import check_model_attributes
+
+    try:
+        check_model_attributes(model)
+    except NodeError as exc:
+        return [Problem("attribute", str(exc))]
+    return []
+
+
 def find_problems(model: onnx.ModelProto, *, load_in_runtime: bool = True) -> list[Problem]:
-    problems = checker_problems(model) + graph_problems(model)
+    problems = checker_problems(model) + graph_problems(model) + attribute_problems(model)
     needs_lowering = any(p.kind == "needs-lowering" for p in problems)
-    if load_in_runtime and not needs_lowering:  # a contrib op would only repeat "no op registered"
+    bad_attribute = any(p.kind == "attribute" for p in problems)  # loading it would only crash, naming nothing
+    if load_in_runtime and not needs_lowering and not bad_attribute:  # a contrib op would repeat "no op registered"
         problems += runtime_problems(model)
     return problems
 
