@@ -65,15 +65,21 @@ def _scaled(n: str | int) -> onnx.ModelProto:
                       initializers=[onnx.numpy_helper.from_array(np.array(2, np.float32), "two")])
 
 
-@pytest.mark.parametrize("feeds", [True, False], ids=["feeds", "generated"])
-def test_validate_checks_a_dynamic_model_at_a_second_size(feeds: bool, tmp_path: Path) -> None:
+def _source_good_bad(tmp_path: Path, feeds: bool) -> dict[str, Any]:
+    """source.onnx, good.onnx (the same model) and bad.onnx (baked at batch 2) in ``tmp_path``; the sample
+    options: the batch-2 ``--feeds`` file, or ``--input x:2,4``."""
     onnx.save(_scaled("N"), tmp_path / "source.onnx")
     good = _scaled("N")
     onnx.save(good, tmp_path / "good.onnx")
     bake_batch(good, 2)
     onnx.save(good, tmp_path / "bad.onnx")
     np.savez(tmp_path / "feeds.npz", x=RNG.standard_normal((2, 4)).astype(np.float32))
-    given: dict[str, Any] = {"feeds": tmp_path / "feeds.npz"} if feeds else {"inputs": ["x:2,4"]}
+    return {"feeds": tmp_path / "feeds.npz"} if feeds else {"inputs": ["x:2,4"]}
+
+
+@pytest.mark.parametrize("feeds", [True, False], ids=["feeds", "generated"])
+def test_validate_checks_a_dynamic_model_at_a_second_size(feeds: bool, tmp_path: Path) -> None:
+    given = _source_good_bad(tmp_path, feeds)
     result = api.validate(tmp_path / "good.onnx", source=tmp_path / "source.onnx", report=tmp_path / "r.md",
                           **given)
     assert _batches(result.sizes, "x") == [2, 3]
@@ -91,13 +97,7 @@ def test_a_static_model_is_validated_at_its_one_size(tmp_path: Path) -> None:
 @pytest.mark.parametrize("feeds", [True, False], ids=["feeds", "generated"])
 def test_a_saved_reference_carries_the_second_size_to_another_environment(feeds: bool, tmp_path: Path) -> None:
     """``--save-reference`` stores the run at the second size too; ``--reference`` checks both sizes."""
-    onnx.save(_scaled("N"), tmp_path / "source.onnx")
-    good = _scaled("N")
-    onnx.save(good, tmp_path / "good.onnx")
-    bake_batch(good, 2)
-    onnx.save(good, tmp_path / "bad.onnx")
-    np.savez(tmp_path / "feeds.npz", x=RNG.standard_normal((2, 4)).astype(np.float32))
-    given: dict[str, Any] = {"feeds": tmp_path / "feeds.npz"} if feeds else {"inputs": ["x:2,4"]}
+    given = _source_good_bad(tmp_path, feeds)
     saved = api.validate(tmp_path / "good.onnx", source=tmp_path / "source.onnx", save_reference=tmp_path / "ref.npz",
                          **given)
     result = api.validate(tmp_path / "good.onnx", reference=tmp_path / "ref.npz", report=tmp_path / "r.md")
