@@ -8,7 +8,10 @@ order of names, the runtime that produced them and free-form provenance.
 A model with dynamic axes is validated at a second size of them too (``run_and_compare(second_size=True)``);
 the run there travels in the same file (format ``bridge.RunResults/2``): arrays under ``size2/input/NAME``
 and ``size2/output/NAME`` (``size3/...`` for a further size), the sidecar's ``sizes`` listing each one's
-names. A file written before (``bridge.RunResults/1``, or no sidecar) holds one size and still loads.
+names. Every candidate also runs on a second, different input of the same shapes; the reference's run there
+travels under ``second/input/NAME`` and ``second/output/NAME`` (the sidecar's ``second_input`` lists them).
+A file written before (``bridge.RunResults/1``, or no sidecar) holds one size and still loads; one without
+``second/`` arrays holds no second input (the check then says the candidates ran on one input only).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class RunResults:
     runtime: str
     meta: dict[str, Any] = field(default_factory=dict)
     other_sizes: list[SizedRun] = field(default_factory=list)  # the runs at a second (third, ...) size
+    second_input: SizedRun | None = None  # the run on a second, different input of the first size's shapes
     format: str = FORMAT  # the format the file was read from (an older file holds one size)
 
     @staticmethod
@@ -59,6 +63,9 @@ class RunResults:
         for i, run in enumerate(self.other_sizes, start=2):
             arrays.update({f"size{i}/input/{k}": v for k, v in run.inputs.items()})
             arrays.update({f"size{i}/output/{k}": v for k, v in run.outputs.items()})
+        if self.second_input is not None:
+            arrays.update({f"{_SECOND}/input/{k}": v for k, v in self.second_input.inputs.items()})
+            arrays.update({f"{_SECOND}/output/{k}": v for k, v in self.second_input.outputs.items()})
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
         atomic_write_text(self.sidecar(path), json.dumps({
@@ -68,6 +75,8 @@ class RunResults:
             "inputs": _described(self.inputs),
             "outputs": _described(self.outputs),
             "sizes": [{"inputs": _described(r.inputs), "outputs": _described(r.outputs)} for r in self.other_sizes],
+            **({"second_input": {"inputs": _described(self.second_input.inputs),
+                                 "outputs": _described(self.second_input.outputs)}} if self.second_input else {}),
             "meta": self.meta,
         }, indent=2))
 
@@ -92,7 +101,8 @@ class RunResults:
             raise BadInputFileError(f"{sidecar} is in format {fmt!r}; this bridge ({__version__}) reads "
                                     f"{', '.join(FORMATS)} (saved by a newer bridge?)")
         prefixes = sorted({k.split("/", 1)[0] for k in arrays if _SIZE_KEY.match(k)}, key=lambda p: int(p[4:]))
-        bad = [k for k in arrays if not k.startswith(("input/", "output/")) and not _SIZE_KEY.match(k)]
+        bad = [k for k in arrays if not k.startswith(("input/", "output/", f"{_SECOND}/input/", f"{_SECOND}/output/"))
+               and not _SIZE_KEY.match(k)]
         if bad or not any(k.startswith("output/") for k in arrays):
             raise BadInputFileError(f"{path} is not a bridge RunResults file (keys: {sorted(arrays)[:5]})")
         if prefixes != [f"size{i}" for i in range(2, len(prefixes) + 2)]:
@@ -115,17 +125,25 @@ class RunResults:
                   for i, p in enumerate(prefixes)]
         if any(not r.outputs for r in others):
             raise BadInputFileError(f"{path}: a run at another size holds no outputs")
+        listed_second = info.get("second_input")
+        second_names = listed_second if isinstance(listed_second, dict) else {}
+        second = SizedRun(ordered(f"{_SECOND}/input/", second_names.get("inputs", {})),
+                          ordered(f"{_SECOND}/output/", second_names.get("outputs", {})))
+        if bool(second.inputs) != bool(second.outputs):
+            raise BadInputFileError(f"{path}: the run on a second input holds inputs or outputs only")
         return cls(
             inputs=ordered("input/", info.get("inputs", {})),
             outputs=ordered("output/", info.get("outputs", {})),
             runtime=str(info.get("runtime", "unknown")),
             meta=dict(info.get("meta", {})),
             other_sizes=others,
+            second_input=second if second.outputs else None,
             format=fmt,
         )
 
 
 _SIZE_KEY = re.compile(r"size\d+/(input|output)/")
+_SECOND = "second"  # the prefix of the run on a second input
 
 
 def _described(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
