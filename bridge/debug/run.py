@@ -180,7 +180,8 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             opset=export.opset or cfg.export.opset, inputs=graph_metas(final.graph.input, final),
             outputs=graph_metas(final.graph.output, final), stage=trace, notes=list(export.notes),
             warnings=warnings, timings=timings)
-        detections = recipe.detection_groups(final, cfg.detections)  # the groups convert compares
+        # the groups convert compares; a given model's recorded groups only where its graph computes them
+        detections = recipe.detection_groups(final, cfg.detections, trusted=model is None, warnings=result.warnings)
         feeds, ref_outputs = _compare_outputs(cfg, adapter, export, final, detections, result, say)
         t = time.perf_counter()
         if ref_outputs is not None:

@@ -269,7 +269,7 @@ def _shapes_for(metas: Sequence[TensorMeta], sizes: Mapping[str, int]) -> dict[s
 class _Sessions:
     """The original and the dynamic model, saved once, each run in an isolated onnxruntime child (time and
     memory limits, a crash reported as such) like every other run; comparisons go through
-    ``run_and_compare`` against the saved reference outputs."""
+    the one validation run (``bridge.conversion.check.run_check``) against the saved reference outputs."""
 
     original: Path
     new: Path
