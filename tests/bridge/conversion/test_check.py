@@ -205,3 +205,19 @@ def test_a_reference_that_crashes_on_the_second_input_is_reported() -> None:
     assert "failed on a second input" in result.second_input_skipped and "SIGSEGV" in result.second_input_skipped
     assert any("failed on a second input" in w for w in result.warnings)
     assert result.passed and not run_check(Check(**{**check.__dict__, "strict": True})).passed
+
+
+def test_the_validation_run_and_its_excuse_are_called_from_one_place() -> None:
+    """run_and_compare (the engine) and pin_failures (the upstream tie proof) have one caller: run_check."""
+    import ast
+
+    root = Path(__file__).resolve().parents[3]
+    callers: dict[str, set[str]] = {}
+    for path in (root / "bridge").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if name in ("run_and_compare", "pin_failures", "explain_by_pinning"):
+                    callers.setdefault(name, set()).add(str(path.relative_to(root)))
+    assert callers == {"run_and_compare": {"bridge/conversion/check.py"}, "pin_failures": {"bridge/conversion/check.py"},
+                       "explain_by_pinning": {"bridge/conversion/pinning.py"}}, callers
