@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bridge.errors import UsageError
+from bridge.errors import UsageError, did_you_mean
 from bridge.limits import check_allocation, default_max_memory, memory_limit, parse_size  # noqa: F401 - re-exported
 
 # --max-memory default: a fraction of RAM (see bridge.limits); sizes declared by files are checked against it
@@ -50,13 +50,10 @@ def canonical_dtype(name: str) -> str:
 def check_names(option: str, given: Iterable[str], known: Iterable[str], what: str) -> None:
     """UsageError for names in ``given`` that are not in ``known``, listing the known ones (a typo in
     --input / --dynamic / --tolerance must not be silently ignored)."""
-    import difflib
-
     known_list = list(dict.fromkeys(known))
     for name in given:
         if name not in known_list:
-            near = difflib.get_close_matches(name, known_list, n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            hint = did_you_mean(name, known_list)
             raise UsageError(f"{option} '{name}': the model has no {what} of that name{hint}; "
                              f"its {what}s: {', '.join(known_list) or '(none)'}")
 
@@ -86,10 +83,21 @@ class InputSpec:
         Frameworks spell tensor names with colons (TF / tflite ``serving_default_x:0``), so the shape
         and dtype are taken from the right: ``serving_default_x:0:1,4`` is name ``serving_default_x:0``
         with shape [1, 4], ``serving_default_x:0`` alone is a name (a one-dim shape of 0 means nothing).
-        The ``=`` form is never ambiguous (``NAME=SHAPE``, ``NAME=`` for no shape).
+        The ``=`` form is never ambiguous (``NAME=SHAPE``, ``NAME=`` for no shape). The forms users bring from
+        tf2onnx (``NAME[4,3,64,64]``) and Polygraphy (``NAME:[4,3,64,64]``) are read too.
         """
         usage = (f"--input '{text}': expected NAME:SHAPE[:DTYPE] or NAME=SHAPE[:DTYPE], e.g. images:4,3,64,64 "
                  "or serving_default_x:0=1,224,224,3")
+        bracket = _BRACKETED.fullmatch(text.strip())
+        if bracket:  # tf2onnx's NAME[4,3,64,64] and Polygraphy's NAME:[4,3,64,64]
+            name, dtype_text = bracket["name"], bracket["dtype"]
+            if dtype_text is not None and dtype_text.strip().lower() not in _DTYPES:
+                raise UsageError(usage + f" (dtypes: {', '.join(sorted(set(_DTYPES)))})")
+            if not bracket["shape"].strip():
+                raise UsageError(f"--input '{text}': the shape in [] is empty; give every dim, e.g. {name}[1,3,224,224]")
+            shape = _parse_shape(bracket["shape"], text)
+            dtype = canonical_dtype(dtype_text) if dtype_text else "float32"
+            return cls(name, shape, dtype, dtype_given=dtype_text is not None)
         if "=" in text:
             name, _, rest = text.rpartition("=")
             tail = rest.split(":") if rest else []
@@ -114,6 +122,11 @@ class InputSpec:
             raise UsageError(usage)
         dtype = canonical_dtype(dtype_text) if dtype_text else "float32"
         return cls(name, shape, dtype, dtype_given=dtype_text is not None)
+
+
+# NAME[SHAPE] (tf2onnx --inputs) or NAME:[SHAPE] (Polygraphy --input-shapes), then an optional :DTYPE; NAME may
+# hold colons itself (serving_default_x:0[1,4])
+_BRACKETED = re.compile(r"(?P<name>[^\[\]=]+?)[:=]?\[(?P<shape>[^\[\]]*)\](?::(?P<dtype>[A-Za-z0-9_]+))?")
 
 
 def _looks_like_shape(text: str) -> bool:
@@ -335,7 +348,8 @@ class Option:
         known = list(self.choices())
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if v not in known:
-                raise UsageError(f"{self.cli_flags[0]} '{v}': choose one of {', '.join(known)}")
+                raise UsageError(f"{self.cli_flags[0]} '{v}'{did_you_mean(str(v), known)}: choose one of "
+                                 f"{', '.join(known)}")
 
 
 @dataclass(frozen=True)
@@ -352,7 +366,8 @@ class InputValues:
 
     def __post_init__(self) -> None:
         if self.kind not in INPUT_KINDS:
-            raise UsageError(f"--input-kind '{self.kind}': choose one of {', '.join(INPUT_KINDS)}")
+            raise UsageError(f"--input-kind '{self.kind}'{did_you_mean(self.kind, INPUT_KINDS)}: choose one of "
+                             f"{', '.join(INPUT_KINDS)}")
         if self.range is not None:
             lo, hi = (float(v) for v in self.range)
             if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):

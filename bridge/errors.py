@@ -15,6 +15,19 @@ EXIT_CONVERSION = 3
 EXIT_INTERNAL = 70
 
 
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'X'?)`` for the known name closest to a mistyped ``word`` (a typo: ``onxx``, ``onnxruntim``)
+    or the one it begins (a shortened name: ``boxes`` for ``boxes-scores-classes``); "" when none is close."""
+    import difflib
+
+    known_list = [k for k in dict.fromkeys(known) if isinstance(k, str)]
+    near = difflib.get_close_matches(word, known_list, n=1)
+    if not near and word:
+        begun = [k for k in known_list if k.lower().startswith(word.lower())]
+        near = begun if len(begun) == 1 else []
+    return f" (did you mean '{near[0]}'?)" if near else ""
+
+
 class BridgeError(Exception):
     """A failure the user can act on (bad input, unsupported model, mismatch). Exit code 3 unless overridden."""
 

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-from bridge.errors import UsageError
+from bridge.errors import UsageError, did_you_mean
 
 # C++ log levels of the frameworks: warnings and errors still print, INFO banners do not
 QUIET_LOG_ENV: dict[str, str] = {
@@ -55,6 +55,7 @@ class LazyRegistry:
         try:
             module_name, attribute = self.entries[name].split(":")
         except KeyError:
-            raise UsageError(self.unknown.format(name=name, known=", ".join(self.entries))) from None
+            message = self.unknown.format(name=name, known=", ".join(self.entries))
+            raise UsageError(message.replace(f"'{name}'", f"'{name}'{did_you_mean(name, self.entries)}", 1)) from None
         quiet_framework_logs()  # before the module (and the framework it wraps) is imported
         return getattr(importlib.import_module(module_name), attribute)

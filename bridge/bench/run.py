@@ -28,7 +28,7 @@ import onnx
 from bridge.bench import child
 from bridge.bench.timing import Latency, machine, ratio, run_rounds, split
 from bridge.config import InputSpec, InputValues, Source
-from bridge.errors import AdapterUnavailableError, BridgeError, UsageError
+from bridge.errors import AdapterUnavailableError, BridgeError, UsageError, did_you_mean
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, IsolatedRuntime, isolate
 
@@ -248,7 +248,8 @@ def check_runtimes(names: Sequence[str]) -> None:
 
     unknown = [n for n in names if n not in available_runtimes()]
     if unknown:
-        raise UsageError(f"--runtime {','.join(unknown)}: unknown runtime; choose from {', '.join(available_runtimes())}")
+        raise UsageError(f"--runtime {','.join(unknown)}: unknown runtime{did_you_mean(unknown[0], available_runtimes())}; "
+                         f"choose from {', '.join(available_runtimes())}")
 
 
 def _call(runtime: Runtime, fn: Callable[[Runtime, Any], Any], argument: Any = None) -> Any:

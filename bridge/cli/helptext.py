@@ -18,6 +18,7 @@ from typing import Any
 import typer.core
 from typer import _click
 
+HELP_OPTIONS = ("-h", "--help")  # -h too: tf2onnx's, Polygraphy's and argparse's users type it
 RICH_MIN_COLUMNS = 100  # narrower, typer's panels squeeze the help column of a long option list into slivers
 
 
@@ -45,10 +46,17 @@ class _ReadableArgument(typer.core.TyperArgument):
     def display_type_rich(self, ctx: _click.Context) -> str | None:
         return None
 
+    def _usage_display_name(self) -> str:
+        """``SOURCE`` for a required argument (typer writes ``{SOURCE}``, which reads as a template to fill in
+        or a shell brace expansion), ``[MODEL]`` for an optional one, as argparse and click show them."""
+        name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+        return name + ("..." if self.nargs != 1 else "")
+
 
 def readable(command: _click.Command, *, subcommands: bool = True) -> _click.Command:
     """``command`` (and its subcommands) with a placeholder, never a type tag, on every parameter; returns it."""
-    ctx = _click.Context(command, info_name=command.name)
+    # the help option is made (and cached by click) here: with -h among its names, as the root's context says
+    ctx = _click.Context(command, info_name=command.name, help_option_names=list(HELP_OPTIONS))
     for param in command.get_params(ctx):  # the help option included
         if isinstance(param, typer.core.TyperOption) and not isinstance(param, _ReadableOption):
             if param.metavar is None and not (param.is_flag or param.count):

@@ -24,7 +24,7 @@ import typer
 import typer.core
 from typer.exceptions import TyperException
 
-from bridge.cli.helptext import examples, markup_mode, readable
+from bridge.cli.helptext import HELP_OPTIONS, examples, markup_mode, readable
 from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError
 
 
@@ -127,7 +127,7 @@ class LazyGroup(typer.core.TyperGroup):
 
 app = typer.Typer(
     name="bridge", cls=LazyGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    rich_markup_mode=markup_mode(),
+    rich_markup_mode=markup_mode(), context_settings={"help_option_names": list(HELP_OPTIONS)},
     help="Convert PyTorch / MXNet / TensorFlow / ONNX models to ONNX and prove them in each target runtime.",
     epilog=examples("bridge convert examples/mxnet_ssd/model-symbol.json -o out/ssd.onnx",
                     "bridge inspect out/ssd.onnx --nodes",
