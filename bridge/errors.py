@@ -28,6 +28,18 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     return f" (did you mean '{near[0]}'?)" if near else ""
 
 
+def at_node(node: str, op: str | None, message: str) -> str:
+    """``node 'NAME' (OP): MESSAGE``, saying the node once: a message that already opens with ``node 'NAME'`` (an
+    error raised for that node, wrapped by its caller) keeps only its own words after it."""
+    prefix = f"node '{node}'"
+    if message.startswith(prefix):
+        message = message[len(prefix):]
+        if op and message.startswith(f" ({op})"):
+            message = message[len(op) + 3:]
+        message = message.removeprefix(":").lstrip()
+    return f"{prefix}{f' ({op})' if op else ''}: {message}"
+
+
 class BridgeError(Exception):
     """A failure the user can act on (bad input, unsupported model, mismatch). Exit code 3 unless overridden."""
 
@@ -123,8 +135,8 @@ class PassFailedError(BridgeError):
     """A pass of the ONNX stage rejected the model; names the pass and, when known, the node and op."""
 
     def __init__(self, pass_name: str, message: str, node: str | None = None, op: str | None = None) -> None:
-        where = f" at node '{node}' ({op})" if node else ""
-        super().__init__(f"pass {pass_name} failed{where}: {message}")
+        where = f" at {at_node(node, op, message)}" if node else f": {message}"
+        super().__init__(f"pass {pass_name} failed{where}")
         self.pass_name = pass_name
         self.node = node
         self.op = op

@@ -50,8 +50,15 @@ from adapters.mxnet.params import split_arg_aux
 from adapters.mxnet.registry import INFERENCE_INPUTS, NOT_TRANSLATED, TRANSLATORS
 from adapters.mxnet.symbol import MXNode, SymbolGraph
 from bridge import provenance
-from bridge.config import ExportSpec, InputSpec
-from bridge.errors import BadInputFileError, BridgeError, BridgeInternalError, UnsupportedOpError, UsageError
+from bridge.config import ExportSpec, InputSpec, check_names
+from bridge.errors import (
+    BadInputFileError,
+    BridgeError,
+    BridgeInternalError,
+    UnsupportedOpError,
+    UsageError,
+    at_node,
+)
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +212,9 @@ def convert_graph(
     if stray:
         candidates = sorted(v for v in graph_vars if v not in values)
         raise UsageError(f"--input {', '.join(stray)}: no such input in {graph.source}; its inputs are {candidates}")
+    # before the translation: a --dynamic naming no input would otherwise surface after it, from a pass
+    check_names("--dynamic", [d.input for d in spec.dynamic],
+                sorted({s.name for s in spec.inputs} | {v for v in graph_vars if v not in values}), "input")
     # a variable of the symbol the inference outputs never read (a loss head's label, a training-only branch):
     # shapes given for it, as MXNet's own exporter asks for every variable, are accepted and left out
     for name in sorted({s.name for s in spec.inputs} - graph_vars):
@@ -257,7 +267,7 @@ def convert_graph(
             # the variable and the option, not the node that happened to need it
             lacking = [x for x in inputs if x in missing] or _upstream(graph, i, missing)
             if lacking:
-                raise _missing_error(lacking, list(missing), params_desc, f"node '{node.name}' ({node.op}): {e}") from e
+                raise _missing_error(lacking, list(missing), params_desc, at_node(node.name, node.op, str(e))) from e
             raise
         except Exception as e:
             raise BridgeInternalError(f"MXNet translator for {node.op} failed on node '{node.name}': {e!r}") from e

@@ -18,7 +18,7 @@ from onnx import TensorProto
 from adapters.mxnet.context import ConversionContext, TensorType
 from adapters.mxnet.registry import out, translator
 from adapters.mxnet.symbol import MXNode
-from bridge.errors import ExportError
+from bridge.errors import ExportError, at_node
 
 # ---- resizing ---------------------------------------------------------------------------------
 
@@ -68,7 +68,7 @@ def _contrib_BilinearResize2D(ctx: ConversionContext, node: MXNode, inputs: list
             h = _resized(in_h, mode, None if sh is None else float(sh), a.optional_int("height", 1) or 1)
             w = _resized(in_w, mode, None if sw is None else float(sw), a.optional_int("width", 1) or 1)
         except ExportError as e:
-            raise ExportError(f"node '{node.name}': {e}") from None
+            raise ExportError(at_node(node.name, None, str(e))) from None
         hw = ctx.i64([h, w], f"{node.name}__hw")
         out_hw = (h, w)
     nc = ctx.emit("Slice", [ctx.emit("Shape", [x], 1, name=f"{node.name}__shape")[0], ctx.i64([0], f"{node.name}__s"),

@@ -94,6 +94,7 @@ class OnnxFileAdapter:
         given = {s.name: s for s in spec.inputs}
         declared = graph_input_specs(model)
         check_names("--input", given, [s.name for s in declared], "input")
+        check_names("--dynamic", [d.input for d in spec.dynamic], [s.name for s in declared], "input")
         for s in declared:  # NAME:SHAPE:DTYPE naming a dtype the model does not declare would be ignored: refuse
             g = given.get(s.name)
             if g is not None and g.dtype_given and g.dtype != s.dtype:

@@ -42,7 +42,7 @@ from adapters.pytorch.loading import (
 from adapters.pytorch.runner import TorchReferenceRunner, flatten_outputs
 from bridge import provenance
 from bridge.chatter import captured_warnings, group_warnings, quiet, root_cause
-from bridge.config import DynamicAxis, ExportSpec, InputSpec, Option, Source
+from bridge.config import DynamicAxis, ExportSpec, InputSpec, Option, Source, check_names
 from bridge.errors import AdapterUnavailableError, ExportError, UsageError
 from bridge.frameworks import framework_found
 from bridge.runtimes.base import Runtime
@@ -158,6 +158,7 @@ def _resolve_inputs(loaded: LoadedTorch, spec: ExportSpec) -> tuple[InputSpec, .
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise UsageError(f"--input {unknown[0]}: the model's forward() takes {names}")
+    check_names("--dynamic", [d.input for d in spec.dynamic], names, "input")  # before the export, not after it
     if loaded.exported_program is not None:
         args = loaded.exported_program.example_inputs[0]
         samples = {n: InputSpec(n, tuple(a.shape), str(a.dtype).replace("torch.", "")) for n, a in zip(names, args, strict=False)}

@@ -126,6 +126,8 @@ def validate(model: str | Path, *, progress: Progress | None = None, options: Ma
     check_names("--tolerance", tolerance.per_output,
                 [*(o.name for o in proto.graph.output), *source_output_names(proto, groups)], "output")
     values_kind = InputValues.parse(v["input_kind"], v["input_range"])
+    if source is not None and not v["feeds"]:  # before the source is loaded (seconds): its inputs need sizes
+        _check_sample_sizes(proto, specs)
     isolation = Isolation(v["isolated"], v["timeout"])
     meta: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
@@ -171,6 +173,31 @@ def validate(model: str | Path, *, progress: Progress | None = None, options: Ma
     if not result.passed:
         raise ValidationMismatch(checked.failure(), result=result)
     return result
+
+
+def _check_sample_sizes(proto: Any, given: Sequence[InputSpec]) -> None:
+    """UsageError when an input of MODEL has a symbolic dim and neither ``--input`` nor ``--feeds`` gives its size:
+    the inputs made for the source and MODEL need one, and finding that out after loading the source took seconds.
+    The message gives a line to copy: the model's own dims, a batch of 1, other symbolic dims by their names."""
+    from bridge.runtimes.base import TensorMeta
+
+    shaped = {s.name for s in given if s.shape is not None}
+    inits = {i.name for i in proto.graph.initializer}
+    lacking = []
+    for vi in proto.graph.input:
+        if vi.name in inits or vi.name in shaped:
+            continue
+        meta = TensorMeta.from_value_info(vi, unknown_dtype="float32")
+        if meta.shape is not None and all(isinstance(d, int) for d in meta.shape):
+            continue
+        dims = ["D0,D1,..."] if meta.shape is None else [
+            str(d) if isinstance(d, int) else ("1" if axis == 0 else str(d or f"D{axis}").upper())
+            for axis, d in enumerate(meta.shape)]
+        lacking.append((vi.name, ",".join(dims), meta.shape))
+    if lacking:
+        shown = "; ".join(f"input '{n}' is {list(s) if s is not None else 'of unknown shape'}" for n, _, s in lacking)
+        raise UsageError(f"{shown}: give the size to validate at, e.g. "
+                         + " ".join(f"--input {n}:{d}" for n, d, _ in lacking) + " (or --feeds FILE.npz)")
 
 
 def _runtimes(runtime: str | Sequence[str] | None) -> list[str]:

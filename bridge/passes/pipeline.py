@@ -18,7 +18,7 @@ from onnx_ir.passes.common import CheckerPass, RemoveUnusedOpsetsPass, Topologic
 
 from bridge import provenance
 from bridge.config import DynamicAxis, InputSpec
-from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError
+from bridge.errors import BridgeError, BridgeInternalError, NodeError, PassFailedError, UsageError
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.attributes import CheckAttributesPass
 from bridge.passes.base import BridgePass
@@ -171,6 +171,8 @@ def _root_cause(exc: BaseException) -> BaseException:
 def _as_pass_error(pass_name: str, exc: BaseException) -> Exception:
     """User-caused failures become PassFailedError (exit 3 or the error's own code); bugs become internal."""
     root = _root_cause(exc)
+    if isinstance(root, UsageError):  # an option the user gave (--dynamic, --input): said in its words, exit 2
+        return root
     if isinstance(root, NodeError):
         return PassFailedError(pass_name, str(root), node=root.node, op=root.op)
     if isinstance(root, BridgeError):
