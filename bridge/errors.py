@@ -1,18 +1,64 @@
 """Error hierarchy: what a user can cause (BridgeError) versus a bug in bridge (BridgeInternalError).
 
-Every user-facing failure carries the CLI exit code it maps to, so the CLI never has to guess:
-0 ok, 1 validation mismatch, 2 usage error, 3 conversion error, 70 internal error.
+Every user-facing failure carries the CLI exit code it maps to, so the CLI never has to guess. One code per kind
+of problem, the same in every command (``EXIT_CODES``, shown by ``bridge --help`` and the README): 0 ok,
+1 validation mismatch, 2 usage error, 3 conversion error, 4 not installed, 70 internal error, 130 interrupted.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_CONVERSION = 3
+EXIT_NOT_INSTALLED = 4
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+
+# what each exit code means, in every command: the table of the README and of `bridge --help`
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "ok",
+    EXIT_MISMATCH: "validation mismatch (inspect: problems found; migrate: a model failed)",
+    EXIT_USAGE: "usage error: an argument, option value, file name or manifest to fix",
+    EXIT_CONVERSION: "conversion error: a model or file bridge cannot convert or read",
+    EXIT_NOT_INSTALLED: "not installed: a framework or runtime this needs is missing here (the message says "
+                        "how to install it)",
+    EXIT_INTERNAL: "internal error: a bug in bridge (please report it with the traceback shown)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C): nothing half-written is left; --report says the stage reached",
+}
+
+
+# the distribution's name on the package index (pyproject's [project].name); the import package and the command
+# are both `bridge`, a name the index had long given to another project
+DISTRIBUTION = "bridge-convert"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this bridge runs from (an editable install, or the folder on the path), or None when
+    it runs from an installed wheel: the folder above the package holding the project's pyproject.toml and
+    constraints.txt."""
+    root = Path(__file__).resolve().parents[1]
+    if (root / "constraints.txt").is_file() and (root / "pyproject.toml").is_file():
+        try:
+            if f'name = "{DISTRIBUTION}"' in (root / "pyproject.toml").read_text(encoding="utf-8"):
+                return root
+        except (OSError, UnicodeDecodeError):
+            return None
+    return None
+
+
+def install_command(extras: str) -> str:
+    """The command that installs bridge's ``extras`` (``torch``, ``openvino,litert``) the way this bridge was
+    installed: in a checkout, its editable install pinned by the checkout's constraints.txt (run in the checkout,
+    named); from a wheel, the distribution from the package index."""
+    root = checkout_root()
+    if root is not None:
+        return f"cd {shlex.quote(str(root))} && pip install -c constraints.txt -e '.[{extras}]'"
+    return f"pip install '{DISTRIBUTION}[{extras}]'"
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
@@ -67,16 +113,29 @@ class BadInputFileError(BridgeError):
 
 
 class AdapterUnavailableError(BridgeError):
-    """The framework an adapter or runtime needs is not installed in this environment."""
+    """The framework an adapter or runtime needs is not installed in this environment (exit code 4, in every
+    command: the model and the options may be fine, this environment lacks an extra)."""
 
-    def __init__(self, framework: str, purpose: str, install_hint: str) -> None:
-        super().__init__(f"{framework} is not installed, so {purpose} is unavailable. Install it with: {install_hint}")
+    exit_code = EXIT_NOT_INSTALLED
+
+    def __init__(self, framework: str, purpose: str, install_hint: str = "", *, extra: str | None = None) -> None:
+        """``extra``: bridge's extra that brings the framework (the hint is then ``install_command(extra)``, right
+        for a checkout and for a wheel); ``install_hint``: a command of its own otherwise."""
+        hint = install_command(extra) if extra else install_hint
+        super().__init__(f"{framework} is not installed, so {purpose} is unavailable. Install it with: {hint}")
         self.framework = framework
+        self.extra = extra
 
 
 class ReferenceUnavailableError(BridgeError):
     """The source reference cannot run here (framework missing, or its runtime refused the model);
-    validation is skipped with this reason rather than failing the conversion."""
+    validation is skipped with this reason rather than failing the conversion. Where it ends a command
+    (``validate``), its exit code is its cause's: 4 for a framework that is not installed, else 3."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        if isinstance(cause, BridgeError):
+            self.exit_code = cause.exit_code
 
 
 class UnsafeSourceError(BridgeError):

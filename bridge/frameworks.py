@@ -16,7 +16,6 @@ from typing import Any
 from bridge.errors import AdapterUnavailableError
 from bridge.registry import quiet_framework_logs
 
-TF_INSTALL_HINT = "pip install 'bridge[tensorflow]'"
 SIGNATURE_MAP = Path("assets.extra") / "bridge_signature.json"
 
 
@@ -36,7 +35,7 @@ def import_tensorflow(purpose: str) -> Any:
     try:
         import tensorflow as tf
     except ImportError:
-        raise AdapterUnavailableError("TensorFlow", purpose, TF_INSTALL_HINT) from None
+        raise AdapterUnavailableError("TensorFlow", purpose, extra="tensorflow") from None
     return tf
 
 

@@ -11,7 +11,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "[bridge] creating virtualenv $VENV with $("$PYTHON" --version)"
   "$PYTHON" -m venv "$VENV"
 fi
-echo "[bridge] installing bridge[$1] (pinned by constraints.txt; full pip log: $VENV/pip-install.log)"
+echo "[bridge] installing bridge-convert[$1] (pinned by constraints.txt; full pip log: $VENV/pip-install.log)"
+# the distribution was called "bridge" before (a name the package index gives another project): a .venv made
+# then holds it too; it goes, so one distribution owns the bridge command
+"$VENV/bin/python" -m pip uninstall --disable-pip-version-check -y -q bridge >/dev/null 2>&1 || true
 _bridge_pip_lines() {
   # one line per package pip fetches, a count of those already there, then pip's own summary
   awk '

@@ -65,3 +65,24 @@ def mxnet_available() -> bool:
         if added:
             del np.bool  # type: ignore[attr-defined]
     return True
+
+
+def env_without(folder: Path, *modules: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment in which ``modules`` (top-level names: ``torch``, ``openvino``) cannot be imported, as where
+    their extra is not installed - in the process started with it and in every child it starts (bridge's isolated
+    runtimes keep PYTHONPATH): a ``sitecustomize`` in ``folder``, first on PYTHONPATH, refuses them."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n"
+        f"BLOCKED = {sorted(modules)!r}\n"
+        "class _NotInstalled:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (blocked by the test)', name=name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, _NotInstalled())\n", encoding="utf-8")
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), env.get("PYTHONPATH", str(REPO))) if p)
+    return env

@@ -34,7 +34,6 @@ from bridge.runtimes.base import TensorMeta
 
 log = logging.getLogger(__name__)
 _IMPORT_LOCK = threading.Lock()
-INSTALL_HINT = "pip install 'bridge[mxnet]'"
 
 
 def import_mxnet(purpose: str = "running the MXNet reference") -> ModuleType:
@@ -52,7 +51,7 @@ def import_mxnet(purpose: str = "running the MXNet reference") -> ModuleType:
             import mxnet
         except (ImportError, OSError) as e:
             log.debug("importing mxnet failed: %r", e)
-            raise AdapterUnavailableError("mxnet", purpose, INSTALL_HINT) from e
+            raise AdapterUnavailableError("mxnet", purpose, extra="mxnet") from e
         finally:
             if added and "bool" in vars(np):
                 del np.bool  # type: ignore[attr-defined]

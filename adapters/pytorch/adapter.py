@@ -58,7 +58,7 @@ def _require_torch() -> None:
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise AdapterUnavailableError("PyTorch", "converting PyTorch models", "pip install 'bridge[torch]'") from None
+        raise AdapterUnavailableError("PyTorch", "converting PyTorch models", extra="torch") from None
 
 
 class PyTorchAdapter:

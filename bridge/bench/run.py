@@ -330,7 +330,7 @@ def run_bench(
                         with contextlib.suppress(Exception):
                             rt.deactivate()
                     if _not_installed(exc) and (explicit or kind == "source"):
-                        raise UsageError(f"cannot benchmark in {name}: {exc}") from exc
+                        raise  # not installed here: exit 4 as in every command (the message names the install)
                     runner.error = f"not installed: {exc}" if _not_installed(exc) else str(exc)
                     if _not_installed(exc):
                         result.notes.append(f"{name} left out: {exc}")

@@ -93,8 +93,11 @@ def register(app: typer.Typer) -> None:
     """Add the ``convert`` command to ``app``."""
     convert.__signature__ = _signature()  # type: ignore[attr-defined]
     app.command("convert", epilog=examples(
-        "bridge convert examples/mxnet_ssd/model-symbol.json --input data:4,3,64,64 -o out/ssd.onnx",
+        "bridge convert examples/mxnet_ssd/model-symbol.json --input data:4,3,64,64 --dynamic data:0=batch "
+        "-o out/ssd.onnx",
         "bridge convert examples/tiny_detector/model.py:build --weights examples/tiny_detector/weights.pt "
-        "--input images:2,3,64,64 --dynamic images:0=batch -o out/tiny.onnx",
-        "bridge convert model.onnx --opset 17 --validate onnxruntime,openvino --report out/model.md -o out/model.onnx",
-        "bridge convert model.keras --input img:2,32,32,3 --to tensorflow -o out/model_tf.onnx"))(convert)
+        "--input images:2,3,64,64 --dynamic images:0=batch --dynamic images:2=height --dynamic images:3=width "
+        "-o out/tiny.onnx",
+        "bridge convert out/tiny.onnx --opset 18 --validate onnxruntime,openvino --report out/tiny18.md "
+        "-o out/tiny18.onnx",
+        "bridge convert out/tiny.onnx --to tensorflow -o out/tiny_tf.onnx     # + the SavedModel out/tiny_tf"))(convert)

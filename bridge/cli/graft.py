@@ -71,6 +71,6 @@ def register(app: typer.Typer) -> None:
     if any(c.name == "graft-nms" for c in app.registered_commands):
         return
     app.command("graft-nms", epilog=examples(
-        "bridge graft-nms head.onnx --boxes boxes --scores scores --iou 0.45 --max-det 100 -o det.onnx",
-        "bridge graft-nms head.onnx --boxes deltas --scores scores --anchors anchors.npy --box-format cxcywh "
-        "--variances 0.1,0.1,0.2,0.2 -o det.onnx"))(graft_nms_command)
+        "bridge graft-nms out/tiny.onnx --boxes boxes --scores scores --iou 0.45 --max-det 100 -o out/tiny_nms.onnx",
+        "bridge graft-nms out/tiny.onnx --boxes boxes --scores scores --background-class none --output-format "
+        "indices -o out/tiny_indices.onnx"))(graft_nms_command)

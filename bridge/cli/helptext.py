@@ -29,12 +29,23 @@ def markup_mode() -> Any:
     return "rich" if sys.stdout.isatty() and shutil.get_terminal_size().columns >= RICH_MIN_COLUMNS else None
 
 
-def examples(*commands: str, note: str = "") -> str:
+def examples(*commands: str, note: str = "", codes: bool = False) -> str:
     """An epilog listing example command lines, kept one per line in both help styles (click re-wraps a
-    paragraph unless it starts with ``\\b``; typer's rich help keeps single newlines)."""
+    paragraph unless it starts with ``\\b``; typer's rich help keeps single newlines); ``codes``: the exit code
+    table after them. Every example runs as written in a checkout, in order (files an earlier one writes under
+    ``out/``); a ``# exit N`` comment says the exit code it ends with (tests/cli/test_help_examples.py runs them)."""
     keep = "" if markup_mode() == "rich" else "\b\n"
     text = "Examples:\n\n" + keep + "\n".join(f"  {c}" for c in commands)
-    return text + (f"\n\n{note}" if note else "")
+    text += f"\n\n{note}" if note else ""
+    return text + (f"\n\n{exit_codes()}" if codes else "")
+
+
+def exit_codes() -> str:
+    """The exit codes of every command (``bridge.errors.EXIT_CODES``), one per line in both help styles."""
+    from bridge.errors import EXIT_CODES
+
+    keep = "" if markup_mode() == "rich" else "\b\n"
+    return "Exit codes (every command):\n\n" + keep + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
 
 
 class _ReadableOption(typer.core.TyperOption):

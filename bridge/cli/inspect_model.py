@@ -89,4 +89,4 @@ def register(app: typer.Typer) -> None:
     """Add the ``inspect`` command to ``app``."""
     app.command("inspect", epilog=examples(
         "bridge inspect out/ssd.onnx", "bridge inspect out/ssd.onnx --nodes     # where inference loses a dim",
-        "bridge inspect out/ssd.onnx --json > ssd.json"))(inspect_command)
+        "bridge inspect out/ssd.onnx --json > out/ssd.json"))(inspect_command)

@@ -1,7 +1,8 @@
 """The `bridge` command line: parses arguments into bridge.api calls and renders their results.
 
-No conversion logic lives here. Exit codes: 0 ok, 1 validation mismatch (or problems found by inspect), 2 usage error,
-3 conversion error, 70 internal error (a bug: please report it with the traceback shown).
+No conversion logic lives here. Exit codes (``bridge.errors.EXIT_CODES``, listed by ``bridge --help``): 0 ok,
+1 validation mismatch (or problems found by inspect), 2 usage error, 3 conversion error, 4 not installed,
+70 internal error (a bug: please report it with the traceback shown), 130 interrupted.
 
 Start-up stays fast: ``COMMANDS`` names each command's module and one-line summary, and a command's module
 (with onnx, numpy and the conversion layer behind it) is imported only when that command runs or shows its
@@ -129,10 +130,12 @@ app = typer.Typer(
     name="bridge", cls=LazyGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     rich_markup_mode=markup_mode(), context_settings={"help_option_names": list(HELP_OPTIONS)},
     help="Convert PyTorch / MXNet / TensorFlow / ONNX models to ONNX and prove them in each target runtime.",
-    epilog=examples("bridge convert examples/mxnet_ssd/model-symbol.json -o out/ssd.onnx",
+    epilog=examples("bridge convert examples/mxnet_ssd/model-symbol.json --input data:4,3,64,64 --dynamic data:0=batch "
+                    "-o out/ssd.onnx",
                     "bridge inspect out/ssd.onnx --nodes",
-                    "bridge -v validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --localize",
-                    note="Run 'bridge COMMAND --help' for a command's options and examples."),
+                    "bridge -v validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --input "
+                    "data:2,3,64,64 --localize",
+                    note="Run 'bridge COMMAND --help' (or -h) for a command's options and examples.", codes=True),
 )
 
 
@@ -205,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     except BridgeError as exc:
         from rich.markup import escape
 
-        err().print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        err().print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)  # a command in it stays one line
         return exc.exit_code
     except Exception:
         err().print("[red]internal error[/red] (a bug in bridge; please report it with this traceback):")

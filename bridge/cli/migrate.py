@@ -79,6 +79,7 @@ def migrate_command(
 
 def register(app: typer.Typer) -> None:
     app.command("migrate", epilog=examples(
-        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration",
-        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration --resume",
-        "bridge migrate zoo.yaml --only ssd,resnet --executor dask://scheduler:8786 --out /shared/out/zoo"))(migrate_command)
+        "bridge migrate examples/migration/manifest.yaml --only mxnet_ssd,tiny_detector --out out/some",
+        "python examples/migration/build_models.py   # the rest of the manifest's models (its prepare: line)",
+        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration   # exit 1: one is broken on purpose",
+        "bridge migrate examples/migration/manifest.yaml -j 2 --out out/migration --resume   # exit 1"))(migrate_command)

@@ -23,8 +23,8 @@ from bridge.errors import UsageError, ValidationMismatch
 
 shapes_app = typer.Typer(name="shapes", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                          help="Make shapes static, make axes dynamic, or build shape buckets from data.",
-                         epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx",
-                                         "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx"))
+                         epilog=examples("bridge shapes fix out/tiny.onnx --input images:4,3,64,64 -o out/tiny4.onnx",
+                                         "bridge shapes dynamic out/tiny4.onnx --axis images:0=batch -o out/tiny_b.onnx"))
 
 
 
@@ -101,7 +101,7 @@ fix.__signature__ = _groups("shapes fix", [  # type: ignore[attr-defined]
     inspect.Parameter("validate", _KEYWORD, default=True, annotation=Annotated[bool, typer.Option(
         help="compare with the original in onnxruntime at that shape")])],
     [inspect.Parameter("as_json", _KEYWORD, default=False, annotation=AsJsonOpt)])
-shapes_app.command("fix", epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx"))(fix)
+shapes_app.command("fix", epilog=examples("bridge shapes fix out/tiny.onnx --input images:4,3,64,64 -o out/tiny4.onnx"))(fix)
 
 
 def dynamic(model: Path, output: Path, axis: list[str] | None = None, check_size: list[str] | None = None,
@@ -147,8 +147,8 @@ dynamic.__signature__ = _groups("shapes dynamic", [  # type: ignore[attr-defined
         help="write even if baked constants remain (checked at the original size only)")])],
     [inspect.Parameter("as_json", _KEYWORD, default=False, annotation=AsJsonOpt)])
 shapes_app.command("dynamic", epilog=examples(
-    "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx",
-    "bridge shapes dynamic static.onnx --axis images:0=batch --check-size batch=1,7 -o dynamic.onnx"))(dynamic)
+    "bridge shapes dynamic out/tiny4.onnx --axis images:0=batch -o out/tiny_b.onnx",
+    "bridge shapes dynamic out/tiny4.onnx --axis images:0=batch --check-size batch=1,7 -o out/tiny_b.onnx"))(dynamic)
 
 
 def _render_dynamic(result: Any) -> None:
@@ -173,9 +173,10 @@ def _waste_table(report: Any) -> Table:
 
 
 @shapes_app.command("buckets", epilog=examples(
-    "bridge shapes buckets model.onnx --input-shape -1,3,-1,-1 --data images/ --batch-choices 1,4 -o buckets/",
-    "bridge shapes buckets model.onnx --config auto_scaling.yaml --n-std 2 -o buckets/",
-    "bridge shapes buckets --report -o buckets/ --data other_images/   # padding waste of existing buckets"))
+    "bridge shapes buckets out/tiny.onnx --input-shape -1,3,-1,-1 --data examples/buckets/annotations.json "
+    "--batch-choices 1,4 -o out/buckets/",
+    "bridge shapes buckets out/tiny.onnx --config examples/buckets/auto_scaling.yaml --n-std 2 -o out/buckets/",
+    "bridge shapes buckets --report -o out/buckets/ --data examples/buckets/annotations.json   # padding waste"))
 def buckets_cmd(
     model: Annotated[Path | None, typer.Argument(help="the dynamic .onnx model (omit with --report to re-report)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="DIR", help="folder for the bucket models + buckets.json")] = None,

@@ -71,6 +71,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``validate`` command to ``app``."""
     validate_command.__signature__ = _signature()  # type: ignore[attr-defined]
     app.command("validate", epilog=examples(
-        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --localize",
-        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --save-reference ref.npz",
-        "bridge validate out/ssd.onnx --reference ref.npz --runtime onnxruntime,tensorflow"))(validate_command)
+        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --input data:2,3,64,64 --localize",
+        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --feeds "
+        "examples/mxnet_ssd/sample_inputs.npz --save-reference out/ref.npz",
+        "bridge validate out/ssd.onnx --reference out/ref.npz --runtime onnxruntime,tensorflow"))(validate_command)

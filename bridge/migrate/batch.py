@@ -37,12 +37,13 @@ _TICK_S = 0.5
 ManifestLike = str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]] | Sequence[ResolvedEntry]
 
 
-def _entries(manifest: ManifestLike, base_dir: str | Path | None) -> tuple[list[ResolvedEntry], str]:
+def _entries(manifest: ManifestLike, base_dir: str | Path | None,
+             only: Sequence[str] | None = None) -> tuple[list[ResolvedEntry], str]:
     if isinstance(manifest, Sequence) and not isinstance(manifest, str) and manifest \
             and all(isinstance(e, ResolvedEntry) for e in manifest):
         return list(manifest), "<entries>"  # type: ignore[arg-type]
     label = str(manifest) if isinstance(manifest, (str, Path)) else "<entries>"
-    return load_manifest(manifest, base_dir), label  # type: ignore[arg-type]
+    return load_manifest(manifest, base_dir, only), label  # type: ignore[arg-type]
 
 
 def _files(out_dir: Path, name: str) -> list[str]:
@@ -70,7 +71,7 @@ def run(
     ``convert`` is the per-model function (``bridge.convert``'s signature) the worker children import by
     reference and call; ``None`` means ``bridge.convert``. ``base_dir``: where relative paths of
     entries given as dicts start (default: the current folder; a manifest file's own folder)."""
-    entries, label = _entries(manifest, base_dir)
+    entries, label = _entries(manifest, base_dir, only)
     entries = select(entries, only)
     out_dir = outdir.prepare(out)
     with outdir.lock(out_dir):

@@ -85,7 +85,7 @@ class DaskExecutor:
         try:
             from distributed import Client
         except ImportError:
-            raise AdapterUnavailableError("Dask distributed", "--executor dask://", "pip install 'bridge[distributed]'") from None
+            raise AdapterUnavailableError("Dask distributed", "--executor dask://", extra="distributed") from None
         self._own = client is None
         try:
             self.client = client if client is not None else Client(address, timeout="20s")

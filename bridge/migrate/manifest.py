@@ -15,6 +15,7 @@ import glob as globlib
 import hashlib
 import json
 import re
+import shlex
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -42,11 +43,13 @@ _GLOB = re.compile(r"[*?\[]")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # used as a folder name under --out
 
 class ManifestError(UsageError):
-    """A manifest that does not parse or validate; the message lists every problem, one per line."""
+    """A manifest that does not parse or validate; the message lists every problem, one per line, then ``advice``
+    (what the manifest's ``prepare:`` says makes its missing sources)."""
 
-    def __init__(self, where: str, problems: Sequence[str]) -> None:
+    def __init__(self, where: str, problems: Sequence[str], advice: str = "") -> None:
         self.problems = list(problems)
-        super().__init__(f"{where}: {len(self.problems)} problem(s):\n" + "\n".join(f"  {p}" for p in self.problems))
+        super().__init__(f"{where}: {len(self.problems)} problem(s):\n" + "\n".join(f"  {p}" for p in self.problems)
+                         + (f"\n{advice}" if advice else ""))
 
 
 class _Strict(BaseModel):
@@ -214,6 +217,9 @@ def _models() -> tuple[type[BaseModel], type[BaseModel], type[BaseModel], type[B
         model_config = ConfigDict(extra="forbid", json_schema_extra={"$id": SCHEMA_ID,
                                                                      "title": "bridge batch-migration manifest"})
         version: Literal[1] = 1
+        prepare: str | None = Field(default=None, description="the command that makes the manifest's sources (a "
+                                    "script building them, a download): named when a source is missing, never run "
+                                    "by bridge; relative paths in it are from the manifest's folder")
         defaults: fields = Field(default_factory=lambda: fields())  # type: ignore[valid-type]
         models: list[Any] = Field(description="model entries: the fields of EntryFields; name and source "
                                              "required once defaults are merged")
@@ -402,11 +408,14 @@ def _expand(raw: dict[str, Any], base: Path) -> list[dict[str, Any]]:
 
 
 def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[str, Any]],
-                  base_dir: str | Path | None = None) -> list[ResolvedEntry]:
+                  base_dir: str | Path | None = None, only: Sequence[str] | None = None) -> list[ResolvedEntry]:
     """Validate and resolve a manifest (a YAML file, its parsed dict, or a list of entry dicts).
 
     Raises ManifestError listing every problem (unknown fields, bad values, duplicate names, empty
-    globs) with where it is: ``models[2] 'ssd'.opset: ...``.
+    globs) with where it is: ``models[2] 'ssd'.opset: ...``; a missing source adds what the manifest's
+    ``prepare:`` says makes it. ``only`` (``--only``): the entries named otherwise are left out before they are
+    checked - one that is not run (a glob matching nothing yet, a field another entry needs) does not block
+    those that are (the top level and ``defaults:`` are still checked: they apply to every entry).
     """
     where = "manifest"
     if isinstance(manifest, (str, Path)):
@@ -430,23 +439,34 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
     try:
         Manifest.model_validate(data)
     except ValidationError as exc:  # listed with the entries' problems below, not instead of them
-        problems.extend(_format_errors("", exc))
+        problems.extend(_format_errors("", exc))  # (models: a list of anything here; each entry is checked below)
     raw_defaults = data.get("defaults")  # validated above (Manifest.defaults); merged raw so entries can override
     raw_defaults = raw_defaults if isinstance(raw_defaults, Mapping) else {}
     models = data.get("models")
     if not isinstance(models, list):
         raise ManifestError(where, problems or ["models: expected a list of model entries"])
     entries: list[ResolvedEntry] = []
+    missing = False  # a source that is not there (yet): the manifest's prepare: says what makes it
+    known: set[str] = set()  # with --only: every entry's name(s), to name what --only could mean
+    unnamed: list[str] = []  # with --only: entries whose names cannot be known (a glob matching nothing)
     for i, raw in enumerate(models):
         label = f"models[{i}]" + (f" '{raw.get('name')}'" if isinstance(raw, Mapping) and raw.get("name") else "")
         if not isinstance(raw, Mapping):
             problems.append(f"{label}: expected a mapping of options, got {type(raw).__name__}")
             continue
         merged = _merge(raw_defaults, raw)
+        if only:
+            names = _names(merged, base)
+            known.update(names or ())
+            if names is None:
+                unnamed.append(f"{label} ({merged.get('source')!r} matches no file yet)")
+            if not names or not set(names) & set(only):
+                continue
         try:
             expanded = _expand(merged, base)
         except ValueError as exc:
             problems.append(f"{label}.source: {exc}")
+            missing = True
             continue
         for item in expanded:
             try:
@@ -459,11 +479,30 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
     for e in entries:
         seen[e.name] = seen.get(e.name, 0) + 1
     problems.extend(f"name '{n}' is used by {k} entries; names must be unique" for n, k in seen.items() if k > 1)
-    if not entries and not problems:
+    if not entries and not problems and not only:
         problems.append("models: the manifest lists no model")
+    unknown = [n for n in only or () if n not in known]
+    if unknown and not problems:
+        raise UsageError(f"--only: no model named {', '.join(repr(n) for n in unknown)} in the manifest (models: "
+                         f"{', '.join(sorted(known)) or '-'}" + (f"; not named yet: {', '.join(unnamed)}" if unnamed
+                                                                 else "") + ")")
     if problems:
-        raise ManifestError(where, problems)
+        prepare = data.get("prepare")
+        folder = Path(where).parent if isinstance(manifest, (str, Path)) and not base_dir else base
+        advice = (f"the manifest's prepare: line makes its sources; run it first: cd {shlex.quote(str(folder))} && "
+                  f"{prepare.strip()}" if missing and isinstance(prepare, str) and prepare.strip() else "")
+        raise ManifestError(where, problems, advice)
     return entries
+
+
+def _names(merged: Mapping[str, Any], base: Path) -> list[str] | None:
+    """The model name(s) of an entry (a glob source: one per match), for ``--only``; None when a glob matches
+    nothing (yet) or its name template is broken: no ``--only`` can name such an entry."""
+    try:
+        return [str(e.get("name")) for e in _expand(dict(merged), base)]
+    except ValueError:
+        return None
+
 
 
 def select(entries: Iterable[ResolvedEntry], only: Sequence[str] | None) -> list[ResolvedEntry]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bridge.errors import install_command
 from bridge.io import atomic_write_text
 from bridge.report import images
 from bridge.report.images import Overlay
@@ -189,7 +190,8 @@ def _overlays(overlays: Sequence[Overlay]) -> str:
     if not overlays:
         return ""
     if not images.available():
-        return "<h2>Detections</h2><p class=muted>overlays left out: Pillow is not installed (pip install 'bridge[report]')</p>"
+        return ("<h2>Detections</h2><p class=muted>overlays left out: Pillow is not installed ("
+                + html.escape(install_command("report")) + ")</p>")
     legend = (f'<p class=legend>reference<span style="background:rgb{images.REFERENCE_COLOUR}"></span> '
               f'converted<span style="background:rgb{images.CANDIDATE_COLOUR}"></span> '
               f'dashed with a corner mark: no match on the other side<span style="background:rgb{images.UNMATCHED_COLOUR}"></span></p>')

@@ -1,7 +1,7 @@
 """Pictures for the HTML report, drawn with Pillow: detection overlays and per-element error histograms.
 
 Takes plain data (numpy images, box lists, histogram counts) and returns PNG bytes, so the report layer
-never runs a model. Pillow comes with the ``report`` extra (``pip install 'bridge[report]'``); without
+never runs a model. Pillow comes with the ``report`` extra (``bridge.errors.install_command("report")``); without
 it ``available()`` is False and the report says the pictures were left out.
 """
 

@@ -25,7 +25,6 @@ from bridge.runtimes.base import TensorMeta, signature_feeds
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'bridge[litert]'"
 TFLITE_NAME_MAP = "bridge_signature"  # metadata entry: {"inputs": {onnx: key}, "outputs": {onnx: key}}
 SIGNATURE = "serving_default"
 
@@ -37,7 +36,7 @@ def import_litert(purpose: str) -> Any:
     try:
         from ai_edge_litert import interpreter
     except ImportError:
-        raise AdapterUnavailableError("LiteRT", purpose, INSTALL_HINT) from None
+        raise AdapterUnavailableError("LiteRT", purpose, extra="litert") from None
     return interpreter
 
 

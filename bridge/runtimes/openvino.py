@@ -25,7 +25,6 @@ from bridge.runtimes.base import TensorMeta
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'bridge[openvino]'"
 
 ModelSource = str | Path | bytes | onnx.ModelProto
 
@@ -35,7 +34,7 @@ def import_openvino(purpose: str) -> Any:
     try:
         import openvino
     except ImportError:
-        raise AdapterUnavailableError("OpenVINO", purpose, INSTALL_HINT) from None
+        raise AdapterUnavailableError("OpenVINO", purpose, extra="openvino") from None
     return openvino
 
 

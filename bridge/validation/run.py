@@ -488,7 +488,7 @@ class _ReferenceRuns:
         try:
             reference.activate()
         except (AdapterUnavailableError, RuntimeLoadError) as exc:
-            raise ReferenceUnavailableError(f"source reference unavailable: {exc}") from exc
+            raise ReferenceUnavailableError(f"source reference unavailable: {exc}", exc) from exc
         try:
             if load_error is not None:  # the reference loads: the candidate that did not is the failure
                 raise load_error

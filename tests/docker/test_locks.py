@@ -18,6 +18,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import REPO
 
+from bridge.errors import DISTRIBUTION
+
 DOCKER = REPO / "docker"
 LOCKS = DOCKER / "locks"
 # toolchain -> pyproject extras; docker/locks/compile holds the same table (checked below)
@@ -52,13 +54,13 @@ def constraints() -> dict[str, str]:
 
 
 def extra_requirements(extras: list[str]) -> list[Requirement]:
-    """The direct requirements of bridge with EXTRAS, self-references (bridge[a,b]) expanded."""
+    """The direct requirements of bridge with EXTRAS, self-references (bridge-convert[a,b]) expanded."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(r) for r in project["dependencies"]]
     todo = list(extras)
     while todo:
         for r in map(Requirement, project["optional-dependencies"][todo.pop()]):
-            if canonicalize_name(r.name) == "bridge":
+            if canonicalize_name(r.name) == DISTRIBUTION:
                 todo.extend(r.extras)
             else:
                 reqs.append(r)
@@ -118,10 +120,10 @@ def test_lock_covers_pyproject_requirements(toolchain: str) -> None:
 
 
 def _all_extras() -> set[str]:
-    """The extras ``bridge[all]`` names (its one self-reference ``bridge[a,b,...]``)."""
+    """The extras ``bridge-convert[all]`` names (its one self-reference ``bridge-convert[a,b,...]``)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     (req,) = map(Requirement, project["optional-dependencies"]["all"])
-    assert canonicalize_name(req.name) == "bridge", "all should be one self-reference bridge[...]"
+    assert canonicalize_name(req.name) == DISTRIBUTION, f"all should be one self-reference {DISTRIBUTION}[...]"
     return set(req.extras)
 
 
