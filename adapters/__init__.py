@@ -39,6 +39,20 @@ def reference_runner(framework: str, source: Source, export: ExportResult) -> Ru
     return get_adapter(framework).reference_runner(source, export)
 
 
+def locate_source(source: Source) -> Source:
+    """The source a user meant when the path they gave names it another way - an MXNet checkpoint's prefix, its
+    folder, its ``.params`` file: each adapter with a ``locate(source) -> Source | None`` is asked, first answer
+    wins; ``source`` itself when none answers (a path that is already a source file is never relocated)."""
+    if source.location is None or source.obj is not None:
+        return source
+    for framework in _REGISTRY.names():
+        locate = getattr(get_adapter(framework), "locate", None)
+        found = locate(source) if locate is not None else None
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+    return source
+
+
 def detect_adapter(source: Source) -> Adapter:
     """The adapter that claims ``source``; UsageError listing the frameworks when none does."""
     for framework in _REGISTRY.names():
@@ -51,5 +65,5 @@ def detect_adapter(source: Source) -> Adapter:
     )
 
 
-__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "reference_runner", "register_adapter",
-           "registered_frameworks"]
+__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "locate_source", "reference_runner",
+           "register_adapter", "registered_frameworks"]

@@ -10,6 +10,7 @@ renames the model's outputs (the reference runner maps each back to its MXNet te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -75,6 +76,31 @@ class MXNetAdapter:
 
     framework = "mxnet"
     honours = ("weights", "outputs", "output_names")  # the source-specific convert options it reads
+
+    def locate(self, source: Source) -> Source | None:
+        """The symbol/params pair an MXNet user means by a checkpoint's other names (as ``mx.model.load_checkpoint``
+        takes them): its prefix (``model`` for ``model-symbol.json``), its folder (one ``*-symbol.json`` in it) or
+        one ``PREFIX-EPOCH.params`` (that epoch's weights); None for anything else. A folder of several symbols is a
+        UsageError naming them (which one is meant cannot be guessed)."""
+        if source.location is None or source.obj is not None:
+            return None
+        p = Path(source.location)
+        if p.is_dir():
+            symbols = sorted(p.glob("*-symbol.json"))
+            if len(symbols) > 1:
+                raise UsageError(f"{p}: a folder of {len(symbols)} MXNet symbols; give one of them: "
+                                 + ", ".join(str(s) for s in symbols))
+            return dataclasses.replace(source, location=str(symbols[0])) if symbols else None
+        m = _EPOCH.match(p.name)
+        if m and p.is_file():  # PREFIX-EPOCH.params: its symbol, with these weights
+            symbol = p.with_name(f"{m.group('prefix')}-symbol.json")
+            if symbol.is_file():
+                return dataclasses.replace(source, location=str(symbol), weights=source.weights or p)
+            raise UsageError(f"{p} holds MXNet weights; give the symbol file they belong to ({symbol.name} is not "
+                             "beside it) and these weights with --params")
+        if not p.exists() and p.with_name(f"{p.name}-symbol.json").is_file():  # a checkpoint prefix
+            return dataclasses.replace(source, location=str(p.with_name(f"{p.name}-symbol.json")))
+        return None
 
     def claims(self, source: Source) -> bool:
         if source.location is None or source.obj is not None:

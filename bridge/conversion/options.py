@@ -338,12 +338,14 @@ def source_of(source: Any, values: Mapping[str, Any], options: Sequence[Option],
     source_options = dict(raw_options or {})
     source_options.update({o.name: s for o in options if o.route == "source"
                            for s in [_source_option(values[o.name])] if s is not None})
+    from adapters import locate_source
+
     weights = Path(values["weights"]) if values.get("weights") else None
     if isinstance(source, Source):
-        return dataclasses.replace(source, options={**source.options, **source_options},
-                                   weights=source.weights or weights)
-    if isinstance(source, (str, Path)):
-        return Source(location=str(source), weights=weights, options=source_options)
+        return locate_source(dataclasses.replace(source, options={**source.options, **source_options},
+                                                 weights=source.weights or weights))
+    if isinstance(source, (str, Path)):  # a checkpoint prefix, folder or .params: the file it names
+        return locate_source(Source(location=str(source), weights=weights, options=source_options))
     return Source(obj=source, weights=weights, options=source_options)
 
 

@@ -43,6 +43,15 @@ def _top_level_names(path: Path) -> set[str] | None:
     return None if "__getattr__" in names else names
 
 
+def _factories(path: Path) -> list[str]:
+    """The public functions and classes a Python file defines at its top level (read with ``ast``, not run)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+
+
 def check_source(source: Source) -> None:
     loc = source.location
     if loc is None:
@@ -64,6 +73,11 @@ def check_source(source: Source) -> None:
         return
     if ("/" in loc or Path(loc).suffix.lower() in _FILE_SUFFIXES) and not Path(loc).exists():
         raise SourceNotFoundError(f"{loc}: no such file or folder")
+    if loc.endswith(".py") and Path(loc).is_file():  # the file, not what builds the model in it
+        factories = _factories(Path(loc))
+        shown = f" (it defines {', '.join(factories)})" if factories else ""
+        raise UsageError(f"{loc}: a Python file is given as FILE.py:FACTORY, the function (or class) in it that "
+                         f"returns the model, e.g. {loc}:{factories[0] if len(factories) == 1 else 'FACTORY'}{shown}")
 
 
 def check_axes(spec: ExportSpec) -> None:
