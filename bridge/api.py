@@ -22,10 +22,10 @@ from bridge.config import (
     Source,
 )
 from bridge.conversion.delivery import convert as _convert
-from bridge.conversion.options import api_signature, build_config
+from bridge.conversion.options import api_signature, build_config, convert_options
 from bridge.conversion.recipe import ConvertResult, child_memory_limit
 from bridge.conversion.validate import ValidateResult, validate_options
-from bridge.errors import BadInputFileError, BridgeError, UsageError
+from bridge.errors import BadInputFileError, BridgeError, UsageError, is_cli_calling
 from bridge.inspection import InspectReport, inspect_model
 from bridge.io import load_model, refuse_overwriting_inputs
 from bridge.limits import max_memory, memory_limit
@@ -33,6 +33,62 @@ from bridge.runtimes.isolated import call_isolated
 
 Progress = Callable[[str], None]
 __all__ = ["ConvertResult", "ValidateResult", "child_memory_limit"]  # re-exported: callers name them from here
+
+
+def _in_api_words(options: Callable[[], Sequence[Any]] | None = None, inner: Callable[[], Any] | None = None,
+                  lists: dict[str, str] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Errors of a call from Python name the API's keywords, not the command line's flags: ``--input image: no
+    such input`` reads ``inputs=['image']: no such input`` (``conversion.options.api_words``; ``options``: the
+    declarations the entry point takes, ``inner``: the function whose keywords it passes on, ``lists``: flags of
+    list keywords spelled otherwise). A call from the CLI (``bridge.errors.cli_calling``) keeps the flags."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except BridgeError as exc:
+                if not is_cli_calling() and exc.args and isinstance(exc.args[0], str):
+                    from bridge.conversion.options import api_words
+
+                    keywords = [*_inspect.signature(wrapper).parameters,
+                                *(_inspect.signature(inner()).parameters if inner is not None else ())]
+                    exc.args = (api_words(exc.args[0], options() if options else (), keywords, lists), *exc.args[1:])
+                raise
+
+        return wrapper
+
+    return decorate
+
+
+def _graft() -> Any:
+    from bridge.graft import graft_nms as _graft_nms
+
+    return _graft_nms
+
+
+def _fix() -> Any:
+    from bridge.shapes import fix_shapes as _fix_shapes
+
+    return _fix_shapes
+
+
+def _dynamic() -> Any:
+    from bridge.shapes import make_dynamic as _make_dynamic
+
+    return _make_dynamic
+
+
+def _buckets() -> Any:
+    from bridge.shapes import buckets as _bucket_models
+
+    return _bucket_models
+
+
+def _bench_options() -> Any:
+    from bridge.bench.command import bench_options
+
+    return bench_options()
 
 
 def _under_memory_limit(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,6 +106,7 @@ def _under_memory_limit(fn: Callable[..., Any]) -> Callable[..., Any]:
 # ---------------------------------------------------------------------------------------------- convert
 
 
+@_in_api_words(convert_options)
 def convert(source: Any, output: str | Path, *, progress: Progress | None = None,
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """Convert ``source`` (path, ``module:factory``, or a framework object) to a validated ONNX file.
@@ -95,6 +152,7 @@ convert.__signature__ = api_signature(_POSITIONAL, _TAIL)  # type: ignore[attr-d
 # ---------------------------------------------------------------------------------------------- graft-nms
 
 
+@_in_api_words(inner=_graft)
 def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.ModelProto:
     """Add decoding + NMS to a headless detector's ONNX model (see ``bridge.graft.graft_nms`` for options)."""
     from bridge.graft import graft_nms as _graft
@@ -106,6 +164,7 @@ def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.Model
 # Entry points of `bridge shapes fix|dynamic|buckets`; the logic lives in bridge.shapes (imported lazily).
 
 
+@_in_api_words(inner=_fix, lists={"--input": "inputs"})
 def fix_shapes(model: str | Path, output: str | Path, *, max_memory: int | str | None = None, **options: Any) -> Any:
     """Make every dim concrete at the given input shapes (see ``bridge.shapes.fix_shapes``), under ``max_memory``."""
     from bridge.shapes import fix_shapes as _fix
@@ -114,6 +173,7 @@ def fix_shapes(model: str | Path, output: str | Path, *, max_memory: int | str |
         return _fix(model, output, **options)
 
 
+@_in_api_words(inner=_dynamic, lists={"--axis": "axes"})
 def make_dynamic(model: str | Path, output: str | Path, *, max_memory: int | str | None = None,
                  **options: Any) -> Any:
     """Name dynamic axes and make the graph work at other sizes (see ``bridge.shapes.make_dynamic``), under
@@ -124,6 +184,7 @@ def make_dynamic(model: str | Path, output: str | Path, *, max_memory: int | str
         return _dynamic(model, output, **options)
 
 
+@_in_api_words(inner=_buckets)
 def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
     """Build static shape buckets from data statistics (see ``bridge.shapes.buckets``)."""
     from bridge.shapes import buckets as _buckets
@@ -134,6 +195,7 @@ def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- inspect
 
 
+@_in_api_words()
 def inspect(model: str | Path, *, load_in_runtime: bool = True, nodes: bool = False) -> InspectReport:
     """Describe an ONNX file: opsets, IR version, signature (symbolic dims flagged), ops, size, problems;
     ``nodes``: every node's inferred types and shapes, flagging where inference loses a dim. A file of
@@ -165,6 +227,7 @@ def _other_framework(model: str | Path, command: str) -> UsageError | None:
 # ---------------------------------------------------------------------------------------------- validate
 
 
+@_in_api_words(validate_options)
 @_under_memory_limit
 def validate(model: str | Path, *, progress: Progress | None = None, options: dict[str, str] | None = None,
              **values: Any) -> ValidateResult:
@@ -199,6 +262,7 @@ validate.__signature__ = api_signature(  # type: ignore[attr-defined]
 # ---------------------------------------------------------------------------------------------- migrate
 
 
+@_in_api_words(lists={"--only": "only"})
 def migrate(
     manifest: Any,
     *,
@@ -224,6 +288,7 @@ def migrate(
 # ---------------------------------------------------------------------------------------------- debug
 
 
+@_in_api_words(convert_options)
 def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256, progress: Progress | None = None,
           options: dict[str, str] | None = None, **values: Any) -> Any:
     """Convert ``source`` as ``convert`` does and find where it goes wrong: returns a
@@ -262,6 +327,7 @@ debug.__signature__ = api_signature(  # type: ignore[attr-defined]
 # ---------------------------------------------------------------------------------------------- bench
 
 
+@_in_api_words(_bench_options)
 def bench(model: str | Path, *, progress: Progress | None = None, options: dict[str, str] | None = None,
           **values: Any) -> Any:
     """How fast ``model`` (ONNX) runs in each runtime (default: every installed one) and, with ``source``, in

@@ -7,8 +7,10 @@ of problem, the same in every command (``EXIT_CODES``, shown by ``bridge --help`
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 EXIT_OK = 0
@@ -59,6 +61,25 @@ def install_command(extras: str) -> str:
     if root is not None:
         return f"cd {shlex.quote(str(root))} && pip install -c constraints.txt -e '.[{extras}]'"
     return f"pip install '{DISTRIBUTION}[{extras}]'"
+
+
+# set while the command line calls the library: its errors then name options as flags (--input); a Python caller
+# of bridge.api reads them in the API's keywords instead (inputs=[...]), see bridge.api
+_CLI_CALLING: contextvars.ContextVar[bool] = contextvars.ContextVar("bridge_cli_calling", default=False)
+
+
+@contextlib.contextmanager
+def cli_calling() -> Iterator[None]:
+    """Within it, errors keep the command line's words (the CLI wraps each command in it)."""
+    token = _CLI_CALLING.set(True)
+    try:
+        yield
+    finally:
+        _CLI_CALLING.reset(token)
+
+
+def is_cli_calling() -> bool:
+    return _CLI_CALLING.get()
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:

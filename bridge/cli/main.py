@@ -26,7 +26,7 @@ import typer.core
 from typer.exceptions import TyperException
 
 from bridge.cli.helptext import HELP_OPTIONS, examples, markup_mode, readable
-from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError
+from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, cli_calling
 
 
 class CommandEntry(NamedTuple):
@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # without standalone mode click returns (not raises) the code of a typer.Exit from a command
-        code = app(args=hoist_verbosity(sys.argv[1:] if argv is None else list(argv)), standalone_mode=False)
+        with cli_calling():  # the library's errors name options as flags, as the user typed them
+            code = app(args=hoist_verbosity(sys.argv[1:] if argv is None else list(argv)), standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -279,6 +280,47 @@ def cli_parameters(options: Sequence[Option] | None = None, *, debug: bool = Fal
                                         annotation=Annotated[cli_type, typer.Option(*o.cli_flags, help=text,
                                                                                     metavar=o.metavar)]))
     return params
+
+
+# ------------------------------------------------------------------------------------------------ API words
+
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*(?:/--[a-z][a-z0-9-]*)*)(?: (?!\()(\S+))?")
+
+
+def api_words(message: str, options: Sequence[Option] = (), keywords: Sequence[str] = (),
+              lists: Mapping[str, str] | None = None) -> str:
+    """``message`` with each command-line flag of ``options`` (and of ``keywords``: parameters spelled as flags,
+    ``--box-format`` for ``box_format``) in the API's words: ``--input data:1,3,H,W`` -> ``inputs=['data:1,3,H,W']``,
+    ``--to 'onxx'`` -> ``to='onxx'``, ``--strict`` -> ``strict=True``, ``--no-isolate`` -> ``isolated=False``. A
+    Python caller of ``bridge.api`` passed keywords, not flags; flags of no option (``--localize``) stay. ``lists``:
+    flags of list keywords spelled otherwise (the shape tools' ``--input`` is ``inputs=[...]``)."""
+    known: dict[str, tuple[str, Any]] = {}
+    for o in options:
+        for spelling in o.cli_flags:
+            for flag in spelling.split("/"):
+                if flag.startswith("--"):
+                    known[flag] = (o.name, False if flag.startswith("--no-") and o.type is bool else o.type)
+    for flag, name in (lists or {}).items():
+        known[flag] = (name, list[str])
+    for name in keywords:
+        known.setdefault("--" + name.replace("_", "-"), (name, Any))
+
+    def say(m: re.Match[str]) -> str:
+        flags, value = m.group(1).split("/"), m.group(2)
+        hit = next((known[f] for f in flags if f in known), None)
+        if hit is None:
+            return m.group(0)
+        name, kind = hit
+        if kind is False or kind is bool:
+            return f"{name}={kind is bool}" + (f" {value}" if value else "")
+        if not value or value.startswith("-"):
+            return f"{name}=" + (f" {value}" if value else "")
+        text, tail = value.rstrip(":;,.)"), value[len(value.rstrip(":;,.)")):]
+        quoted = text if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" else repr(text)
+        listed = "list" in str(kind) or "Sequence" in str(kind)
+        return f"{name}=[{quoted}]{tail}" if listed else f"{name}={quoted}{tail}"
+
+    return _FLAG.sub(say, message)
 
 
 # ------------------------------------------------------------------------------------------------ config

@@ -1,0 +1,51 @@
+"""The Python API's errors speak its keywords (``inputs=['image']``), the command line's its flags (``--input
+image``): one message, said to each caller in the words it used (``bridge.api``'s ``_in_api_words``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+import bridge
+from bridge.cli.main import main
+from bridge.conversion.options import api_words, convert_options
+from bridge.errors import BridgeError
+
+SSD = str(REPO / "examples" / "mxnet_ssd" / "model-symbol.json")
+
+
+@pytest.mark.parametrize(("keywords", "api", "cli"), [
+    ({"inputs": ["image:1,3,64,64"]}, "inputs=['image']: no such input", "--input image: no such input"),
+    ({"inputs": ["data:1,3,64,64"], "dynamic": ["dta:0=batch"]}, "dynamic=['dta']: the model has no input",
+     "--dynamic 'dta': the model has no input"),
+    ({"inputs": ["data:1,3,64,64"], "to": "onxx"}, "to='onxx' (did you mean 'onnx'?)",
+     "--to 'onxx' (did you mean 'onnx'?)"),
+    ({}, "pass inputs=['data:1,3,H,W']", "pass --input data:1,3,H,W"),
+])
+def test_convert_errors_name_keywords_from_python_and_flags_from_the_cli(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], keywords: dict[str, object], api: str, cli: str) -> None:
+    with pytest.raises(BridgeError) as info:
+        bridge.convert(SSD, tmp_path / "m.onnx", validate=[], **keywords)
+    assert api in str(info.value) and "--" not in str(info.value).split(" (node")[0]
+    flags = {"inputs": "--input", "dynamic": "--dynamic", "to": "--to"}
+    argv = [a for k, v in keywords.items() for item in (v if isinstance(v, list) else [v]) for a in (flags[k], item)]
+    assert main(["convert", SSD, *argv, "--validate", "none", "-o", str(tmp_path / "m.onnx")]) == 2
+    assert cli in capsys.readouterr().err
+
+
+def test_validate_names_its_keywords(tmp_path: Path) -> None:
+    with pytest.raises(BridgeError, match=r"exactly one of source= \(run the source model\) or reference="):
+        bridge.validate(tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize(("message", "said"), [
+    ("--strict fails it", "strict=True fails it"),
+    ("run with --no-isolate", "run with isolated=False"),
+    ("--weights/--params nope.params: no such file", "weights='nope.params': no such file"),
+    ("--tolerance 'boxes': no output", "tolerance=['boxes']: no output"),
+    ("add --localize to name the node", "add --localize to name the node"),  # no API keyword: kept
+])
+def test_api_words(message: str, said: str) -> None:
+    assert api_words(message, convert_options()) == said
