@@ -95,9 +95,9 @@ class InputSpec:
                 raise UsageError(usage + f" (dtypes: {', '.join(sorted(set(_DTYPES)))})")
             if not bracket["shape"].strip():
                 raise UsageError(f"--input '{text}': the shape in [] is empty; give every dim, e.g. {name}[1,3,224,224]")
-            shape = _parse_shape(bracket["shape"], text)
-            dtype = canonical_dtype(dtype_text) if dtype_text else "float32"
-            return cls(name, shape, dtype, dtype_given=dtype_text is not None)
+            dims = _parse_shape(bracket["shape"], text)
+            return cls(name, dims, canonical_dtype(dtype_text) if dtype_text else "float32",
+                       dtype_given=dtype_text is not None)
         if "=" in text:
             name, _, rest = text.rpartition("=")
             tail = rest.split(":") if rest else []

@@ -26,7 +26,7 @@ import typer.core
 from typer.exceptions import TyperException
 
 from bridge.cli.helptext import HELP_OPTIONS, examples, markup_mode, readable
-from bridge.errors import EXIT_INTERNAL, EXIT_USAGE, BridgeError, cli_calling
+from bridge.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, BridgeError, cli_calling
 
 
 class CommandEntry(NamedTuple):
@@ -116,6 +116,17 @@ class LazyGroup(typer.core.TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # names only: nothing is imported
+
+    def invoke(self, ctx: Any) -> Any:
+        """Ctrl-C ends a command with exit code 130 and says so (typer would end it silently); a ``--report``
+        was written by the command on the way out, naming the stage it stopped in."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            from bridge.cli.render import err
+
+            err.print("[yellow]interrupted[/yellow] (Ctrl-C): nothing half-written was left behind", highlight=False)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         readable(self, subcommands=False)

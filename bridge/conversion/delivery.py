@@ -73,7 +73,7 @@ def run_recipe(cfg: ConvertConfig, progress: Progress) -> ConvertResult:
     stages = new_stages()
     try:
         return deliver(cfg, stages, progress)
-    except BridgeError as exc:
+    except (BridgeError, KeyboardInterrupt) as exc:  # Ctrl-C too: the report says the stage it stopped in
         if cfg.report and not isinstance(exc, ValidationMismatch):  # a mismatch writes its own, fuller report
             failure_report(cfg, exc, stages)
         raise

@@ -62,7 +62,9 @@ class staged:
 
     def __exit__(self, kind: Any, exc: BaseException | None, _tb: Any) -> None:
         self.stage.seconds = time.perf_counter() - self.start
-        if exc is not None:
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: where it stopped, not a failure of the stage
+            self.stage.status, self.stage.reason = "interrupted", "interrupted (Ctrl-C)"
+        elif exc is not None:
             self.stage.status, self.stage.reason = "failed", f"{type(exc).__name__}: {exc}"
         elif self.stage.status == "not run":
             self.stage.status = "ok"
@@ -404,11 +406,17 @@ def source_output_names(model: onnx.ModelProto, detections: Sequence[DetectionSp
 
 
 def failure_report(cfg: ConvertConfig, exc: BaseException, stages: dict[str, StageStatus] | None = None) -> None:
-    """The report of a conversion that raised: the error and how far each stage got."""
+    """The report of a conversion that raised: the error and how far each stage got; a Ctrl-C (KeyboardInterrupt)
+    says the stage it stopped in (``interrupted``)."""
+    from bridge.errors import EXIT_INTERRUPTED
     from bridge.report import write_report
 
     assert cfg.report is not None
+    stopped = isinstance(exc, KeyboardInterrupt)
+    reached = next((k for k, v in (stages or {}).items() if v.status == "interrupted"), None)
+    message = f"interrupted (Ctrl-C) in the {reached or 'setup'} stage" if stopped else str(exc)
     write_report({"command": "convert", "source": cfg.source.describe(), "output": str(cfg.output), "written": False,
-                  "passed": False, "stages": {k: v.to_dict() for k, v in (stages or {}).items()},
-                  "error": {"type": type(exc).__name__, "message": str(exc),
-                            "exit_code": getattr(exc, "exit_code", None)}}, cfg.report)
+                  "passed": False, "interrupted": reached or "setup" if stopped else None,
+                  "stages": {k: v.to_dict() for k, v in (stages or {}).items()},
+                  "error": {"type": type(exc).__name__, "message": message,
+                            "exit_code": EXIT_INTERRUPTED if stopped else getattr(exc, "exit_code", None)}}, cfg.report)

@@ -109,8 +109,29 @@ def validate(model: str | Path, *, progress: Progress | None = None, options: Ma
              **values: Any) -> ValidateResult:
     """``bridge.api.validate`` (see there): MODEL in each runtime against the source or a saved reference.
     ``values``: ``validate_options()`` by name (``tolerance`` may also be a ``Tolerance``); ``options``: raw
-    framework knobs for the source."""
-    say = progress or (lambda _msg: None)
+    framework knobs for the source. Stopped by Ctrl-C, the ``report`` says so and the step it stopped in."""
+    reached = ["starting"]
+
+    def say(message: str) -> None:
+        reached[0] = message
+        if progress is not None:
+            progress(message)
+
+    try:
+        return _validate(model, say, options, values)
+    except KeyboardInterrupt:
+        if values.get("report"):
+            from bridge.errors import EXIT_INTERRUPTED
+            from bridge.report import write_report
+
+            write_report({"command": "validate", "model": str(model), "passed": False, "interrupted": reached[0],
+                          "error": {"type": "KeyboardInterrupt", "message": f"interrupted (Ctrl-C) while {reached[0]}",
+                                    "exit_code": EXIT_INTERRUPTED}}, Path(values["report"]))
+        raise
+
+
+def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | None,
+              values: Mapping[str, Any]) -> ValidateResult:
     declared = validate_options()
     v = resolve(values, where="validate", options=declared)
     source, reference = v["source"], v["reference"]

@@ -41,9 +41,11 @@ def _shape(meta: dict[str, Any]) -> str:
 
 
 def _failure_markdown(data: dict[str, Any]) -> str:
-    """A conversion that stopped with an error (``recipe.failure_report``): the error and how far each stage got."""
+    """A conversion (``recipe.failure_report``) or a validation that stopped with an error or Ctrl-C: the error and
+    how far each stage got."""
     err = data["error"]
-    out = [f"# bridge convert: {data['source']}\n", f"- output: `{data['output']}` (NOT written)",
+    out = [f"# bridge {data.get('command')}: {data.get('source') or data.get('model')}\n",
+           *([f"- output: `{data['output']}` (NOT written)"] if "output" in data else []),
            f"- error: {err.get('type')} (exit code {_fmt(err.get('exit_code'))}): {err.get('message')}",
            "\n## Stages\n\n| stage | status | seconds | reason |\n|---|---|---|---|"]
     for name, stage in (data.get("stages") or {}).items():
@@ -55,7 +57,7 @@ def to_markdown(data: dict[str, Any]) -> str:
     out: list[str] = []
     cmd = data.get("command", "bridge")
     verdict = "PASS" if data.get("passed") else "FAIL"
-    if cmd == "convert" and data.get("error") and "framework" not in data:
+    if cmd in ("convert", "validate") and data.get("error") and "framework" not in data and "comparisons" not in data:
         return _failure_markdown(data)
     if cmd in ("convert", "debug"):
         out.append(f"# bridge {cmd}: {data['source']}\n")
