@@ -3,10 +3,13 @@ complete scripts, its one `docker build` line works in a fresh clone, and every 
 RUNS, in README order, in a fresh folder holding a copy of `examples/` (what a clone has), each using the
 bundled files or what an earlier one wrote.
 
-The runs are one test per step (``test_readme_step[L<line>]``). Steps that take minutes (framework
-targets, migrations, bench, debug, the builds of the legacy models) are marked ``slow`` and run with
-``-m slow`` (then every earlier step runs first, in order); the default run runs the others. Not run, with
-the reason: the two set-up commands (they install the venv and run this suite), Docker and a Dask cluster.
+The runs are one test per step (``test_readme_step[L<line>]``), with the commands of the venv the README tells the
+reader to make (``.venv``: ``./scripts/demo``, then the tour's ``./scripts/tour-setup``, installs bridge-convert[all];
+``./scripts/test``, which runs this suite, installs the same extras there) - a test checks this interpreter is that
+venv, or one holding everything ``all`` names. Steps that take minutes (framework targets, migrations, bench, debug,
+the builds of the legacy models) are marked ``slow`` and run with ``-m slow`` (then every earlier step runs first,
+in order); the default run runs the others. Not run, with the reason: the set-up commands (they install the venv
+and run this suite; what they install is checked here with a stand-in interpreter), Docker and a Dask cluster.
 """
 
 from __future__ import annotations
@@ -107,8 +110,11 @@ class Step:
 
 
 NOT_RUN = {  # (pattern, reason): every other command of the README runs
-    r"^\./scripts/(demo|test)$": "a set-up command: it creates .venv and installs (scripts/demo's steps are the "
-                                "tour's first commands; scripts/test runs this suite)",
+    r"^\./scripts/(demo|test|tour-setup)$": "a set-up command: it creates .venv and installs (scripts/demo's steps "
+                                           "are the tour's first commands; scripts/test runs this suite; what each "
+                                           "installs: test_set_up_scripts_install_into_the_readme_venv)",
+    r"^source \.venv/bin/activate$": "the steps run with the venv's commands first on PATH (the interpreter running "
+                                     "this suite: test_the_tour_runs_in_the_venv_the_readme_makes)",
     r"^docker ": "needs a Docker engine (the images are built and smoke-tested by tests/docker with -m slow)",
     r"dask://": "needs a running Dask scheduler (the Dask executor is tested against a local cluster in tests/bridge/migrate)",
 }
@@ -183,6 +189,8 @@ class Workspace:
     done: dict[int, subprocess.CompletedProcess[str]] = field(default_factory=dict)
 
     def run(self, step: Step) -> subprocess.CompletedProcess[str]:
+        # the venv's commands first on PATH, as after `source .venv/bin/activate` (this interpreter's: the
+        # README's venv, test_the_tour_runs_in_the_venv_the_readme_makes)
         env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
                "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
         env.pop("BRIDGE_TEST_BREAK", None)
@@ -224,6 +232,73 @@ def test_every_readme_block_is_a_step() -> None:
 def test_the_two_set_up_commands_stay() -> None:
     setup = README.split("## Set-up", 1)[1].split("\n## ", 1)[0]
     assert re.findall(r"^```bash\n(.*?)```", setup, re.S | re.M) == ["./scripts/demo\n", "./scripts/test\n"]
+
+
+def test_the_tour_opens_with_its_one_install_line() -> None:
+    """The tour's first block installs what it uses into the set-up's .venv and activates it; its size and time
+    are stated (measured: README)."""
+    tour = README.split("## CLI tour", 1)[1].split("\n## ", 1)[0]
+    first = re.findall(r"^```bash\n(.*?)```", tour, re.S | re.M)[0]
+    lines = [line.split("#")[0].strip() for line in first.strip().splitlines()]
+    assert lines == ["./scripts/tour-setup", "source .venv/bin/activate"]
+    assert re.search(r"\d+(\.\d+)? GB.*\d+ min", first.splitlines()[0]), first
+
+
+def _pip_calls(script: str, tmp_path: Path) -> list[list[str]]:
+    """What ``script`` asks pip to do, run with a stand-in interpreter in a stand-in .venv (BRIDGE_VENV) that
+    records its arguments and runs nothing: no install, no network."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls.txt"
+    for name in ("python", "bridge", "ruff", "mypy"):
+        stub = venv / "bin" / name
+        stub.write_text(f'#!/usr/bin/env bash\nprintf "%s\\0" "{name}" "$@" >> {log}; printf "\\n" >> {log}\n')
+        stub.chmod(0o755)
+    env = {**os.environ, "BRIDGE_VENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / script)], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [c.rstrip("\0").split("\0") for c in log.read_text().split("\n") if c]
+    return [c for c in calls if c[:3] == ["python", "-m", "pip"] and "install" in c]
+
+
+@pytest.mark.parametrize(("script", "extras"), [("demo", "mxnet"), ("tour-setup", "all"), ("test", "all,dev")])
+def test_set_up_scripts_install_into_the_readme_venv(script: str, extras: str, tmp_path: Path) -> None:
+    """Each set-up script installs its extras, pinned, as an editable install of this checkout into .venv (here a
+    stand-in): the tour's install line brings exactly what ``./scripts/test`` gives the suite, less the dev tools."""
+    (install,) = _pip_calls(script, tmp_path)
+    assert install[-4:] == ["-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[{extras}]"], install
+
+
+def test_the_tour_runs_in_the_venv_the_readme_makes() -> None:
+    """The steps run with this interpreter's commands: the README's .venv when the checkout has one, and in any
+    case an environment holding every requirement of bridge-convert[all] (what ./scripts/tour-setup installs)."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    venv = ROOT / ".venv"
+    if venv.is_dir():
+        assert Path(sys.prefix).resolve() == venv.resolve(), (
+            f"tests/test_readme.py runs the README in {sys.prefix}, not in the .venv the README makes ({venv})")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras, todo, wanted = set(), ["all"], []
+    while todo:
+        extra = todo.pop()
+        extras.add(extra)
+        for req in map(Requirement, project["optional-dependencies"][extra]):
+            if req.name == project["name"]:
+                todo += [e for e in req.extras if e not in extras]
+            else:
+                wanted.append(req)
+    missing = []
+    for req in wanted:
+        try:
+            metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            missing.append(str(req))
+    assert not missing, f"the tour needs {missing}: run ./scripts/tour-setup (README, CLI tour)"
 
 
 def test_the_readme_auto_scaling_yaml_is_the_bundled_file() -> None:

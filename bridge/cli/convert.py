@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         "-o out/ssd.onnx",
         "bridge convert examples/tiny_detector/model.py:build --weights examples/tiny_detector/weights.pt "
         "--input images:2,3,64,64 --dynamic images:0=batch --dynamic images:2=height --dynamic images:3=width "
-        "-o out/tiny.onnx",
-        "bridge convert out/tiny.onnx --opset 18 --validate onnxruntime,openvino --report out/tiny18.md "
-        "-o out/tiny18.onnx",
-        "bridge convert out/tiny.onnx --to tensorflow -o out/tiny_tf.onnx     # + the SavedModel out/tiny_tf"))(convert)
+        "--output-names boxes,scores,fmap -o out/tiny.onnx",
+        "bridge convert out/tiny.onnx --input images:2,3,64,64 --opset 18 --validate onnxruntime,openvino "
+        "--report out/tiny18.md -o out/tiny18.onnx",
+        "bridge convert out/tiny.onnx --input images:2,3,64,64 --to tensorflow -o out/tiny_tf.onnx   # + out/tiny_tf/"))(convert)
