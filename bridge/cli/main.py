@@ -204,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # without standalone mode click returns (not raises) the code of a typer.Exit from a command
         with cli_calling():  # the library's errors name options as flags, as the user typed them
-            code = app(args=hoist_verbosity(sys.argv[1:] if argv is None else list(argv)), standalone_mode=False)
+            # prog_name: usage lines say `bridge` however it was started (`python -m bridge`, a test's main())
+            code = app(args=hoist_verbosity(sys.argv[1:] if argv is None else list(argv)), prog_name="bridge",
+                       standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:

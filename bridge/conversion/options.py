@@ -287,6 +287,27 @@ def cli_parameters(options: Sequence[Option] | None = None, *, debug: bool = Fal
 _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*(?:/--[a-z][a-z0-9-]*)*)(?: (?!\()(\S+))?")
 
 
+# words a message puts after a flag that are its prose, not the flag's value ("give --iterations or --time")
+_PROSE = frozenset({"or", "and", "nor", "not", "is", "are", "was", "with", "without", "needs", "takes", "must",
+                    "cannot", "only", "also", "too", "as", "to", "for", "of", "in", "on", "at", "by"})
+
+
+_NUMBERS = (int, float, int | None, float | None)
+
+
+def _is_value(word: str, kind: Any) -> bool:
+    """Whether ``word``, after a flag in a message, is that flag's value: not another flag, not a connective, and
+    a number where the option takes one (``--iterations or`` is prose)."""
+    if word.startswith("-") or word.rstrip(":;,.)") in _PROSE:
+        return False
+    if kind in _NUMBERS:
+        try:
+            float(word.rstrip(":;,.)").strip("'\""))
+        except ValueError:
+            return False
+    return True
+
+
 def api_words(message: str, options: Sequence[Option] = (), keywords: Sequence[str] = (),
               lists: Mapping[str, str] | None = None) -> str:
     """``message`` with each command-line flag of ``options`` (and of ``keywords``: parameters spelled as flags,
@@ -313,10 +334,11 @@ def api_words(message: str, options: Sequence[Option] = (), keywords: Sequence[s
         name, kind = hit
         if kind is False or kind is bool:
             return f"{name}={kind is bool}" + (f" {value}" if value else "")
-        if not value or value.startswith("-"):
+        if not value or not _is_value(value, kind):
             return f"{name}=" + (f" {value}" if value else "")
         text, tail = value.rstrip(":;,.)"), value[len(value.rstrip(":;,.)")):]
-        quoted = text if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" else repr(text)
+        numeric = kind in _NUMBERS
+        quoted = text if numeric or (len(text) > 1 and text[0] == text[-1] and text[0] in "'\"") else repr(text)
         listed = "list" in str(kind) or "Sequence" in str(kind)
         return f"{name}=[{quoted}]{tail}" if listed else f"{name}={quoted}{tail}"
 

@@ -49,3 +49,14 @@ def test_validate_names_its_keywords(tmp_path: Path) -> None:
 ])
 def test_api_words(message: str, said: str) -> None:
     assert api_words(message, convert_options()) == said
+
+
+@pytest.mark.parametrize(("message", "said"), [
+    ("give --iterations or --time, not both", "give iterations= or seconds=, not both"),  # prose, not values
+    ("--iterations 0: must be positive", "iterations=0: must be positive"),
+    ("--iterations many: not a number", "iterations= many: not a number"),  # an int option's value is a number
+])
+def test_api_words_tell_a_flags_value_from_the_prose_after_it(message: str, said: str) -> None:
+    from bridge.bench.command import bench_options
+
+    assert api_words(message, bench_options()) == said

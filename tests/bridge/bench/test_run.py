@@ -1,6 +1,6 @@
 """``bridge.bench.run`` with recording fake runtimes (in-process, registered for the test): the rounds
 interleave the runners in rotating order, a batch sweep feeds each size, ``--feeds`` rows are taken or
-repeated, a fixed batch and a runtime that is not installed are refused (exit 2, named)."""
+repeated, a fixed batch (exit 2) and a runtime that is not installed (exit 4) are refused, each named."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from bridge.bench.run import BenchResult, BenchSettings, Cell, Runner, run_bench
 from bridge.bench.timing import Latency
 from bridge.cli.main import main
 from bridge.config import Source
-from bridge.errors import InferenceError, RuntimeLoadError, UsageError
+from bridge.errors import AdapterUnavailableError, InferenceError, RuntimeLoadError, UsageError
 from bridge.runtimes import _REGISTRY
 from bridge.runtimes.base import TensorMeta
 
@@ -125,13 +125,15 @@ def test_a_batch_size_the_model_fixes_otherwise_is_refused_naming_the_input(tmp_
     assert result.settings.batches == (2,)  # default: the model's own batch
 
 
-def test_a_named_runtime_that_is_not_installed_is_refused_with_exit_2(tmp_path: Path,
+def test_a_named_runtime_that_is_not_installed_is_refused_with_exit_4(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Not installed here: exit 4, as in every command (an unknown name is a usage error, 2)."""
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match=r"cannot benchmark in ghost.*framework_that_is_not_installed_here") as info:
+    with pytest.raises(AdapterUnavailableError, match=r"ghost is not installed.*framework_that_is_not_installed_here") \
+            as info:
         run_bench(model, runtimes=["fake_a", "ghost"], settings=BenchSettings(batches=(1,), isolated=False))
-    assert info.value.exit_code == 2
-    assert main(["bench", str(model), "--runtime", "ghost", "--no-isolate"]) == 2
+    assert info.value.exit_code == 4
+    assert main(["bench", str(model), "--runtime", "ghost", "--no-isolate"]) == 4
     assert "ghost" in capsys.readouterr().err
     assert main(["bench", str(model), "--runtime", "nosuch"]) == 2
     assert "unknown runtime" in capsys.readouterr().err
@@ -173,7 +175,7 @@ def test_the_api_refuses_contradictory_or_unwritable_requests_before_running(tmp
     from bridge import api
 
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match="--iterations or --time"):
+    with pytest.raises(UsageError, match="give iterations= or seconds=, not both"):  # the API's keywords
         api.bench(model, runtime="fake_a", iterations=3, seconds=1.0)
     with pytest.raises(UsageError, match=r"\.json, \.md or \.html"):
         api.bench(model, runtime="fake_a", report=tmp_path / "r.txt")
