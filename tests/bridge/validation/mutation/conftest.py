@@ -20,25 +20,28 @@ from mutation_models import PROVIDERS  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def converted_bases(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], ConvertedBase]:
+def mutants_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where bases and mutants are written (``BRIDGE_MUTANTS_DIR`` keeps them, with the sources and feeds the
+    reproduce commands name, for re-running a verdict by hand)."""
+    given = os.environ.get("BRIDGE_MUTANTS_DIR")
+    folder = Path(given) if given else tmp_path_factory.mktemp("mutants")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def converted_bases(mutants_dir: Path) -> Callable[[str], ConvertedBase]:
     """name -> the base model converted by bridge (once per session)."""
     cache: dict[str, ConvertedBase] = {}
 
     def get(name: str) -> ConvertedBase:
         if name not in cache:
-            cache[name] = convert_base(PROVIDERS[name], tmp_path_factory.mktemp(f"base_{name}"))
+            folder = mutants_dir / "bases" / name
+            folder.mkdir(parents=True, exist_ok=True)
+            cache[name] = convert_base(PROVIDERS[name], folder)
         return cache[name]
 
     return get
-
-
-@pytest.fixture(scope="session")
-def mutants_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where mutants are written (``BRIDGE_MUTANTS_DIR`` keeps them for reproducing a verdict by hand)."""
-    given = os.environ.get("BRIDGE_MUTANTS_DIR")
-    folder = Path(given) if given else tmp_path_factory.mktemp("mutants")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 @pytest.fixture(scope="session", autouse=True)

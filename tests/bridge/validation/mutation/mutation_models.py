@@ -23,7 +23,6 @@ line each in ``PROVIDERS`` (``trained("name")``); they are converted through the
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,6 @@ class ModelCase:
     framework: str
     trained: bool
     build: Callable[[Path], Built]  # writes what it needs into the given folder
-    fast: bool = False  # in the CI subset
     why: str = ""
 
 
@@ -194,12 +192,12 @@ TORCHVISION_OUTPUTS = ["boxes", "scores", "labels"]
 PADDED_OUTPUTS = ["detection_boxes", "detection_scores", "detection_classes", "num_detections"]
 
 PROVIDERS: dict[str, ModelCase] = {c.name: c for c in [
-    ModelCase("mxnet_ssd", "mxnet", "mxnet", True, mxnet_ssd, fast=True,
+    ModelCase("mxnet_ssd", "mxnet", "mxnet", True, mxnet_ssd,
               why="the bundled trained legacy SSD (MultiBoxPrior + MultiBoxDetection)"),
-    ModelCase("gluoncv_ssd", "boxes-scores-labels", "mxnet", True, gluoncv_ssd, fast=True,
+    ModelCase("gluoncv_ssd", "boxes-scores-labels", "mxnet", True, gluoncv_ssd,
               why="GluonCV's SSD head (box_decode, per-class decoder, box_nms) on the trained SSD"),
     ModelCase("torchvision_ssd", "boxes-scores-labels", "pytorch", True,
-              _torch("torchvision_ssd", 1, TORCHVISION_OUTPUTS), fast=True,
+              _torch("torchvision_ssd", 1, TORCHVISION_OUTPUTS),
               why="the trained SSD in PyTorch, torchvision-style per-image boxes / scores / labels"),
     ModelCase("yolo_ssd", "yolo", "pytorch", True, _torch("yolo_ssd", 4, ["detections"]),
               why="the trained SSD in PyTorch, YOLO end2end rows [K, 7]"),
@@ -207,7 +205,7 @@ PROVIDERS: dict[str, ModelCase] = {c.name: c for c in [
               why="the trained SSD in PyTorch, TF-style padded boxes / scores / classes / num"),
     ModelCase("keras_ssd", "boxes-scores-classes", "tensorflow", True, keras_ssd,
               why="the trained SSD in Keras ending in tf.image.combined_non_max_suppression"),
-    ModelCase("ssd_classifier", "classifier", "pytorch", True, _torch("ssd_classifier", 4, ["presence"]), fast=True,
+    ModelCase("ssd_classifier", "classifier", "pytorch", True, _torch("ssd_classifier", 4, ["presence"]),
               why="a classifier on the trained SSD's body: per-anchor softmax, bilinear Resize, max"),
     ModelCase("mxnet_random_ssd", "mxnet", "mxnet", False, _bench_mxnet("ssd"),
               why="bench/ssd_models.py 'tiny' (random weights)"),
@@ -217,7 +215,3 @@ PROVIDERS: dict[str, ModelCase] = {c.name: c for c in [
     # ModelCase("trained_torchvision_det", "boxes-scores-labels", "pytorch", True, trained("torchvision_det")),
 ]}
 
-
-def describe(case: ModelCase) -> str:
-    return json.dumps({"name": case.name, "layout": case.layout, "framework": case.framework,
-                       "trained": case.trained, "why": case.why})

@@ -70,15 +70,16 @@ class Operator:
     name: str
     bug: str  # the converter bug it stands for
     find: Callable[[Base], list[Mutant]]
-    fast: bool  # in the CI subset
 
 
 OPERATORS: dict[str, Operator] = {}
 
 
-def operator(name: str, bug: str, *, fast: bool = False) -> Callable[[Callable[[Base], list[Mutant]]], Callable[[Base], list[Mutant]]]:
+def operator(name: str, bug: str) -> Callable[[Callable[[Base], list[Mutant]]], Callable[[Base], list[Mutant]]]:
+    """Register the decorated site finder as operator ``name`` standing for converter bug ``bug``."""
+
     def register(fn: Callable[[Base], list[Mutant]]) -> Callable[[Base], list[Mutant]]:
-        OPERATORS[name] = Operator(name, bug, fn, fast)
+        OPERATORS[name] = Operator(name, bug, fn)
         return fn
 
     return register
@@ -141,7 +142,7 @@ def _groups(base: Base) -> list[DetectionSpec]:
 
 # -- weights -------------------------------------------------------------------------------------------------
 
-@operator("conv_weight_scale", "a Conv weight read or folded with the wrong scale (x1.02)", fast=True)
+@operator("conv_weight_scale", "a Conv weight read or folded with the wrong scale (x1.02)")
 def conv_weight_scale(base: Base) -> list[Mutant]:
     consts = constants(base.model.graph)
     convs = [n for n in ops(base.model.graph, "Conv", "ConvTranspose") if len(n.input) > 1 and n.input[1] in consts]
@@ -176,7 +177,7 @@ def bn_scale(base: Base) -> list[Mutant]:
 # -- anchors and decode --------------------------------------------------------------------------------------
 
 @operator("anchor_scale", "anchors (priors feeding the box decode) scaled: x1.0005 (a lowering's rounding), "
-                          "x1.01", fast=True)
+                          "x1.01")
 def anchor_scale(base: Base) -> list[Mutant]:
     anchors = _anchors(base)
     names = sorted(anchors)
@@ -196,7 +197,7 @@ def anchor_scale(base: Base) -> list[Mutant]:
 
 
 @operator("anchor_shift", "anchors shifted: all by 1% of their range, or one anchor value by 5% (an off-by-one "
-                          "in a prior grid)", fast=True)
+                          "in a prior grid)")
 def anchor_shift(base: Base) -> list[Mutant]:
     found = []
     for name, value in sorted(_anchors(base).items()):
@@ -250,7 +251,7 @@ def _same(a: Any, b: Any) -> bool:
     return b is not None and np.shape(a) == np.shape(b) and np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
 
 
-@operator("decode_variance", "a box decode constant (a variance, a stride, the halving of an extent) x1.1", fast=True)
+@operator("decode_variance", "a box decode constant (a variance, a stride, the halving of an extent) x1.1")
 def decode_variance(base: Base) -> list[Mutant]:
     cone = _box_cone(base)
     small = {k: v for k, v in _float_constants(base, cone).items() if v.size <= 4}
@@ -297,7 +298,7 @@ def _nms_input_edit(node_name: str, index: int, value: Any, dtype: Any) -> Calla
     return edit
 
 
-@operator("nms_iou", "NonMaxSuppression's IoU threshold off: +0.01 (0.45 -> 0.46) or -0.15", fast=True)
+@operator("nms_iou", "NonMaxSuppression's IoU threshold off: +0.01 (0.45 -> 0.46) or -0.15")
 def nms_iou(base: Base) -> list[Mutant]:
     found = []
     for node in spread(_nms(base), 2):
@@ -310,7 +311,7 @@ def nms_iou(base: Base) -> list[Mutant]:
 
 
 @operator("score_threshold", "a score threshold off by +0.02 (NonMaxSuppression's, or a comparison of scores with "
-                             "a constant before it)", fast=True)
+                             "a constant before it)")
 def score_threshold(base: Base) -> list[Mutant]:
     found = []
     for node in ops(base.model.graph, "NonMaxSuppression"):
@@ -338,13 +339,13 @@ def score_threshold(base: Base) -> list[Mutant]:
     return found
 
 
-@operator("nms_max_output", "NonMaxSuppression's max_output_boxes_per_class set to 1 or 3", fast=True)
+@operator("nms_max_output", "NonMaxSuppression's max_output_boxes_per_class set to 1 or 3")
 def nms_max_output(base: Base) -> list[Mutant]:
     return [_mutant(base, "nms_max_output", f"{node_label(node)} max_output_boxes_per_class -> {k}",
                     _nms_input_edit(node.name, 2, k, np.int64)) for node in spread(_nms(base), 2) for k in (1, 3)]
 
 
-@operator("topk", "a TopK's k off by one (k - 1) or halved (a pre-NMS top-k or a max-detections cut)", fast=True)
+@operator("topk", "a TopK's k off by one (k - 1) or halved (a pre-NMS top-k or a max-detections cut)")
 def topk(base: Base) -> list[Mutant]:
     nodes = ops(base.model.graph, "TopK")
     if not nodes:
@@ -363,7 +364,7 @@ def topk(base: Base) -> list[Mutant]:
 
 
 @operator("after_nms", "a change right after NonMaxSuppression: the first selection dropped, or each selection's "
-                       "box index + 1 (the neighbouring candidate's box)", fast=True)
+                       "box index + 1 (the neighbouring candidate's box)")
 def after_nms(base: Base) -> list[Mutant]:
     found = []
     for node in spread(_nms(base), 2):
@@ -401,7 +402,7 @@ def _rows_mutant(base: Base, op: str, spec: DetectionSpec, what: str, fn: Callab
         raise NoSite(str(exc)) from None
 
 
-@operator("swap_xy", "x and y swapped in the reported boxes (or only in the boxes NMS compares)", fast=True)
+@operator("swap_xy", "x and y swapped in the reported boxes (or only in the boxes NMS compares)")
 def swap_xy(base: Base) -> list[Mutant]:
     found = [_rows_mutant(base, "swap_xy", spec, "x and y swapped", Rows.swap_xy) for spec in _groups(base)]
     for node in ops(base.model.graph, "NonMaxSuppression")[:1]:
@@ -412,7 +413,7 @@ def swap_xy(base: Base) -> list[Mutant]:
     return found
 
 
-@operator("class_id_plus_one", "class ids off by one (the background class counted)", fast=True)
+@operator("class_id_plus_one", "class ids off by one (the background class counted)")
 def class_id_plus_one(base: Base) -> list[Mutant]:
     found = []
     for spec in _groups(base):
@@ -425,8 +426,7 @@ def class_id_plus_one(base: Base) -> list[Mutant]:
     return found
 
 
-@operator("score_clip", "scores clipped at 0.9 (a Clip lowered with the wrong bound), in the output or before NMS",
-          fast=True)
+@operator("score_clip", "scores clipped at 0.9 (a Clip lowered with the wrong bound), in the output or before NMS")
 def score_clip(base: Base) -> list[Mutant]:
     found = [_rows_mutant(base, "score_clip", spec, "scores clipped at 0.9", lambda r: r.clip_scores(0.9))
              for spec in _groups(base)]
@@ -439,7 +439,7 @@ def score_clip(base: Base) -> list[Mutant]:
 
 
 @operator("rows", "one reported row per image dropped, or its box moved by 20% of its width, at the top, middle "
-                  "or lowest rank (nodes after the detection outputs)", fast=True)
+                  "or lowest rank (nodes after the detection outputs)")
 def rows(base: Base) -> list[Mutant]:
     found = []
     for spec in _groups(base):
@@ -454,7 +454,7 @@ def rows(base: Base) -> list[Mutant]:
 COORDINATE_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")
 
 
-@operator("resize_mode", "Resize's mode (nearest <-> linear) or coordinate_transformation_mode wrong", fast=True)
+@operator("resize_mode", "Resize's mode (nearest <-> linear) or coordinate_transformation_mode wrong")
 def resize_mode(base: Base) -> list[Mutant]:
     nodes = ops(base.model.graph, "Resize")
     if not nodes:
@@ -483,7 +483,7 @@ def _set_attr(node_name: str, attr: str, value: Any) -> Callable[[Editor], None]
     return edit
 
 
-@operator("softmax_axis", "Softmax over the wrong axis (an NCHW/NHWC or channel-mode mix-up)", fast=True)
+@operator("softmax_axis", "Softmax over the wrong axis (an NCHW/NHWC or channel-mode mix-up)")
 def softmax_axis(base: Base) -> list[Mutant]:
     nodes = ops(base.model.graph, "Softmax", "LogSoftmax")
     if not nodes:
@@ -505,7 +505,7 @@ def softmax_axis(base: Base) -> list[Mutant]:
     return found
 
 
-@operator("relu_leaky", "Relu converted as LeakyRelu (alpha 0.01)", fast=True)
+@operator("relu_leaky", "Relu converted as LeakyRelu (alpha 0.01)")
 def relu_leaky(base: Base) -> list[Mutant]:
     nodes = ops(base.model.graph, "Relu")
     if not nodes:
@@ -522,7 +522,7 @@ def relu_leaky(base: Base) -> list[Mutant]:
 
 # -- whole models ----------------------------------------------------------------------------------------------
 
-@operator("constant_outputs", "the validation sample's outputs folded into the graph: it ignores its input", fast=True)
+@operator("constant_outputs", "the validation sample's outputs folded into the graph: it ignores its input")
 def constant_outputs(base: Base) -> list[Mutant]:
     [outputs] = base.run(base.model, [base.feeds])
 
@@ -556,7 +556,7 @@ def _last_weight(base: Base) -> tuple[str, str]:
 
 
 @operator("metadata_nondeterministic", "a wrong model (its last weight x1.5) that says in its own metadata "
-                                       "(bridge.nondeterministic_outputs) its outputs are random samples", fast=True)
+                                       "(bridge.nondeterministic_outputs) its outputs are random samples")
 def metadata_nondeterministic(base: Base) -> list[Mutant]:
     label, weight = _last_weight(base)
     names = [o.name for o in base.model.graph.output]
@@ -570,8 +570,7 @@ def metadata_nondeterministic(base: Base) -> list[Mutant]:
 
 
 @operator("metadata_detection", "a wrong model whose own detection metadata (bridge.detection_outputs) excuses the "
-                                "bug: x/y swapped but declared yxyx; class ids + 1 but the labels role left out",
-          fast=True)
+                                "bug: x/y swapped but declared yxyx; class ids + 1 but the labels role left out")
 def metadata_detection(base: Base) -> list[Mutant]:
     found = []
     for k, spec in enumerate(_groups(base)):

@@ -24,6 +24,7 @@ class Record:
     detail: str  # the FAIL's reason, the PASS's comparison, why equivalent, or why no site
     strict: str = ""  # for a survivor: whether --strict stops it
     command: str = ""  # the CLI command reproducing the verdict
+    on_feeds: str = ""  # for a survivor: how the mutant differs from the base on the validation feeds themselves
 
     @property
     def counted(self) -> bool:
@@ -35,6 +36,23 @@ RECORDS: list[Record] = []
 
 def record(rec: Record) -> None:
     RECORDS.append(rec)
+
+
+def mechanism(r: Record) -> str:
+    """What let a survivor through, read from its verdict: the file's own metadata trusted, pinning or a tie rule
+    excusing the difference, the candidate judged on one input, feeds on which the bug does not show, or a
+    difference on the feeds within the tolerance."""
+    if r.operator.startswith("metadata_"):
+        return "metadata trusted (the file under test decides how it is judged)"
+    if "pinned" in r.detail:
+        return "pinning (the source's values replaced the candidate's at selection inputs)"
+    if "tie-ambiguous" in r.detail:
+        return "tie rule (moved or changed rows excused as near-ties)"
+    if r.on_feeds.startswith("identical"):
+        if r.operator == "constant_outputs":
+            return "one input only (a constant candidate matches on the sample it was folded from)"
+        return "thin feeds (the mutant computes what the base computes on the validation feeds)"
+    return "tolerance (the mutant differs on the feeds, within the tolerance)"
 
 
 def _score(recs: list[Record]) -> str:
@@ -60,9 +78,14 @@ def table(records: list[Record]) -> str:
         lines += [f"    {name:<28} {_score(recs)}" for name, recs in sorted(groups.items())]
     survivors = [r for r in counted if r.status == "survived"]
     if survivors:
+        kinds: dict[str, int] = defaultdict(int)
+        for r in survivors:
+            kinds[mechanism(r).split(" (")[0]] += 1
+        lines.append("  survivors by mechanism: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
         lines.append(f"  survivors ({len(survivors)}):")
         for r in survivors:
             lines.append(f"    {r.model} / {r.operator}: {r.site}")
+            lines.append(f"      mechanism: {mechanism(r)}; on the feeds: {r.on_feeds}")
             lines.append(f"      PASS: {r.detail[:300]}")
             lines.append(f"      --strict: {r.strict}; reproduce: {r.command}")
     equivalent = [r for r in mutants if r.status == "equivalent"]

@@ -50,10 +50,11 @@ def judge(converted: ConvertedBase, mutant: Mutant, path: Path) -> Record:
         return Record(case.name, case.layout, mutant.operator, mutant.site, "killed",
                       f"{verdict.outcome}: {verdict.summary[:200]} (not equivalent: {eq.why})", command=cmd)
     strict = validate(path, built.source, built.feeds, strict=True)
+    on_feeds = equivalence(converted.outputs[-1:], mutant.model, converted.inputs[-1:], converted.base.specs)
     return Record(case.name, case.layout, mutant.operator, mutant.site, "survived",
                   f"{verdict.summary} (not equivalent: {eq.why})",
                   strict="killed by --strict" if strict.outcome != "PASS" else "survives --strict",
-                  command=cmd)
+                  command=cmd, on_feeds=("identical to the base" if on_feeds.equivalent else on_feeds.why))
 
 
 @pytest.mark.parametrize(("model", "op"), _matrix())
