@@ -360,8 +360,9 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     if missing:
         item.note = f"detection output missing: {', '.join(missing)}"
         return item
-    item.ref_shape = list(np.shape(reference[spec.reference_names()[0]]))
-    item.cand_shape = list(np.shape(candidate[spec.candidate_names()[0]]))
+    # the shape shown is that of the output the group is named after (its rows or boxes), on each side
+    item.ref_shape = list(np.shape(reference[_shown_output(spec.ref_outputs, spec.label)]))
+    item.cand_shape = list(np.shape(candidate[_shown_output(spec.outputs, spec.label)]))
     try:
         ref_dets, cand_dets = read_detection_pair(spec, reference, candidate)
     except (ValueError, KeyError) as exc:
@@ -388,6 +389,12 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     if det.vacuous:
         item.add_vacuous(det.vacuous_reason)
     return item
+
+
+def _shown_output(roles: Mapping[str, str], label: str) -> str:
+    """The output a detection group's line stands for: the one it is named after, else its rows or boxes."""
+    names = list(roles.values())
+    return label if label in names else roles.get("detections") or roles.get("boxes") or names[0]
 
 
 def _detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
