@@ -16,8 +16,8 @@ Models (layout -> models):
 The SSD-derived ones carry the trained weights (``ssd_ports``): well-separated, realistic detections.
 
 Trained models of branch ``trained`` (``tests/trained_models``, the ``TrainedModel`` interface) plug in with one
-line each in ``PROVIDERS`` (``trained("name")``); they are converted through the CLI with their own
-``convert_args`` and judged on their own feeds and images.
+line each in ``TRAINED`` (name -> layout): once that package exists each is the provider ``trained_<name>``,
+converted through the CLI with its own ``convert_args`` and judged on its own feeds and images.
 """
 
 from __future__ import annotations
@@ -155,6 +155,8 @@ def trained(name: str) -> Callable[[Path], Built]:
         from trained_models import trained_model  # type: ignore[import-not-found]
 
         t = trained_model(name)
+        if t.layout != TRAINED[name]:
+            raise AssertionError(f"trained model {name} declares layout {t.layout}, the suite expects {TRAINED[name]}")
         feeds = dict(np.load(t.feeds))
         input_name, sample = next(iter(feeds.items()))
         images = images_as_feeds(Path(t.images), dict(t.preprocessing), sample.shape)
@@ -185,7 +187,11 @@ def images_as_feeds(folder: Path, prep: dict[str, Any], shape: Sequence[int]) ->
 
 
 def trained_available() -> bool:
-    return importlib.util.find_spec("trained_models") is not None
+    """Whether ``tests/trained_models`` (branch ``trained``) is importable."""
+    try:
+        return importlib.util.find_spec("trained_models") is not None
+    except ValueError:  # in sys.modules without a spec (a stand-in)
+        return True
 
 
 TORCHVISION_OUTPUTS = ["boxes", "scores", "labels"]
@@ -211,7 +217,19 @@ PROVIDERS: dict[str, ModelCase] = {c.name: c for c in [
               why="bench/ssd_models.py 'tiny' (random weights)"),
     ModelCase("gluoncv_random_ssd", "boxes-scores-labels", "mxnet", False, _bench_mxnet("gluoncv"),
               why="bench/gluoncv_like.py 'gluoncv_tiny' (random weights)"),
-    # trained models of branch `trained` (tests/trained_models), one line each once merged:
-    # ModelCase("trained_torchvision_det", "boxes-scores-labels", "pytorch", True, trained("torchvision_det")),
 ]}
 
+# trained models of branch `trained` (tests/trained_models, the TrainedModel interface): name -> detection layout.
+# Each becomes the provider "trained_<name>" as soon as that package exists (one line here per model).
+TRAINED = {
+    "mxnet_ssd": "mxnet",
+    "gluoncv_boxnms": "boxes-scores-labels",
+    "torchvision_det": "boxes-scores-labels",
+    "keras_combined_nms": "boxes-scores-classes",
+    "yolo_rows": "yolo",
+    "classifier": "classifier",
+}
+if trained_available():
+    PROVIDERS.update({f"trained_{name}": ModelCase(f"trained_{name}", layout, "(TrainedModel.framework)", True,
+                                                   trained(name), why=f"tests/trained_models '{name}'")
+                      for name, layout in TRAINED.items()})

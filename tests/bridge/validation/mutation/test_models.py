@@ -78,8 +78,6 @@ def test_the_full_matrix_is_as_large_as_the_issue_asks(converted_bases: Callable
     counts: dict[str, int] = {}
     layouts: set[str] = set()
     for name, case in PROVIDERS.items():
-        if name.startswith("trained_"):
-            continue
         base = converted_bases(name).base
         for op in OPERATORS:
             try:
