@@ -69,10 +69,8 @@ def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     return found
 
 
-def upstream(graph: onnx.GraphProto, names: Iterable[str], *, through: Callable[[onnx.NodeProto], bool] | None = None
-             ) -> set[str]:
-    """Every value ``names`` are computed from (themselves included), walking producers backwards; ``through``
-    decides whether to walk on through a node (default: every node)."""
+def upstream(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
+    """Every value ``names`` are computed from (themselves included), walking producers backwards."""
     made = producers(graph)
     seen: set[str] = set()
     todo = [n for n in names if n]
@@ -82,18 +80,9 @@ def upstream(graph: onnx.GraphProto, names: Iterable[str], *, through: Callable[
             continue
         seen.add(name)
         node = made.get(name)
-        if node is not None and (through is None or through(node)):
+        if node is not None:
             todo.extend(node_reads(node))
     return seen
-
-
-def downstream(graph: onnx.GraphProto, names: Iterable[str]) -> set[str]:
-    """Every value computed from ``names`` (themselves included)."""
-    reached = set(names)
-    for node in graph.node:  # topologically sorted
-        if node_reads(node) & reached:
-            reached.update(o for o in node.output if o)
-    return reached
 
 
 def ops(graph: onnx.GraphProto, *op_types: str) -> list[onnx.NodeProto]:
@@ -221,13 +210,8 @@ class Editor:
             raise KeyError(f"no producer of {name}")
         return pre
 
-    def wrap(self, name: str, build: Callable[[str], str]) -> None:
-        """``name`` becomes ``build(original value)``: the nodes ``build`` adds compute the value readers see."""
-        pre = self.intercept(name)
-        result = build(pre)
-        self.graph.node.append(helper.make_node("Identity", [result], [name], name=self.fresh("Identity")))
-
     def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or with None remove) the model metadata entry ``key``."""
         kept = [p for p in self.model.metadata_props if p.key != key]
         del self.model.metadata_props[:]
         self.model.metadata_props.extend(kept)

@@ -574,25 +574,32 @@ def metadata_nondeterministic(base: Base) -> list[Mutant]:
 def metadata_detection(base: Base) -> list[Mutant]:
     found = []
     for k, spec in enumerate(_groups(base)):
-        def declared(ed: Editor, changed: DetectionSpec, k: int = k) -> None:
-            specs = list(base.specs)
-            specs[k] = changed
-            ed.set_meta(DETECTION_META, dump_detection_specs(specs))
-
         other = "yxyx" if spec.box_format == "xyxy" else "xyxy"
         as_other = DetectionSpec(spec.layout, spec.outputs, reference_layout=spec.ref_layout,
                                  reference_outputs=spec.ref_outputs, name=spec.name, box_format=other,
                                  reference_box_format=spec.ref_box_format)
         found.append(_rows_mutant(base, "metadata_detection", spec, f"x and y swapped, declared box_format {other}",
-                                  lambda r, s=as_other: (r.swap_xy(), declared(r.ed, s))))
+                                  _declaring(base, k, as_other, Rows.swap_xy)))
         if "labels" in spec.outputs and spec.layout == "boxes-scores-labels":
             no_labels = DetectionSpec(spec.layout, {r: n for r, n in spec.outputs.items() if r != "labels"},
                                       reference_layout=spec.ref_layout,
                                       reference_outputs={r: n for r, n in spec.ref_outputs.items() if r != "labels"},
                                       name=spec.name, box_format=spec.box_format)
             found.append(_rows_mutant(base, "metadata_detection", spec, "class id + 1, labels role left out of the "
-                                      "metadata", lambda r, s=no_labels: (r.labels_plus_one(), declared(r.ed, s))))
+                                      "metadata", _declaring(base, k, no_labels, Rows.labels_plus_one)))
     return found
+
+
+def _declaring(base: Base, index: int, declared: DetectionSpec, bug: Callable[[Rows], None]) -> Callable[[Rows], None]:
+    """The row edit ``bug``, with the model's detection metadata declaring group ``index`` as ``declared``."""
+
+    def edit(rows: Rows) -> None:
+        bug(rows)
+        specs = list(base.specs)
+        specs[index] = declared
+        rows.ed.set_meta(DETECTION_META, dump_detection_specs(specs))
+
+    return edit
 
 
 def mutants(base: Base, name: str) -> list[Mutant]:

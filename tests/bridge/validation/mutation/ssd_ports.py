@@ -220,7 +220,8 @@ def keras_combined_nms(folder: Path, batch: int = 4, iou: float = 0.45, score: f
 
     weights = load_weights()
     inp = keras.Input((SIZE, SIZE, 3), batch_size=batch, name="data")
-    x, feats = inp, {}
+    x = inp
+    feats: dict[str, Any] = {}
     for name, cout, stride in BODY:
         src = feats["multi_feat_1"] if name == "multi_feat_2" else x
         y = keras.layers.ZeroPadding2D(1)(src)  # MXNet's symmetric pad 1 ("same" pads stride 2 on one side)
@@ -233,7 +234,8 @@ def keras_combined_nms(folder: Path, batch: int = 4, iou: float = 0.45, score: f
         x = y
         if name in FEATURES:
             feats[name] = y
-    locs, clss = [], []
+    locs: list[Any] = []
+    clss: list[Any] = []
     for f in FEATURES:
         for kind, out in (("loc", locs), ("cls", clss)):
             w = weights[f"{f}_{kind}_pred_conv_weight"]
