@@ -44,14 +44,14 @@ def mechanism(r: Record) -> str:
     difference on the feeds within the tolerance."""
     if r.operator.startswith("metadata_"):
         return "metadata trusted (the file under test decides how it is judged)"
+    if r.on_feeds.startswith("identical"):  # whatever excuse the verdict shows is about the base's own differences
+        if r.operator == "constant_outputs":
+            return "one input only (a constant candidate matches on the sample it was folded from)"
+        return "thin feeds (the mutant computes what the base computes on the validation feeds)"
     if "pinned" in r.detail:
         return "pinning (the source's values replaced the candidate's at selection inputs)"
     if "tie-ambiguous" in r.detail:
         return "tie rule (moved or changed rows excused as near-ties)"
-    if r.on_feeds.startswith("identical"):
-        if r.operator == "constant_outputs":
-            return "one input only (a constant candidate matches on the sample it was folded from)"
-        return "thin feeds (the mutant computes what the base computes on the validation feeds)"
     return "tolerance (the mutant differs on the feeds, within the tolerance)"
 
 
