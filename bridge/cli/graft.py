@@ -119,13 +119,14 @@ def graft_nms_command(
                    background_class=parse_background(background_class), class_agnostic=class_agnostic, nms=nms,
                    output_format=output_format)
     for line in result.plan.describe():
-        out.print(line, markup=False)
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if result.check is not None:
-        out.print(result.check.describe(), markup=False)
+        out.print(result.check.describe(), markup=False, highlight=False, soft_wrap=True)
     if result.output is None:
-        out.print("dry run: nothing written", markup=False)
+        out.print("dry run: nothing written", markup=False, highlight=False, soft_wrap=True)
         return
-    out.print(f"{model} -> {result.output} written (outputs: {', '.join(result.outputs)})", markup=False)
+    out.print(f"{model} -> {result.output} written (outputs: {', '.join(result.outputs)})", markup=False,
+              highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
