@@ -6,7 +6,8 @@
   briefly on procedural faces (``draw_faces``) against MediaPipe's BlazeFace anchors (``BLAZEFACE_ANCHORS``) and
   linear encoding (scale 128), converted with ``tf.lite.TFLiteConverter`` and renamed as MediaPipe's files are
   (input ``input``, outputs ``regressors`` then ``classificators``, no signature). Trained once (seeded) and
-  cached under ``tests/.cache/graft/`` keyed by this file's content.
+  cached under ``tests/.cache/graft/`` keyed by the source of the code that decides its weights.
+- ``detector_tflite(path)``: that detector untrained, batch 1, MediaPipe's names (cheap; no training).
 - ``sparse_tflite(path)``: a conv + dense model whose weights are mostly zeros, converted with
   ``tf.lite.Optimize.EXPERIMENTAL_SPARSITY``: its weights are stored sparse and expanded by ``DENSIFY`` ops.
 - ``custom_op_tflite(path)``: a conv backbone ending in ``erfinv`` (no TFLite builtin), converted with
@@ -162,7 +163,7 @@ def _train(model: Any) -> None:
     images, truth = face_batch(seed=11, count=1200)
     reg, cls = _targets(truth)
     model.compile(optimizer=keras.optimizers.Adam(2e-3), loss=[reg_loss, cls_loss])
-    model.fit(images, [reg, cls], batch_size=32, epochs=14, verbose=2, shuffle=True)
+    model.fit(images, [reg, cls], batch_size=32, epochs=14, verbose=0, shuffle=True)
 
 
 def _mediapipe_names(content: bytes) -> bytes:
@@ -183,7 +184,13 @@ def _mediapipe_names(content: bytes) -> bytes:
 
 
 def _fingerprint() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    """The cache key: the code that decides the trained weights (not this file's other helpers or docs)."""
+    import inspect
+
+    parts = [inspect.getsource(f) for f in (draw_faces, _iou, face_batch, _targets, _keras_model, _train,
+                                            _mediapipe_names, blazeface_anchor_centers)]
+    parts.append(repr((SIZE, SCALE, NUM_KEYPOINTS)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
 def blazeface_tflite() -> Path:
@@ -205,6 +212,17 @@ def blazeface_tflite() -> Path:
     with os.fdopen(fd, "wb") as f:
         f.write(content)
     os.replace(tmp, path)
+    return path
+
+
+def detector_tflite(path: Path) -> Path:
+    """The same detector untrained (seeded weights), converted at batch 1 with MediaPipe's names: a cheap .tflite
+    shaped as the real ones are, for tests about the file rather than its detections."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(_keras_model(1))
+    path.write_bytes(_mediapipe_names(converter.convert()))
     return path
 
 
