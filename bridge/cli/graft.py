@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from bridge.cli.helptext import examples
-from bridge.cli.options import FeedsOpt, IsolateOpt
+from bridge.cli.options import FeedsOpt, InputOpt, IsolateOpt
 from bridge.cli.render import out
 from bridge.errors import UsageError
 
@@ -64,7 +64,7 @@ def graft_nms_command(
                                        "(with keypoints after the box columns)")],
     scores: Annotated[str, typer.Option(metavar="TENSOR", help="class scores [B, N, C] (may be the boxes tensor)")],
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")] = None,
-    anchors: Annotated[str | None, typer.Option(metavar="TENSOR|FILE|SPEC|GENERATOR", help=(
+    anchors: Annotated[str | None, typer.Option(metavar="TENSOR|FILE|GENERATOR", help=(
         "anchors: a tensor of the model, an .npy/.csv file (N x 4), a generator spec .yaml/.json, or a generator "
         "name (ssd, multibox_prior, yolo) with --anchor-option"))] = None,
     anchor_option: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=(
@@ -98,6 +98,7 @@ def graft_nms_command(
     nms: Annotated[str, typer.Option(metavar="KIND", help="hard | weighted (MediaPipe's blended NMS)")] = "hard",
     output_format: Annotated[str, typer.Option(metavar="FORMAT", help="boxes-scores-classes | indices")] = "boxes-scores-classes",
     feeds: FeedsOpt = None,
+    input: InputOpt = [],  # noqa: B006 - typer needs a literal default
     check: Annotated[bool, typer.Option("--check/--no-check", help=(
         "run the grafted model once and fail when its scores pass --score but it detects nothing"))] = True,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would be grafted (anchors per layer, ...); write nothing")] = False,
@@ -109,7 +110,8 @@ def graft_nms_command(
     if output is None and not dry_run:
         raise UsageError("give -o FILE (or --dry-run to print the plan only)")
     scales = parse_numbers(scale, "--scale", (1, 4), "128 or 128,128,128,128")
-    result = graft(model, output, dry_run=dry_run, check=check, feeds=feeds, isolated=isolate, boxes=boxes,
+    result = graft(model, output, dry_run=dry_run, check=check, feeds=feeds, inputs=input, isolated=isolate,
+                   boxes=boxes,
                    scores=scores, anchors=anchors, anchor_options=parse_anchor_options(anchor_option or []),
                    decode=decode, box_format=box_format, box_columns=box_columns, keypoint_columns=keypoint_columns,
                    variances=parse_variances(variances), scales=scales, exp_size=exp_size,

@@ -11,6 +11,7 @@ trained detector no candidate at all; the result says so, and real images (``--f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -18,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from bridge.config import InputSpec
 from bridge.errors import ValidationMismatch
 from bridge.graft import CHECK_OUTPUTS, GraftPlan, build
 from bridge.inspection import graph_metas
-from bridge.runtimes import activated, get_runtime
+from bridge.runtimes import TensorMeta, activated, get_runtime
 from bridge.runtimes.isolated import isolate
 from bridge.validation.inputs import load_feeds, make_inputs
 
@@ -45,18 +47,21 @@ class DetectionCheck:
 
 
 def check_detects(proto: onnx.ModelProto, plan: GraftPlan, *, feeds: Path | str | None = None, seed: int = 0,
-                  isolated: bool = True) -> DetectionCheck:
-    """Run the grafted ``plan`` on ``proto`` (module docstring); ValidationMismatch when it cannot detect."""
+                  inputs: Sequence[InputSpec | str] = (), isolated: bool = True) -> DetectionCheck:
+    """Run the grafted ``plan`` on ``proto`` (module docstring); ValidationMismatch when it cannot detect.
+    ``inputs``: sample shapes for symbolic dims (``--input``); a symbolic batch axis is 1 unless given."""
     probe = build(proto, plan, probe=True)
     metas = graph_metas(probe.graph.input, probe)
     if feeds is not None:
-        inputs, origin = load_feeds(feeds, metas), f"--feeds {feeds}"
+        arrays, origin = load_feeds(feeds, metas), f"--feeds {feeds}"
     else:
-        inputs, origin = make_inputs(metas, seed=seed, model=probe), f"generated inputs (standard normal, seed {seed})"
+        specs = _sample_specs(metas, [i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs])
+        arrays = make_inputs(metas, specs, seed=seed, vary_dynamic=False, model=probe)
+        origin = f"generated inputs (standard normal, seed {seed})"
     runtime = isolate(partial(get_runtime, "onnxruntime", probe.SerializeToString(), describe="the grafted model"),
                       name="onnxruntime", stage="graft-nms detection check", enabled=isolated)
     with activated(runtime) as session:
-        out = session.infer(inputs)
+        out = session.infer(arrays)
     scores = np.asarray(out[CHECK_OUTPUTS[0]], np.float32)  # [B, C, N]
     boxes = np.asarray(out[CHECK_OUTPUTS[1]], np.float32)  # [B, N, 4]
     threshold = np.float32(plan.score)
@@ -73,6 +78,18 @@ def check_detects(proto: onnx.ModelProto, plan: GraftPlan, *, feeds: Path | str 
                                  f"{int(above.sum())} score(s) pass --score {plan.score:g}: "
                                  f"{_why(plan, above, boxes)}; nothing was written", result)
     return result
+
+
+def _sample_specs(metas: Sequence[TensorMeta], given: Sequence[InputSpec]) -> list[InputSpec]:
+    """``given`` plus, for inputs not given, batch 1 on a symbolic axis 0 (other symbolic axes need --input)."""
+    by_name = {s.name: s for s in given}
+    specs = list(given)
+    for meta in metas:
+        if meta.name in by_name or meta.shape is None or not meta.shape or isinstance(meta.shape[0], int):
+            continue
+        rest = [d for d in meta.shape[1:] if isinstance(d, int)]
+        specs.append(InputSpec(meta.name, (1, *rest) if len(rest) == len(meta.shape) - 1 else None, meta.dtype))
+    return specs
 
 
 def _why(plan: GraftPlan, above: np.ndarray, boxes: np.ndarray) -> str:

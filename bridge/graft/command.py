@@ -8,6 +8,7 @@ runs before the model is written atomically, so a detector that cannot detect is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ class GraftResult:
 
 
 def graft_file(model: str | Path, output: str | Path | None, *, dry_run: bool = False, check: bool = True,
-               feeds: str | Path | None = None, isolated: bool = True, **options: Any) -> GraftResult:
+               feeds: str | Path | None = None, inputs: Sequence[str] = (), isolated: bool = True,
+               **options: Any) -> GraftResult:
     """Graft ``model`` per ``options`` (``bridge.graft.plan_graft``'s) and write it to ``output``."""
     if output is not None:
         anchors = options.get("anchors")
@@ -38,7 +40,7 @@ def graft_file(model: str | Path, output: str | Path | None, *, dry_run: bool = 
     if dry_run:
         return GraftResult(plan, None, plan.output_names, None)
     result = build(proto, plan)
-    seen = check_detects(proto, plan, feeds=feeds, isolated=isolated) if check else None
+    seen = check_detects(proto, plan, feeds=feeds, inputs=inputs, isolated=isolated) if check else None
     if output is None:
         return GraftResult(plan, None, tuple(o.name for o in result.graph.output), seen)
     target = Path(output)
