@@ -283,9 +283,24 @@ def plan_graft(
     if classes is not None and classes < 1:
         raise UsageError(f"--score-columns {score_cols} selects no column of '{scores}' ({score_width} columns)")
 
-    source: AnchorSource | None = None
+    source = _plan_anchors(anchors, anchor_options, decode, box_format, set(values), num_boxes, boxes)
+    background, reason = _background(background_class, classes, score_activation)
+    return GraftPlan(boxes=boxes, scores=scores, num_boxes=num_boxes, box_width=box_width, score_width=score_width,
+                     decode=decode, box_format=box_format, box_columns=box_cols, keypoint_columns=kp_cols,
+                     keypoints=keypoints, score_columns=score_cols, objectness_column=objectness_column,
+                     classes=classes, background=background, anchors=source, settings=settings,
+                     score_activation=score_activation, score_clip=score_clip, iou=iou, score=score,
+                     max_per_class=max_per_class, max_det=max_det, class_agnostic=class_agnostic, nms=nms,
+                     output_format=output_format, background_reason=reason)
+
+
+def _plan_anchors(anchors: str | Path | None, anchor_options: Mapping[str, str] | None, decode: str, box_format: str,
+                  tensors: set[str], num_boxes: int | None, boxes: str) -> AnchorSource | None:
+    """The anchors ``--anchors`` names, checked against the decode (does it read anchors, strides?) and against
+    the box count (a set that does not fit names both counts)."""
+    kind = DECODERS[decode]
     if anchors is not None:
-        source = resolve_anchors(str(anchors), dict(anchor_options or {}), tensors=set(values), box_format=box_format)
+        source = resolve_anchors(str(anchors), dict(anchor_options or {}), tensors=tensors, box_format=box_format)
         if not kind.anchors:
             raise UsageError(f"--decode {decode} reads no anchors; drop --anchors or choose a decode that uses them "
                              f"({', '.join(k for k, v in DECODERS.items() if v.anchors)})")
@@ -300,19 +315,12 @@ def plan_graft(
         elif kind.strides:
             raise UsageError(f"--decode {decode} needs the grid strides, which a model tensor does not carry: use "
                              "the yolo anchor generator or an anchor file with 6 columns")
-    elif anchor_options:
+        return source
+    if anchor_options:
         raise UsageError("--anchor-option needs --anchors naming a generator")
-    elif kind.anchors:
+    if kind.anchors:
         raise UsageError(f"--decode {decode} decodes against anchors: give --anchors")
-
-    background, reason = _background(background_class, classes, score_activation)
-    return GraftPlan(boxes=boxes, scores=scores, num_boxes=num_boxes, box_width=box_width, score_width=score_width,
-                     decode=decode, box_format=box_format, box_columns=box_cols, keypoint_columns=kp_cols,
-                     keypoints=keypoints, score_columns=score_cols, objectness_column=objectness_column,
-                     classes=classes, background=background, anchors=source, settings=settings,
-                     score_activation=score_activation, score_clip=score_clip, iou=iou, score=score,
-                     max_per_class=max_per_class, max_det=max_det, class_agnostic=class_agnostic, nms=nms,
-                     output_format=output_format, background_reason=reason)
+    return None
 
 
 def graft_nms(model: str | Path | onnx.ModelProto, **options: object) -> onnx.ModelProto:
@@ -359,7 +367,9 @@ def build(proto: onnx.ModelProto, plan: GraftPlan, *, probe: bool = False) -> on
         box_classes = b.squeeze(b.op("ArgMax", masked, axis=1, keepdims=1, select_last_index=0), 1)  # [B, N]
         masked = best
     threshold = float(np.float32(plan.score))
-    nms_scores = b.where(b.op("Greater", masked, b.f32(threshold)), masked, nms.neg_inf(b))
+    nms_scores = masked
+    if plan.nms == "weighted":  # the blend reads the candidates from the scores: the ones NMS could select
+        nms_scores = b.where(b.op("Greater", masked, b.f32(threshold)), masked, nms.neg_inf(b))
     selected = nms.non_max_suppression(b, corners, nms_scores, iou_threshold=plan.iou, score_threshold=threshold,
                                        max_per_class=plan.max_per_class)
     batch = _dim_label(boxes_v, 0)
@@ -418,6 +428,8 @@ def _decoded(b: Builder, raw: ir.Value, values: dict[str, ir.Value], plan: Graft
     if plan.keypoint_columns is not None:
         kp_raw = b.op("Reshape", _columns(b, raw, plan.keypoint_columns, plan.box_width),
                       b.i64(0, 0, plan.keypoints, 2))
+    if plan.decode == "corners":  # nothing to decode: the values are the boxes (and keypoints), in either order
+        return box_raw, kp_raw
     if plan.y_first:  # decode x first, swap back after
         box_raw = nms.swap_xy(b, box_raw)
         kp_raw = _swap_pairs(b, kp_raw) if kp_raw is not None else None

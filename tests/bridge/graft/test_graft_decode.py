@@ -190,3 +190,18 @@ def test_contradictory_options_are_usage_errors(tmp_path: Path, kwargs: dict[str
         kwargs = {**kwargs, "anchors": str(tmp_path / "a.npy")}
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         graft_nms(_head(tmp_path, 8, 2), boxes="boxes", scores="scores", **{"box_columns": "0:4", **kwargs})
+
+
+def test_the_command_help_lists_every_registered_kind() -> None:
+    """The CLI spells the choices out (its help imports no numpy); they must be the registries' names."""
+    import typer
+
+    from bridge.cli.graft import graft_nms_command
+    from bridge.graft import DECODE_KINDS, NMS_KINDS, SCORE_ACTIVATIONS
+
+    app = typer.Typer()
+    app.command()(graft_nms_command)
+    params = {p.name: p.help for p in typer.main.get_command(app).params}
+    assert params["decode"].startswith(" | ".join(DECODE_KINDS) + " ")
+    assert params["score_activation"] == " | ".join(SCORE_ACTIVATIONS)
+    assert params["nms"].startswith(" | ".join(NMS_KINDS) + " ")
