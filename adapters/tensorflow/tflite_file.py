@@ -13,11 +13,12 @@
   source runs with; the reference keeps running the sparse original.
 
 Flatbuffers are read and written with LiteRT's generated schema (``ai_edge_litert.schema_py_generated``, its
-object API), the same the tflite target uses.
+object API, as the tflite target does), or the copy TensorFlow ships when LiteRT is not installed.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,11 @@ DENSIFY = 124  # BuiltinOperator.DENSIFY
 
 
 def _schema() -> Any:
-    from ai_edge_litert import schema_py_generated as schema
-
+    """LiteRT's generated schema, or the copy TensorFlow ships (a TensorFlow-only install has no ai_edge_litert)."""
+    try:
+        from ai_edge_litert import schema_py_generated as schema
+    except ImportError:
+        from tensorflow.lite.python import schema_py_generated as schema
     return schema
 
 
@@ -211,10 +215,18 @@ def densify(content: bytes) -> bytes | None:
 def _dense_values(content: bytes, tensors: Sequence[int]) -> list[np.ndarray]:
     """The values of ``tensors`` after one run of the interpreter on zero inputs (DENSIFY of a constant does not
     depend on the inputs); no delegate, so no tensor is folded away into one."""
-    from ai_edge_litert import interpreter as litert
+    try:
+        from ai_edge_litert import interpreter as litert
 
-    interp = litert.Interpreter(model_content=content, experimental_preserve_all_tensors=True,
-                                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        interpreter, resolver = litert.Interpreter, litert.OpResolverType
+    except ImportError:  # TensorFlow's own interpreter (deprecated, same kernels)
+        import tensorflow as tf
+
+        interpreter, resolver = tf.lite.Interpreter, tf.lite.experimental.OpResolverType
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
+        interp = interpreter(model_content=content, experimental_preserve_all_tensors=True,
+                             experimental_op_resolver_type=resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     interp.allocate_tensors()
     for d in interp.get_input_details():
         interp.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
