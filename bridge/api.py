@@ -121,6 +121,13 @@ def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.Model
     return _graft(model, **options)
 
 
+def graft(model: str | Path, output: str | Path | None, **options: Any) -> Any:
+    """``bridge graft-nms``: plan, build, check that it detects, write (see ``bridge.graft.command.graft_file``)."""
+    from bridge.graft.command import graft_file
+
+    return graft_file(model, output, **options)
+
+
 # ---------------------------------------------------------------------------------------------- shapes
 # Entry points of `bridge shapes fix|dynamic|buckets`; the logic lives in bridge.shapes (imported lazily).
 

@@ -93,7 +93,7 @@ CORE: tuple[Option, ...] = (
     Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
            metavar="FILE", source_specific=True),
     Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
-           "keep their names as the model's outputs; MXNet symbols and TensorFlow GraphDefs)", cli_type=str | None,
+           "keep their names as the model's outputs; MXNet symbols, TensorFlow GraphDefs and .tflite files)", cli_type=str | None,
            route="source", metavar="NAMES", source_specific=True),
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
            cli_type=str | None, metavar="NAMES", source_specific=True),
