@@ -47,6 +47,7 @@ CandidateSource = Runtime | Callable[[], Runtime]
 Progress = Callable[[str], None]
 COCO_CHUNK = 256  # images evaluated by pycocotools at once
 KINDS = ("detection", "classification", "segmentation")
+WORST_MIN = 1e-3  # disagreement below this (float noise moving a box by a millionth) is not shown as a worst image
 
 
 class DatasetCancelled(BridgeError):
@@ -429,7 +430,7 @@ class _Run:
                 truth_ap.add([self._truth(c[0]) for c in chunk], [c[4] for c in chunk])
             for (i, image, path, confident, cand), matched in zip(chunk, pairs, strict=True):
                 ri, ci, score = counts.add(confident, cand, matched, threshold)
-                if score > 0:
+                if score > WORST_MIN:
                     shown = _above(cand, threshold)
                     rows = np.flatnonzero(np.asarray(cand.scores) >= threshold)
                     self._keep(worst, score, i, WorstImage(name, i, image, path, score, _listed(confident, ri),
