@@ -119,7 +119,8 @@ def _signature() -> inspect.Signature:
 
 def register(app: typer.Typer) -> None:
     """Add the ``validate`` command to ``app``."""
-    validate_command.__signature__ = _signature()  # type: ignore[attr-defined]
+    if "__signature__" not in vars(validate_command):  # once (the app may register its commands again)
+        validate_command.__signature__ = _signature()  # type: ignore[attr-defined]
     app.command("validate", epilog=examples(
         "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --localize",
         "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --save-reference ref.npz",

@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[1]
 SSD = ROOT / "examples" / "mxnet_ssd"
 SYMBOL = SSD / "model-symbol.json"
 
