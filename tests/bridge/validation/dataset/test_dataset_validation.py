@@ -140,7 +140,7 @@ def test_ctrl_c_stops_between_batches_with_exit_130(ssd: dict[str, Path], tmp_pa
         if "images/s" in line or time.monotonic() > deadline:
             break
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=300)
+    _out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err[-2000:]
     cancelled = json.loads(report.read_text())["dataset_run"]["cancelled"]
     assert cancelled["runtime"] == "mxnet" and 0 < cancelled["images"] < cancelled["of"] == 300
