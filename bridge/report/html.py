@@ -203,7 +203,7 @@ def _overlays(overlays: Sequence[Overlay]) -> str:
 
 
 # --- dataset validation (issue 33) ---
-def _dataset(entries: dict[str, Any], run: dict[str, Any]) -> str:
+def dataset_html(entries: dict[str, Any], run: dict[str, Any]) -> str:
     """Agreement and mAP per runtime, the budget's verdict, and the worst images with both sides' boxes."""
     from bridge.report import dataset_columns, dataset_verdict
 
@@ -300,7 +300,7 @@ def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
         parts.append(f'<p class="fail">{_e(one_size_text(data["second_size_skipped"]))}</p>')
     parts.append(_overlays(overlays))
     if data.get("dataset") is not None:  # --dataset (issue 33)
-        parts.append(_dataset(data["dataset"], data.get("dataset_run") or {}))
+        parts.append(dataset_html(data["dataset"], data.get("dataset_run") or {}))
     parts.append(_histograms(data))
     parts.append(_divergence(data))
     parts.append(_passes(data))

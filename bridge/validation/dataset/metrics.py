@@ -243,21 +243,32 @@ class Agreement:
     missed: int = 0
     extra: int = 0
 
-    def add(self, source: ImageBoxes, candidate: ImageBoxes, pairs: np.ndarray, threshold: float
-            ) -> tuple[np.ndarray, np.ndarray, float]:
-        """One image (``pairs``: its matched (source row, candidate row) at IoU 0.5, ``CocoAP.add``'s): the
-        source rows and candidate rows matched by a candidate detection at or above ``threshold``, and the
-        disagreement: missed + extra + the sum of (1 - IoU) over those pairs."""
-        scores = np.ones(len(candidate)) if candidate.scores is None else np.asarray(candidate.scores)
-        shown = scores >= threshold
-        kept = pairs[shown[pairs[:, 1]]] if len(pairs) else pairs
-        m = len(kept)
-        missed, extra = len(source) - m, int(shown.sum()) - m
-        self.matched += m
-        self.missed += missed
-        self.extra += extra
-        ious = pair_iou(source.boxes[kept[:, 0]], candidate.boxes[kept[:, 1]]) if m else np.zeros(0)
-        return kept[:, 0], kept[:, 1], float(missed + extra + np.sum(1.0 - ious))
+    def add(self, sources: Sequence[ImageBoxes], candidates: Sequence[ImageBoxes], pairs: Sequence[np.ndarray],
+            threshold: float) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """A chunk of images (``pairs``: each image's matched (source row, candidate row) at IoU 0.5,
+        ``CocoAP.add``'s). Per image: the source rows and candidate rows matched by a candidate detection at
+        or above ``threshold``, and the disagreement: missed + extra + the sum of (1 - IoU) over those pairs
+        (the IoUs of the whole chunk in one call)."""
+        kept, shown_counts = [], []
+        for cand, p in zip(candidates, pairs, strict=True):
+            scores = np.ones(len(cand)) if cand.scores is None else np.asarray(cand.scores)
+            shown = scores >= threshold
+            kept.append(p[shown[p[:, 1]]] if len(p) else p)
+            shown_counts.append(int(shown.sum()))
+        a = [s.boxes[k[:, 0]] for s, k in zip(sources, kept, strict=True)]
+        b = [c.boxes[k[:, 1]] for c, k in zip(candidates, kept, strict=True)]
+        ious = pair_iou(np.concatenate(a) if a else np.zeros((0, 4)), np.concatenate(b) if b else np.zeros((0, 4)))
+        ends = np.cumsum([len(k) for k in kept])
+        out = []
+        for image, (source, k, n_shown) in enumerate(zip(sources, kept, shown_counts, strict=True)):
+            m = len(k)
+            missed, extra = len(source) - m, n_shown - m
+            self.matched += m
+            self.missed += missed
+            self.extra += extra
+            off = float(np.sum(1.0 - ious[ends[image] - m:ends[image]])) if m else 0.0
+            out.append((k[:, 0], k[:, 1], float(missed + extra) + off))
+        return out
 
     def to_dict(self) -> dict[str, int]:
         return {"matched": self.matched, "missed": self.missed, "extra": self.extra}

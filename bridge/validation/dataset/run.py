@@ -428,9 +428,9 @@ class _Run:
             pairs = agree_ap.add([c[3] for c in chunk], [c[4] for c in chunk])
             if truth_ap is not None:
                 truth_ap.add([self._truth(c[0]) for c in chunk], [c[4] for c in chunk])
-            for (i, image, path, confident, cand), matched in zip(chunk, pairs, strict=True):
-                ri, ci, score = counts.add(confident, cand, matched, threshold)
-                if score > WORST_MIN:
+            judged = counts.add([c[3] for c in chunk], [c[4] for c in chunk], pairs, threshold)
+            for (i, image, path, confident, cand), (ri, ci, score) in zip(chunk, judged, strict=True):
+                if score > WORST_MIN and self._worthy(worst, score, i):
                     shown = _above(cand, threshold)
                     rows = np.flatnonzero(np.asarray(cand.scores) >= threshold)
                     self._keep(worst, score, i, WorstImage(name, i, image, path, score, _listed(confident, ri),
@@ -559,6 +559,11 @@ class _Run:
         if prefix == "map":
             figures["ap_per_class"] = {self.result.class_names.get(c, str(c)): v for c, v in r["per_class"].items()}
         return figures
+
+    def _worthy(self, heap: list[tuple[float, int, WorstImage]], score: float, index: int) -> bool:
+        """Whether an image with this disagreement would enter the worst images (before building its entry)."""
+        limit = self.result.spec.worst
+        return limit > 0 and (len(heap) < limit or (score, -index) > heap[0][:2])
 
     def _keep(self, heap: list[tuple[float, int, WorstImage]], score: float, index: int, item: WorstImage) -> None:
         """The ``worst`` largest disagreements seen so far (a bounded heap)."""

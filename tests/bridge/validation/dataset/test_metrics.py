@@ -108,7 +108,7 @@ def test_agreement_counts_matched_missed_extra_from_the_matches() -> None:
     ap = CocoAP()
     pairs = ap.add([source], [candidate])[0]
     counts = Agreement()
-    rows_s, rows_c, disagreement = counts.add(source, candidate, pairs, threshold=0.5)
+    [(rows_s, rows_c, disagreement)] = counts.add([source], [candidate], [pairs], threshold=0.5)
     assert counts.to_dict() == {"matched": 1, "missed": 1, "extra": 1}
     assert list(rows_s) == [0] and list(rows_c) == [0]
     assert disagreement == pytest.approx(2 + (1 - 90 / 110))
