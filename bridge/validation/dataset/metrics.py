@@ -323,8 +323,14 @@ class SegmentationIoU:
 
     def add(self, source: np.ndarray, candidate: np.ndarray, classes: int) -> np.ndarray:
         """Argmax maps [B, H, W] of both; returns the per-image IoU of this batch."""
-        if self.confusion is None:
-            self.confusion = np.zeros((classes, classes), np.int64)
+        classes = max(classes, int(max(np.max(source, initial=0), np.max(candidate, initial=0))) + 1)
+        if self.confusion is None or self.confusion.shape[0] < classes:  # grown, never cut
+            grown = np.zeros((classes, classes), np.int64)
+            if self.confusion is not None:
+                n = self.confusion.shape[0]
+                grown[:n, :n] = self.confusion
+            self.confusion = grown
+        classes = self.confusion.shape[0]
         per_image = []
         for s, c in zip(source, candidate, strict=True):
             m = np.bincount(s.reshape(-1).astype(np.int64) * classes + c.reshape(-1).astype(np.int64),

@@ -403,8 +403,7 @@ class _Run:
                 for k, (b, outputs) in enumerate(self._stream(runtime, name, entry)):
                     maps = self._argmax(outputs)[: len(b.indices)]
                     source = np.load(self.scratch / f"source-{k}.npy")
-                    classes = int(max(maps.max(initial=0), source.max(initial=0))) + 1
-                    ious = seg.add(source, maps, max(classes, seg.confusion.shape[0] if seg.confusion is not None else 0))
+                    ious = seg.add(source, maps, int(np.shape(outputs[self.output])[1]))  # C of [B, C, H, W]
                     for j, i in enumerate(b.indices):
                         if ious[j] < 1.0:
                             self._keep(worst, 1.0 - float(ious[j]), i, WorstImage(
