@@ -403,7 +403,7 @@ class _Run:
                 for k, (b, outputs) in enumerate(self._stream(runtime, name, entry)):
                     maps = self._argmax(outputs)[: len(b.indices)]
                     source = np.load(self.scratch / f"source-{k}.npy")
-                    ious = seg.add(source, maps, int(np.shape(outputs[self.output])[1]))  # C of [B, C, H, W]
+                    ious = seg.add(source, maps, int(np.shape(self._scores(outputs, 1))[1]))  # C of [B, C, H, W]
                     for j, i in enumerate(b.indices):
                         if ious[j] < 1.0:
                             self._keep(worst, 1.0 - float(ious[j]), i, WorstImage(
