@@ -93,13 +93,34 @@ class InputEntry(_Strict):
 class PreprocessingEntry(_Strict):
     """How the dataset's images become inputs (unset: the source framework's defaults, stated in the report)."""
 
-    resize: Literal["stretch", "letterbox", "shorter", "none"] | None = None
-    channel_order: Literal["RGB", "BGR"] | None = None
-    layout: Literal["NCHW", "NHWC"] | None = None
+    resize: str | None = Field(default=None, description="stretch | letterbox | shorter | none")
+    channel_order: str | None = Field(default=None, description="RGB | BGR")
+    layout: str | None = Field(default=None, description="NCHW | NHWC")
     dtype: str | None = None
     mean: list[float] | str | None = Field(default=None, description="per channel, subtracted after scale")
     std: list[float] | str | None = Field(default=None, description="per channel, divided by last")
     scale: float | str | None = Field(default=None, description="pixels (0..255) multiplied first, e.g. 1/255")
+
+    @field_validator("resize", "channel_order", "layout")
+    @classmethod
+    def _choice(cls, v: str | None, info: Any) -> str | None:
+        """One of the values ``--resize`` / ``--channel-order`` / ``--layout`` take (declared with them)."""
+        from bridge.validation.dataset.preprocess import CHANNEL_ORDERS, LAYOUTS, RESIZE_MODES
+
+        choices = {"resize": RESIZE_MODES, "channel_order": CHANNEL_ORDERS, "layout": LAYOUTS}[info.field_name]
+        if v is not None and v not in choices:
+            raise ValueError(f"'{v}': choose one of {', '.join(choices)}")
+        return v
+
+    @field_validator("mean", "std", "scale")
+    @classmethod
+    def _numbers(cls, v: Any, info: Any) -> Any:
+        from bridge.validation.dataset.preprocess import parse_floats
+
+        if v is not None:
+            text = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+            _usage_to_value(lambda t: parse_floats(t, info.field_name), text)
+        return v
 
 
 class DatasetEntry(_Strict):

@@ -205,7 +205,7 @@ def _overlays(overlays: Sequence[Overlay]) -> str:
 # --- dataset validation (issue 33) ---
 def dataset_html(entries: dict[str, Any], run: dict[str, Any]) -> str:
     """Agreement and mAP per runtime, the budget's verdict, and the worst images with both sides' boxes."""
-    from bridge.report import dataset_columns, dataset_verdict
+    from bridge.report.dataset import dataset_columns, dataset_verdict
 
     budget = run.get("budget") or {}
     ok = run.get("passed", True) and not run.get("cancelled")
