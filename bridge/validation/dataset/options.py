@@ -26,9 +26,9 @@ _BUDGET = AccuracyBudget()
 DATASET_OPTIONS: tuple[Option, ...] = (
     Option("dataset", Path | None, None, "validate on these images too: a folder (jpg/png, recursively, sorted), "
            "an image-list file or an .npz of ready inputs; reports agreement with the source and mAP per runtime",
-           metavar="PATH"),
+           metavar="IMAGES"),
     Option("labels", Path | None, None, "ground truth of --dataset: a COCO json or a folder of VOC xml "
-           "(mAP / accuracy against it)", metavar="PATH"),
+           "(mAP / accuracy against it)", metavar="LABELS"),
     Option("dataset_limit", int | None, None, "use the first N images of --dataset", metavar="N"),
     Option("dataset_batch", int, 8, "images per inference on --dataset (a model's fixed batch size wins)",
            metavar="N"),
@@ -90,7 +90,7 @@ def dataset_settings(values: Mapping[str, Any]) -> Settings | None:
     if v["dataset"] is None:
         given = [o.cli_flags[0] for o in DATASET_OPTIONS if o.name != "dataset" and v[o.name] not in (None, o.default)]
         if given:
-            raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --dataset PATH")
+            raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --dataset IMAGES")
         return None
     for o in DATASET_OPTIONS:
         o.check_choice(v[o.name])
