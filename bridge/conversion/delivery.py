@@ -189,6 +189,8 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
     result.validation_skipped = reason
     if cause != SKIP_DISABLED:
         result.warnings.append(reason)
+    if result.config is not None and result.config.values.get("dataset"):  # --dataset (issue 33)
+        result.warnings.append(f"--dataset was not run: {reason}")
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
