@@ -200,11 +200,13 @@ class ValidateResult:
     # why a model with dynamic axes was checked at one size only (the source failed at the second size, or the
     # saved reference holds one): the verdict stands, proving nothing about those axes; --strict fails it
     second_size_skipped: str | None = None
+    dataset: Any = None  # --dataset: bridge.validation.dataset.DatasetResult (its verdict is part of ``passed``)
 
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.comparisons) and not (self.strict and self.vacuous)
-                and not (self.strict and self.second_size_skipped))
+                and not (self.strict and self.second_size_skipped)
+                and (self.dataset is None or self.dataset.passed))
 
     @property
     def vacuous(self) -> bool:
@@ -215,7 +217,9 @@ class ValidateResult:
                 "vacuous": self.vacuous, "strict": self.strict, "second_size_skipped": self.second_size_skipped,
                 "inputs": self.inputs, "sizes": self.sizes, "warnings": self.warnings,
                 "comparisons": [c.to_dict() for c in self.comparisons],
-                "saved_reference": self.saved_reference}
+                "saved_reference": self.saved_reference,
+                **({} if self.dataset is None else {"dataset": self.dataset.to_dict(),  # --dataset (issue 33)
+                                                    "dataset_run": self.dataset.run_dict()})}
 
 
 @_under_memory_limit
@@ -242,8 +246,14 @@ def validate(
     input_range: str | tuple[float, float] | None = None,
     max_memory: int | str | None = None,
     progress: Progress | None = None,
+    **dataset: Any,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
+
+    ``dataset``: the dataset options (``bridge.validation.dataset.options``: ``dataset``, ``labels``,
+    ``dataset_limit``, the preprocessing and the accuracy budget): with ``source``, the source and every
+    runtime also run on those images, scored by agreement and mAP (``.dataset``; its budget is part of
+    the verdict).
 
     ``detections`` declares detector output groups (else those recorded in the model, else those fed by
     NonMaxSuppression); ``input_kind`` / ``input_range`` shape generated inputs as in ``convert``.
@@ -260,6 +270,17 @@ def validate(
     say = progress or (lambda _msg: None)
     if (source is None) == (reference is None):
         raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
+    # --- dataset validation (issue 33) ---
+    from bridge.validation.dataset import DATASET_OPTIONS, dataset_settings
+
+    unknown = sorted(set(dataset) - {o.name for o in DATASET_OPTIONS})
+    if unknown:
+        raise TypeError(f"validate() got an unexpected keyword argument '{unknown[0]}'")
+    dataset_run = dataset_settings(dataset)
+    if dataset_run is not None and source is None:
+        raise UsageError("--dataset runs the source on the images: give --source (a saved --reference holds only "
+                         "its own inputs)")
+    # --- end dataset validation ---
     from bridge.targets import candidate_runtime
 
     runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
@@ -295,6 +316,12 @@ def validate(
             runner = isolate(partial(reference_runner, adapter.framework, src, export), name=adapter.framework,
                              stage=f"the {adapter.framework} reference", enabled=isolated and src.obj is None,
                              timeout=timeout, max_memory=child_memory_limit())
+            if dataset_run is not None and feeds is None:  # --dataset: its first batch, not noise (issue 33)
+                from bridge.validation.dataset.options import first_batch
+
+                feeds = first_batch(dataset_run, proto, Path(workdir) / "dataset_feeds.npz", framework=adapter.framework,
+                                    defaults=getattr(adapter, "dataset_preprocessing", None),
+                                    sample_shapes={s.name: s.shape for s in specs if s.shape})
             feed_source = FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False, model=proto,
                                      values=values)
             run = run_and_compare(runner, candidates, feed_source, tolerance, detections=groups,
@@ -308,10 +335,31 @@ def validate(
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
                 run.results(runner.name, {"source": src.describe(), "seed": seed}).save(Path(save_reference))
+            dataset_result = None
+            if dataset_run is not None:  # --- dataset validation (issue 33) ---
+                from bridge.validation.dataset import DatasetCancelled, validate_with_settings
+
+                runner = isolate(partial(reference_runner, adapter.framework, src, export), name=adapter.framework,
+                                 stage=f"the {adapter.framework} reference", enabled=isolated and src.obj is None,
+                                 timeout=timeout, max_memory=child_memory_limit())
+                try:
+                    dataset_result = validate_with_settings(
+                        dataset_run, runner, candidates, proto, groups, framework=adapter.framework,
+                        defaults=getattr(adapter, "dataset_preprocessing", None),
+                        sample_shapes={s.name: s.shape for s in specs if s.shape}, progress=say)
+                except DatasetCancelled as exc:  # the report says where it stopped, with what was measured
+                    if report:
+                        from bridge.report import write_report
+
+                        partial_result = ValidateResult(str(model), ref_name, run.comparisons, run.input_shapes(),
+                                                        dataset=exc.result)
+                        write_report(partial_result.to_dict(), Path(report))
+                    raise
     comparisons = run.comparisons
     saved_to = str(save_reference) if save_reference and source is not None else None
     result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict,
-                            sizes=run.sizes, second_size_skipped=run.second_size_skipped)
+                            sizes=run.sizes, second_size_skipped=run.second_size_skipped,
+                            dataset=dataset_result if source is not None else None)
     if report:
         from bridge.report import write_report
 
@@ -320,6 +368,8 @@ def validate(
         failing = [c.summary() for c in comparisons if not c.passed or c.vacuous]
         if strict and run.second_size_skipped and all(c.passed for c in comparisons):
             failing.append(f"{run.second_size_skipped} (--strict)")
+        if result.dataset is not None and not result.dataset.passed:  # --dataset's accuracy budget (issue 33)
+            failing.append("dataset accuracy budget: " + "; ".join(result.dataset.failures))
         raise ValidationMismatch("; ".join(failing), result=result)
     return result
 

@@ -15,6 +15,7 @@ import logging
 import re
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from adapters.base import ExportResult, rename_outputs
 from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
@@ -66,6 +67,9 @@ class MXNetAdapter:
 
     framework = "mxnet"
     honours = ("weights", "outputs", "output_names")  # the source-specific convert options it reads
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "mean": (123.0, 117.0, 104.0),
+                                              "why": "mxnet-ssd's: RGB, mean 123,117,104, no std"})
 
     def claims(self, source: Source) -> bool:
         if source.location is None or source.obj is not None:

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import onnx
@@ -64,6 +65,9 @@ def _require_torch() -> None:
 class PyTorchAdapter:
     framework = "torch"
     honours = ("weights", "output_names")  # the source-specific convert options it reads (no --outputs cut)
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "scale": "1/255",
+                                              "why": "torchvision's detectors: RGB in [0, 1], normalised inside the model"})
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True

@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,8 @@ _UNK = re.compile(r"^unk__\d+$")
 class TensorFlowAdapter:
     framework = "tensorflow"
     honours = ("outputs", "output_names")  # --outputs: GraphDefs only (loading.load refuses it for the others)
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "why": "TF detection / Keras models fed raw RGB pixels 0..255"})
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True

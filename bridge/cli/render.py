@@ -109,6 +109,41 @@ def print_comparisons(comparisons: list[Any]) -> None:
         out.print(table)
 
 
+def print_dataset(dataset: Any) -> None:
+    """``--dataset``: what ran on what, one line per runtime (agreement, mAP) and the accuracy budget's verdict."""
+    if dataset is None:
+        return
+    info = dataset.run_dict()
+    budget = info["budget"]
+    out.print(f"dataset: {escape(info['input'])}" + (f"; labels {escape(str(dataset.spec.labels))}" if info["labels"]
+                                                      else "; no labels"), soft_wrap=True)
+    out.print(f"  preprocessing: {escape(info['preprocessing']['description'])}", soft_wrap=True)
+    out.print(f"  budget: agreement >= {budget['min_agreement']:g} (--min-agreement), drop <= "
+              f"{budget['max_map_drop']:g} (--max-map-drop)", soft_wrap=True)
+    for key, entry in dataset.to_dict().items():
+        figures = " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} -" for k, v in entry.items()
+                           if k in _DATASET_FIGURES)
+        counts = (f" ({entry['matched']} matched, {entry['missed']} missed, {entry['extra']} extra)"
+                  if "matched" in entry else "")
+        rate = f", {entry['images_per_s']:g} images/s" if entry.get("images_per_s") else ""
+        name = f"source {entry['runtime']}" if key == "source" else key
+        out.print(f"  {escape(name)}: {figures or 'no figures'}{counts}{rate}", soft_wrap=True)
+    for note in info["notes"]:
+        out.print(f"  [yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    if info["cancelled"]:
+        c = info["cancelled"]
+        out.print(f"[yellow]dataset: CANCELLED in the {escape(c['runtime'])} run after {c['images']} of {c['of']} "
+                  "images[/yellow]")
+    elif info["failures"]:
+        out.print("[red]dataset: FAIL[/red] - " + escape("; ".join(info["failures"])), soft_wrap=True)
+    else:
+        out.print("[green]dataset: PASS[/green]")
+
+
+_DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement", "miou", "map50",
+                    "map50_95", "top1_accuracy", "top5_accuracy")
+
+
 def print_summaries(comparisons: list[Any]) -> None:
     """One line per candidate runtime (for commands where the table would say too much)."""
     for c in comparisons:

@@ -3,8 +3,9 @@ reference, through ``bridge.api.validate``; ``--localize`` names the culprit nod
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -63,6 +64,7 @@ def validate_command(
     detections: DetectionsOpt = [],  # noqa: B006
     input_kind: InputKindOpt = None,
     input_range: InputRangeOpt = None,
+    **dataset: Any,  # --dataset and its options (issue 33): declared once, see _signature
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
     from bridge import api
@@ -75,11 +77,14 @@ def validate_command(
                                   save_reference=save_reference, report=report, feeds=feeds,
                                   options={"trust_source": "1"} if trust_source else None, isolated=isolate,
                                   timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
-                                  input_kind=input_kind, input_range=input_range, progress=progress)
+                                  input_kind=input_kind, input_range=input_range, progress=progress, **dataset)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_sizes(exc.result.sizes or [exc.result.inputs], exc.result.second_size_skipped)
             render.print_comparisons(exc.result.comparisons)
+            render.print_dataset(exc.result.dataset)
+        if isinstance(exc.result, api.ValidateResult) and all(c.passed for c in exc.result.comparisons):
+            raise  # only the dataset's accuracy budget failed: the outputs agree, there is nothing to localise
         if localize and source is not None:  # compare MODEL's intermediates with the source's, name the culprit
             localize_failure(source, model=model, framework=framework, inputs=input, weights=weights, seed=seed,
                              atol=atol, rtol=rtol, tolerance=tolerance, feeds=feeds, report=report,
@@ -96,13 +101,29 @@ def validate_command(
         out.print(f"[yellow]warning:[/yellow] {escape(w)}")
     render.print_sizes(result.sizes or [result.inputs], result.second_size_skipped)
     render.print_comparisons(result.comparisons)
+    render.print_dataset(result.dataset)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")
 
 
+def _signature() -> inspect.Signature:
+    """validate's own parameters, then the dataset group's (declared once in bridge.validation.dataset.options)."""
+    from bridge.conversion.options import cli_parameters
+    from bridge.validation.dataset.options import GROUP
+
+    own = [p for p in inspect.signature(validate_command, eval_str=True).parameters.values()
+           if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    return inspect.Signature(keyword + cli_parameters(group=GROUP))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``validate`` command to ``app``."""
+    if "__signature__" not in vars(validate_command):  # once (the app may register its commands again)
+        validate_command.__signature__ = _signature()  # type: ignore[attr-defined]
     app.command("validate", epilog=examples(
         "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --localize",
         "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --save-reference ref.npz",
-        "bridge validate out/ssd.onnx --reference ref.npz --runtime onnxruntime,tensorflow"))(validate_command)
+        "bridge validate out/ssd.onnx --reference ref.npz --runtime onnxruntime,tensorflow",
+        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --dataset images/ "
+        "--labels labels.json"))(validate_command)

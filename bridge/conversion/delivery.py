@@ -73,6 +73,9 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
     with memory_limit(values.get("max_memory")):
         cfg = build_config(source, output, values, raw_options=options)
         as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
+        from bridge.validation.dataset import dataset_settings
+
+        dataset_settings(cfg.values)  # so is a bad --dataset option (issue 33)
         return run_recipe(cfg, progress or (lambda _msg: None))
 
 
@@ -186,6 +189,8 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
     result.validation_skipped = reason
     if cause != SKIP_DISABLED:
         result.warnings.append(reason)
+    if result.config is not None and result.config.values.get("dataset"):  # --dataset (issue 33)
+        result.warnings.append(f"--dataset was not run: {reason}")
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
@@ -248,7 +253,35 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         result.validation_sizes = run.sizes
         result.second_size_skipped = run.second_size_skipped
         result.validation_feeds = run.input_summary(feeds.describe())
+        _dataset(cfg, adapter, export, proto, candidates, result, progress)  # --dataset (issue 33)
     result.timings["validate_s"] = time.perf_counter() - start
+
+
+# --- dataset validation (issue 33): the source and every candidate on the user's images ---
+def _dataset(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, candidates: dict[str, Any],
+             result: ConvertResult, progress: Progress) -> None:
+    from adapters import reference_runner
+    from bridge.validation.dataset import DatasetCancelled, dataset_settings, validate_with_settings
+
+    settings = dataset_settings(cfg.values)
+    if settings is None:
+        return
+    reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
+                        stage=f"the {adapter.framework} reference", enabled=cfg.isolate and cfg.source.obj is None,
+                        timeout=cfg.timeout, max_memory=child_memory_limit())
+    try:
+        result.dataset = validate_with_settings(
+            settings, reference, candidates, proto, saved_detection_outputs(proto), framework=adapter.framework,
+            defaults=getattr(adapter, "dataset_preprocessing", None),
+            sample_shapes={s.name: s.shape for s in export.inputs if s.shape}, progress=progress)
+    except DatasetCancelled as exc:  # the report says where it stopped, with what was measured
+        result.dataset = exc.result
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
+        raise
+# --- end dataset validation ---
 
 
 class _Loader:
@@ -321,6 +354,10 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         return (f"validation could not run ({result.validation_skipped}) and {why} asks for it; "
                 f"{cfg.output} was not written")
     failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+    if result.dataset is not None and not result.dataset.passed:  # --dataset's accuracy budget (issue 33)
+        failing = "; ".join([*([failing] if failing else []), *result.dataset.failures])
+        if all(c.passed for c in result.validation):
+            return f"converted model fails the dataset's accuracy budget ({failing}); {cfg.output} was not written"
     if all(c.passed for c in result.validation) and not (cfg.strict and result.vacuous):
         failing = str(result.second_size_skipped)  # only the second size is missing, and --strict fails that
     what = ("does not match the source" if not all(c.passed for c in result.validation)

@@ -141,6 +141,11 @@ def convert_options() -> list[Option]:
     from bridge.targets import get_target
 
     found: list[Option] = list(CORE)
+    # --- dataset validation (issue 33): one option group, declared in its own package ---
+    from bridge.validation.dataset.options import DATASET_OPTIONS
+
+    found += DATASET_OPTIONS
+    # --- end dataset validation ---
     for framework in _frameworks():
         found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")
                   for o in getattr(get_adapter(framework), "options", ())]
@@ -183,13 +188,15 @@ def api_signature(head: Sequence[inspect.Parameter], tail: Sequence[inspect.Para
     return inspect.Signature(params)
 
 
-def cli_parameters(*, debug: bool = False, help_overrides: Mapping[str, str] | None = None) -> list[inspect.Parameter]:
-    """typer parameters (``Annotated[type, typer.Option(...)]``) for every option (``debug``: debug's)."""
+def cli_parameters(*, debug: bool = False, help_overrides: Mapping[str, str] | None = None,
+                   group: str | None = None) -> list[inspect.Parameter]:
+    """typer parameters (``Annotated[type, typer.Option(...)]``) for every option (``debug``: debug's;
+    ``group``: only that group's, e.g. ``dataset`` for ``bridge validate``)."""
     import typer
 
     params = []
     for o in convert_options():
-        if debug and not o.debug:
+        if (debug and not o.debug) or (group is not None and o.group != group):
             continue
         text = (help_overrides or {}).get(o.name, o.help)
         if o.choices is not None:

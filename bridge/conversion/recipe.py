@@ -99,12 +99,14 @@ class ConvertResult:
     files: list[dict[str, Any]] = field(default_factory=list)  # every delivered file and the verdicts covering it
     validation_required: bool = False  # --strict or an explicit --validate: a validation that cannot run fails
     bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
+    dataset: Any = None  # --dataset: bridge.validation.dataset.DatasetResult (its verdict is part of ``passed``)
     config: ConvertConfig | None = field(default=None, repr=False, compare=False)  # what ran (not reported)
 
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
-                and not (self.strict and self.second_size_skipped) and not self.unproved)
+                and not (self.strict and self.second_size_skipped) and not self.unproved
+                and (self.dataset is None or self.dataset.passed))
 
     @property
     def vacuous(self) -> bool:
@@ -129,6 +131,8 @@ class ConvertResult:
             "detections": self.detections, "validation_feeds": self.validation_feeds,
             "export_inputs": self.export_inputs, "warning_details": self.warning_details,
             "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files, "bench": self.bench,
+            **({} if self.dataset is None else {"dataset": self.dataset.to_dict(),  # --dataset (issue 33)
+                                                "dataset_run": self.dataset.run_dict()}),
         }
 
 

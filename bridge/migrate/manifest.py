@@ -89,6 +89,70 @@ class InputEntry(_Strict):
         return v
 
 
+# --- dataset validation (issue 33): the dataset option group as one ``dataset:`` object ---
+class PreprocessingEntry(_Strict):
+    """How the dataset's images become inputs (unset: the source framework's defaults, stated in the report)."""
+
+    resize: str | None = Field(default=None, description="stretch | letterbox | shorter | none")
+    channel_order: str | None = Field(default=None, description="RGB | BGR")
+    layout: str | None = Field(default=None, description="NCHW | NHWC")
+    dtype: str | None = None
+    mean: list[float] | str | None = Field(default=None, description="per channel, subtracted after scale")
+    std: list[float] | str | None = Field(default=None, description="per channel, divided by last")
+    scale: float | str | None = Field(default=None, description="pixels (0..255) multiplied first, e.g. 1/255")
+
+    @field_validator("resize", "channel_order", "layout")
+    @classmethod
+    def _choice(cls, v: str | None, info: Any) -> str | None:
+        """One of the values ``--resize`` / ``--channel-order`` / ``--layout`` take (declared with them)."""
+        from bridge.validation.dataset.preprocess import CHANNEL_ORDERS, LAYOUTS, RESIZE_MODES
+
+        choices = {"resize": RESIZE_MODES, "channel_order": CHANNEL_ORDERS, "layout": LAYOUTS}[info.field_name]
+        if v is not None and v not in choices:
+            raise ValueError(f"'{v}': choose one of {', '.join(choices)}")
+        return v
+
+    @field_validator("mean", "std", "scale")
+    @classmethod
+    def _numbers(cls, v: Any, info: Any) -> Any:
+        from bridge.validation.dataset.preprocess import parse_floats
+
+        if v is not None:
+            text = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+            _usage_to_value(lambda t: parse_floats(t, info.field_name), text)
+        return v
+
+
+class DatasetEntry(_Strict):
+    """Validate on these images too (``bridge convert --dataset``): agreement with the source and mAP per
+    runtime, judged by the accuracy budget."""
+
+    path: str = Field(description="a folder of images (jpg/png, recursively), an image-list file or an .npz")
+    labels: str | None = Field(default=None, description="COCO json or a folder of VOC xml")
+    limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="the first N images")
+    batch: Annotated[int, Field(gt=0)] = 8
+    classes: str = Field(default="index", description="index | id | category names in class order")
+    agreement_score: Annotated[float, Field(ge=0, le=1)] = 0.5
+    min_agreement: Annotated[float, Field(ge=0, le=1)] = 0.99
+    max_map_drop: Annotated[float, Field(ge=0, le=1)] = 0.005
+    preprocessing: PreprocessingEntry | None = None
+
+    def option_values(self, base: Path) -> dict[str, Any]:
+        """The dataset options (``bridge.validation.dataset.options``) this object stands for."""
+        pre = self.preprocessing or PreprocessingEntry()
+
+        def listed(value: Any) -> Any:
+            return ",".join(str(v) for v in value) if isinstance(value, list) else value
+
+        return {"dataset": _resolve_path(base, self.path), "labels": _resolve_path(base, self.labels),
+                "dataset_limit": self.limit, "dataset_batch": self.batch, "classes": self.classes,
+                "agreement_score": self.agreement_score, "min_agreement": self.min_agreement,
+                "max_map_drop": self.max_map_drop, "resize": pre.resize, "channel_order": pre.channel_order,
+                "layout": pre.layout, "dataset_dtype": pre.dtype, "mean": listed(pre.mean), "std": listed(pre.std),
+                "scale": None if pre.scale is None else str(pre.scale)}
+# --- end dataset validation ---
+
+
 # manifest fields whose form differs from the option's API type (objects, bounds); every other convert option
 # appears under its manifest name with its declared type (bridge.conversion.options: one declaration each)
 _FIELD_TYPES: dict[str, Any] = {
@@ -100,9 +164,12 @@ _FIELD_TYPES: dict[str, Any] = {
     "max_detections": Annotated[int, Field(gt=0)],
     "step_timeout": Annotated[float, Field(gt=0)],
     "max_memory": int | str,
+    "dataset": DatasetEntry,  # --dataset (issue 33)
 }
 _FIELD_HELP = {"tolerance": "global atol/rtol plus per-output overrides ({outputs: {boxes: {atol: 1e-3}}})",
                "inputs": "NAME:SHAPE[:DTYPE] strings or objects",
+               "dataset": "validate on these images too: {path, labels, limit, preprocessing: {...}, min_agreement, "
+                          "max_map_drop} (agreement and mAP per runtime)",
                "max_memory": "memory limit of the worker (its address space, and the sizes bridge's readers "
                              "accept): bytes, 4GiB, 512MB, 0.25ram"}
 # the migration's own fields (not convert options)
@@ -262,7 +329,8 @@ class ResolvedEntry(BaseModel):
 
     def files(self) -> list[Path]:
         """Files whose content decides the result (source file or folder, weights, feeds)."""
-        paths = [_source_file(self.source), self.convert.get("weights"), self.convert.get("feeds")]
+        paths = [_source_file(self.source), self.convert.get("weights"), self.convert.get("feeds"),
+                 self.convert.get("dataset"), self.convert.get("labels")]
         return [Path(p) for p in paths if p]
 
     def fingerprint(self) -> str:
@@ -352,6 +420,7 @@ def _resolve(entry: Any, base: Path, inherited: set[str] = frozenset()) -> Resol
                       for k, v in tol.outputs.items()],
         "weights": _resolve_path(base, entry.weights or entry.params),
         "max_memory": parse_size(entry.max_memory) if entry.max_memory is not None else None,
+        **(entry.dataset.option_values(base) if entry.dataset is not None else {}),  # --dataset (issue 33)
     }
     convert: dict[str, Any] = {}
     for field, opts in manifest_fields().items():

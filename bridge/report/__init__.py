@@ -8,6 +8,7 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.io import atomic_write_text
+from bridge.report.dataset import dataset_markdown
 from bridge.report.sizes import one_size_text, sizes_text
 
 
@@ -99,4 +100,7 @@ def to_markdown(data: dict[str, Any]) -> str:
         for o in comp["outputs"]:
             out.append(f"| {o['name']} | {'yes' if o['passed'] else 'NO'} | {o['cand_shape']} | {_fmt(o['max_abs'])} | "
                        f"{_fmt(o['max_rel'])} | {_fmt(o['mismatch_fraction'])} | {o['atol']:g}/{o['rtol']:g} | {o['note']} |")
+    if data.get("dataset") is not None:
+        out.append(dataset_markdown(data["dataset"], data.get("dataset_run") or {}))
     return "\n".join(out) + "\n"
+
