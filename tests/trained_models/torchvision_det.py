@@ -1,0 +1,34 @@
+"""``torchvision_det``: a torchvision-style PyTorch detector (per-class sigmoid scores, batched NMS), trained.
+
+Network and post-processing: ``TorchvisionStyleDetector`` in torch_models.py (outputs boxes [K, 4] pixels xyxy,
+scores [K], labels [K] 1..3, batch_index [K]; NMS exported to ONNX NonMaxSuppression); training:
+train_torch.py (centre-sampled grid targets, BCE + smooth L1, Adam).
+
+Measured (build on 2 CPU cores, see README.md): filled in from the build log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FRAMEWORK = "pytorch"  # the source's framework (bridge --framework name: torch)
+SEED = 0
+DEPENDS = (HERE / "torch_models.py", HERE / "train_torch.py")
+EPOCHS = 12
+N_TRAIN = 2000
+SPEC = {"layout": "boxes-scores-labels",
+        "outputs": {"boxes": "boxes", "scores": "scores", "labels": "labels", "batch_index": "batch_index"}}
+
+
+def build(out: Path) -> dict[str, Any]:
+    import torch
+
+    from trained_models import torch_models as tm
+    from trained_models import train_torch as tt
+
+    torch.manual_seed(SEED)
+    return tt.build_detector(out, model=tm.TorchvisionStyleDetector(), loss=tt.torchvision_loss, centre_only=False,
+                             factory="torchvision_det", spec=SPEC, category_ids=(1, 2, 3), epochs=EPOCHS,
+                             n_train=N_TRAIN, seed=SEED)
