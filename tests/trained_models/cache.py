@@ -20,7 +20,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-CACHE = Path(__file__).resolve().parents[1] / ".cache" / "trained"
+# BRIDGE_TRAINED_CACHE: another folder (e.g. one shared by several checkouts); the key keeps versions apart
+CACHE = Path(os.environ.get("BRIDGE_TRAINED_CACHE") or Path(__file__).resolve().parents[1] / ".cache" / "trained")
 COMPLETE = "model.json"  # written last by a build: its presence marks a complete model folder
 
 

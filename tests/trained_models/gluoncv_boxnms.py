@@ -10,7 +10,9 @@ train.py (``MultiBoxTarget`` overlap 0.5, hard negative mining 3:1, ``SoftmaxOut
 learning rate x0.1 at 60 % and 85 %. Saved as ``model-symbol.json`` + ``model-0000.params``; input ``data``,
 RGB minus mean (123, 117, 104), NCHW.
 
-Measured (build on 2 CPU cores, see README.md): filled in from the build log.
+Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9970, mAP@[.5:.95] 0.8309;
+3.36 detections over 0.5 per image (ground truth 4.0), their mean score 0.875. Training 2,500 images x 10
+epochs: 57 CPU s (one thread), final loss 0.311; build wall time 567 s on the loaded shared machine. Convert + validate: README.md.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ labels (pixels; category ids 0..2 as MultiBoxDetection emits them), the feeds, a
 with MXNet. Outputs: ``detection_output`` [B, 320, 6] rows (class, score, x1, y1, x2, y2), boxes normalised
 to [0, 1]; preprocessing mxnet-ssd's (RGB, minus mean 123, 117, 104, no std), NCHW, input ``data``.
 
-Measured (build on 2 CPU cores, see README.md): filled in from the build log.
+Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9905, mAP@[.5:.95] 0.8262;
+2.71 detections over 0.5 per image (ground truth 3.0), mean top score 0.995. Build (no training) 32 s. Convert + validate: README.md.
 """
 
 from __future__ import annotations

@@ -102,6 +102,7 @@ def test_converts_passes_and_keeps_its_quality(tmp_path: Path, name: str) -> Non
 
 def test_feeds_images_and_labels_agree() -> None:
     """The feeds are the first held-out images, preprocessed; the labels name every image with 2+ objects."""
+    _needs("yolo_rows")
     model = trained_model("yolo_rows")
     names, images = read_images(model.images)
     labels = json.loads(model.labels.read_text())

@@ -4,7 +4,9 @@ Network and post-processing: ``TorchvisionStyleDetector`` in torch_models.py (ou
 scores [K], labels [K] 1..3, batch_index [K]; NMS exported to ONNX NonMaxSuppression); training:
 train_torch.py (centre-sampled grid targets, BCE + smooth L1, Adam).
 
-Measured (build on 2 CPU cores, see README.md): filled in from the build log.
+Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9879, mAP@[.5:.95] 0.7278;
+4.62 detections per image (ground truth 4.0), mean score 0.880. Training 2,000 images x 12 epochs: 31 CPU s
+(one thread), final loss 0.104; build wall time 293 s on the loaded shared machine. Convert + validate: README.md.
 """
 
 from __future__ import annotations
