@@ -58,6 +58,8 @@ def build_once(final: Path, build: Callable[[Path], None]) -> Path:
             return final
         if final.exists():  # a folder without its marker: left by a crash between rename and check; rebuild
             shutil.rmtree(final)
+        for stale in final.parent.glob(f".{final.name}.*"):  # a killed build's temporary folder (we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:
             build(tmp)

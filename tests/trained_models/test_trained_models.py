@@ -164,8 +164,10 @@ def test_a_failed_build_leaves_nothing_and_the_next_call_builds(tmp_path: Path) 
     with pytest.raises(RuntimeError, match="diverged"):
         build_once(final, failing)
     assert not final.exists() and [p.name for p in tmp_path.iterdir()] == ["model-x.lock"]
+    (tmp_path / ".model-x.killed").mkdir()  # the temporary folder of a build whose process was killed
     build_once(final, lambda tmp: (tmp / COMPLETE).write_text("{}"))
     assert (final / COMPLETE).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model-x", "model-x.lock"]
 
 
 def test_the_key_follows_code_and_seed(tmp_path: Path) -> None:
