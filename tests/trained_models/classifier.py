@@ -8,7 +8,7 @@ std on RGB 0-255 (torchvision's Normalize x 255), NCHW, input ``images``. Labels
 categories (one annotation per image: ``image_id``, ``category_id``, no bbox); category id = class index.
 
 Measured 2026-11-28 (300 held-out images, seed 101): top-1 0.980, mean top probability 0.954. Training
-3,000 images x 8 epochs: 22 CPU s (one thread), final loss 0.056; build wall time 307 s on the loaded machine. Convert + validate: README.md.
+3,000 images x 8 epochs: 21 CPU s (one thread), final loss 0.056; build wall time 294-460 s on the loaded machine. Convert + validate: README.md.
 """
 
 from __future__ import annotations

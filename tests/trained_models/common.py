@@ -123,17 +123,22 @@ def grid_centres(size: int = IMAGE_SIZE) -> np.ndarray:
     return ((np.stack([xs, ys], -1).reshape(-1, 2) + 0.5) * GRID_STRIDE).astype(np.float32)
 
 
-def grid_targets(data: ShapeSet, centre_only: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each image's cells' assigned class (-1 none) [n, G*G] and that box in pixels (xyxy) [n, G*G, 4].
+def grid_targets(data: ShapeSet, centre_only: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each image's cells' assigned class (-1 none) [n, G*G], that box in pixels (xyxy) [n, G*G, 4] and a score
+    target in (0.5, 0.95] [n, G*G] (0 for unassigned cells).
 
     A box is assigned to the cell holding its centre (YOLO's rule, ``centre_only``) and, otherwise, also to
     every cell whose centre lies inside it (FCOS's centre sampling: several cells per object, so NMS has
-    duplicates to remove); a cell two boxes claim keeps the first."""
+    duplicates to remove); a cell two boxes claim keeps the first. The score target falls with the cell
+    centre's distance from the box centre, as FCOS's centre-ness / GFL's quality targets do: an object's
+    cells get distinct scores (NMS chooses among them by a margin, not by a float32 tie at 1.0) and the
+    best stays below saturation."""
     size = data.images.shape[-1]
     g = size // GRID_STRIDE
     centres = grid_centres(size)
     classes = np.full((len(data), g * g), -1, np.int64)
     boxes = np.zeros((len(data), g * g, 4), np.float32)
+    quality = np.zeros((len(data), g * g), np.float32)
     for i, (bs, cs) in enumerate(zip(data.boxes, data.classes, strict=True)):
         for box, cls in zip(bs * size, cs, strict=True):
             gx, gy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
@@ -144,9 +149,11 @@ def grid_targets(data: ShapeSet, centre_only: bool) -> tuple[np.ndarray, np.ndar
                 cells += [int(c) for c in np.flatnonzero(inside) if c != cells[0]]
             for c in cells:
                 if classes[i, c] < 0:
+                    off = max(abs(centres[c, 0] - gx) / (box[2] - box[0]), abs(centres[c, 1] - gy) / (box[3] - box[1]))
                     classes[i, c] = cls
                     boxes[i, c] = box
-    return classes, boxes
+                    quality[i, c] = 0.95 - 0.45 * min(2 * off, 1.0)
+    return classes, boxes, quality
 
 
 # -- files -------------------------------------------------------------------------------------------
@@ -220,6 +227,20 @@ def coco_map(labels: Mapping[str, Any], detections: Sequence[Any]) -> dict[str, 
     return {"map50": round(float(evaluation.stats[1]), 4), "map50_95": round(float(evaluation.stats[0]), 4)}
 
 
+def score_separation(detections: Sequence[Any], floor: float = 0.05, tie: float = 1e-5) -> dict[str, float]:
+    """How far apart an image's detection scores (over ``floor``) are: the median over images of the smallest gap
+    between two of its scores, and how many pairs are nearer than ``tie`` (near-ties a converter's float error
+    could reorder)."""
+    gaps, ties = [], 0
+    for d in detections:
+        s = np.sort(np.asarray(d.scores)[np.asarray(d.scores) > floor])
+        if len(s) > 1:
+            diff = np.diff(s)
+            gaps.append(float(diff.min()))
+            ties += int((diff < tie).sum())
+    return {"median_min_score_gap": round(float(np.median(gaps)), 6) if gaps else 0.0, "near_tied_pairs": ties}
+
+
 def scaled(detections: Sequence[Any], scale: float) -> list[Any]:
     """Detections with boxes multiplied by ``scale`` (normalised -> pixels)."""
     from dataclasses import replace
@@ -254,4 +275,4 @@ def write_heldout(out: Path, data: ShapeSet, prep: Preprocessing, input_name: st
 
 __all__ = ["CLASS_NAMES", "FEED_COUNT", "HELDOUT_SEED", "HELDOUT_SIZE", "IMAGE_SIZE", "REPO", "TRAIN_SEED",
            "Preprocessing", "ShapeSet", "coco_detection_labels", "coco_map", "make_shapes", "preprocess",
-           "read_detections", "read_images", "write_heldout", "write_images", "write_json"]
+           "read_detections", "read_images", "score_separation", "write_heldout", "write_images", "write_json"]

@@ -3,16 +3,17 @@
 Network (Keras, NHWC 64 x 64 x 3, RGB scaled to [-1, 1]): conv+BN+relu blocks to an 8 x 8 grid, a 3x3 conv and
 a 1x1 prediction conv: per cell a box (centre offset and log size against the cell, as the torch grid
 detectors) and a sigmoid score per class. Trained with Keras ``fit`` on ``common.grid_targets`` (centre
-sampling), BCE per class + smooth L1 on the box encoding. The served function (``serving_default`` of the
+sampling), BCE per class against the cells' soft quality targets (FCOS / GFL style) + smooth L1 on the box
+encoding. The served function (``serving_default`` of the
 SavedModel ``saved_model/``, input ``images``) decodes the boxes to normalised (y1, x1, y2, x2) - TF's box
 order - as [B, 64, 1, 4] (one box for all classes: the form tf2onnx converts) with scores [B, 64, 3] and ends
 in ``combined_non_max_suppression`` (10 per class, 20 in all, IoU 0.5, score 0.05, boxes clipped); outputs
 ``detection_boxes`` [B, 20, 4], ``detection_scores`` [B, 20], ``detection_classes`` [B, 20] (float 0..2) and
 ``num_detections`` [B] (int32), zero padded past num: bridge's ``boxes-scores-classes`` layout, ``yxyx``.
 
-Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9862, mAP@[.5:.95] 0.7448;
-4.29 detections per image (ground truth 4.0), mean score 0.938. Training 2,000 images x 12 epochs: 68 CPU s,
-final loss 0.072; build wall time 376 s on the loaded shared machine. Convert + validate: README.md.
+Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9951, mAP@[.5:.95] 0.7546;
+4.38 detections per image (ground truth 4.0), mean score 0.692, one near-tied pair (min gap per image: median
+0.019). Training 2,000 images x 12 epochs: 66 CPU s, final loss 0.696; build wall time 349 s on the loaded machine. Convert + validate: README.md.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from trained_models.common import (
     make_shapes,
     preprocess,
     read_detections,
+    score_separation,
     write_heldout,
 )
 
@@ -70,10 +72,10 @@ def _network(keras: Any) -> Any:
 
 def _loss(tf: Any, centres: Any) -> Any:
     def loss(y_true: Any, y_pred: Any) -> Any:
-        cls, box = y_true[..., 4], y_true[..., :4]
+        cls, box, quality = y_true[..., 4], y_true[..., :4], y_true[..., 5]
         pos = cls >= 0
         npos = tf.maximum(tf.reduce_sum(tf.cast(pos, tf.float32)), 1.0)
-        onehot = tf.one_hot(tf.cast(tf.maximum(cls, 0), tf.int32), NUM_CLASSES) * tf.cast(pos, tf.float32)[..., None]
+        onehot = tf.one_hot(tf.cast(tf.maximum(cls, 0), tf.int32), NUM_CLASSES) * quality[..., None]  # soft targets
         cls_loss = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=onehot, logits=y_pred[..., 4:]))
         xy = ((box[..., :2] + box[..., 2:]) / 2 - centres) / GRID_STRIDE
         wh = tf.math.log(tf.maximum(box[..., 2:] - box[..., :2], 1.0) / BOX_SIZE)
@@ -116,8 +118,8 @@ def build(out: Path) -> dict[str, Any]:
     tf.config.threading.set_intra_op_parallelism_threads(2)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     train = make_shapes(N_TRAIN, TRAIN_SEED)
-    classes, boxes = grid_targets(train, centre_only=False)
-    y = np.concatenate([boxes, classes[..., None].astype(np.float32)], -1)
+    classes, boxes, quality = grid_targets(train, centre_only=False)
+    y = np.concatenate([boxes, classes[..., None].astype(np.float32), quality[..., None]], -1)
     network = _network(keras)
     steps = EPOCHS * (N_TRAIN // BATCH)
     schedule = keras.optimizers.schedules.PiecewiseConstantDecay([int(steps * 0.7), int(steps * 0.9)],
@@ -137,7 +139,7 @@ def build(out: Path) -> dict[str, Any]:
         "framework": FRAMEWORK, "source": "{dir}/saved_model", "convert_args": ["--input", f"images:8,{SIZE},{SIZE},3"],
         "feeds": "feeds.npz", "layout": "boxes-scores-classes", "images": "images", "labels": "labels.json",
         "preprocessing": PREP.as_dict(), "detections": SPEC, "box_units": "normalized",
-        "quality": {**coco_map(labels, dets), "images": len(held),
+        "quality": {**coco_map(labels, dets), **score_separation(dets), "images": len(held),
                     "detections_per_image": round(sum(len(d) for d in dets) / len(dets), 2),
                     "mean_score": round(float(np.mean([s for d in dets for s in d.scores])), 4)},
         "training": {"final_loss": round(float(history.history["loss"][-1]), 4),

@@ -23,6 +23,9 @@ from trained_models.common import coco_map, preprocess, read_detections, read_im
 # held-out quality floors (measured values in README.md minus a margin); the converted model must reach them
 FLOORS = {"mxnet_ssd": 0.95, "gluoncv_boxnms": 0.85, "torchvision_det": 0.85, "keras_combined_nms": 0.85,
           "yolo_rows": 0.85, "classifier": 0.9}
+# the new detectors are trained for separated scores (soft targets): a few near-tied pairs in 300 images at most
+# (measured 0, 1, 0, 0); the shipped mxnet_ssd's scores saturate near 1.0 (17 pairs, between different objects)
+MAX_NEAR_TIED_PAIRS = {"gluoncv_boxnms": 3, "torchvision_det": 3, "keras_combined_nms": 3, "yolo_rows": 3}
 # converted and source quality on the same images: equal but for float rounding near a threshold
 MAX_QUALITY_DIFFERENCE = 0.005
 FRAMEWORK_MODULES = {"mxnet": "mxnet", "pytorch": "torch", "tensorflow": "tensorflow"}
@@ -80,6 +83,8 @@ def test_converts_passes_and_keeps_its_quality(tmp_path: Path, name: str) -> Non
     model = trained_model(name)
     metric = "top1" if model.layout == "classifier" else "map50"
     assert model.quality[metric] >= FLOORS[name], model.quality  # the source itself, as measured at build
+    if name in MAX_NEAR_TIED_PAIRS:
+        assert model.quality["near_tied_pairs"] <= MAX_NEAR_TIED_PAIRS[name], model.quality
     onnx_path, report = tmp_path / f"{name}.onnx", tmp_path / "report.json"
     t0 = time.perf_counter()
     proc = run_cli("convert", str(model.source), "-o", str(onnx_path), *model.convert_args, "--feeds", str(model.feeds),

@@ -4,9 +4,10 @@ Network and post-processing: ``TorchvisionStyleDetector`` in torch_models.py (ou
 scores [K], labels [K] 1..3, batch_index [K]; NMS exported to ONNX NonMaxSuppression); training:
 train_torch.py (centre-sampled grid targets, BCE + smooth L1, Adam).
 
-Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9879, mAP@[.5:.95] 0.7278;
-4.62 detections per image (ground truth 4.0), mean score 0.880. Training 2,000 images x 12 epochs: 31 CPU s
-(one thread), final loss 0.104; build wall time 293 s on the loaded shared machine. Convert + validate: README.md.
+Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9949, mAP@[.5:.95] 0.7589;
+4.38 detections per image (ground truth 4.0), mean score 0.684, no near-tied scores (min gap per image: median
+0.018). Training 2,000 images x 12 epochs: 31-34 CPU s (one thread), final loss 0.702; build wall time 282-563 s on
+the loaded shared machine. Convert + validate: README.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Training for the PyTorch trained test models (networks in torch_models.py): targets, losses, one loop.
 
 Targets: ``common.grid_targets`` (the torchvision-style detector: every cell whose centre lies in the box;
-the YOLO-style one: the centre cell only). Losses: the torchvision-style one sigmoid BCE per class and smooth L1 on
-the box encoding (centre offset / stride, log(size / 16)); the YOLO-style one objectness BCE, class
-cross-entropy and L1 on its sigmoid centre and log size. The classifier: cross-entropy.
+the YOLO-style one: the centre cell only). Losses: the torchvision-style one sigmoid BCE per class against the
+cells' soft quality targets (FCOS / GFL style: an object's cells get distinct scores below saturation) and
+smooth L1 on the box encoding (centre offset / stride, log(size / 16)); the YOLO-style one objectness BCE (against the
+centre cell's quality target, as YOLOv5's IoU target keeps objectness below 1), class cross-entropy and L1 on its sigmoid centre and log size. The classifier: cross-entropy.
 
 Deterministic: torch's seed, one thread count, a seeded shuffle; Adam, learning rate x0.1 at 70 % and 90 %.
 """
@@ -30,22 +31,25 @@ def _encode(boxes: torch.Tensor, centres: torch.Tensor) -> tuple[torch.Tensor, t
     return (xy - centres) / tm.STRIDE, torch.log(wh / tm.BOX_SIZE)
 
 
-def torchvision_loss(model: Any, images: torch.Tensor, classes: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+def torchvision_loss(model: Any, images: torch.Tensor, classes: torch.Tensor, boxes: torch.Tensor,
+                     quality: torch.Tensor) -> torch.Tensor:
     raw = model.raw(images)
     pos = classes >= 0
     npos = pos.sum().clamp(min=1)
-    onehot = F.one_hot(classes.clamp(min=0), tm.NUM_CLASSES).float() * pos[..., None]
+    onehot = F.one_hot(classes.clamp(min=0), tm.NUM_CLASSES).float() * quality[..., None]  # soft (quality) targets
     cls_loss = F.binary_cross_entropy_with_logits(raw[..., 4:], onehot, reduction="sum") / npos
     dxy, dwh = _encode(boxes, model.centres)
     box_loss = F.smooth_l1_loss(raw[..., :4][pos], torch.cat([dxy, dwh], -1)[pos], reduction="sum", beta=0.1) / npos
     return cls_loss + box_loss
 
 
-def yolo_loss(model: Any, images: torch.Tensor, classes: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+def yolo_loss(model: Any, images: torch.Tensor, classes: torch.Tensor, boxes: torch.Tensor,
+              quality: torch.Tensor) -> torch.Tensor:
     raw = model.raw(images)
     pos = classes >= 0
     npos = pos.sum().clamp(min=1)
-    obj_loss = F.binary_cross_entropy_with_logits(raw[..., 4], pos.float(), reduction="sum") / npos
+    # a soft objectness target (YOLOv5 takes the IoU; here the cell's quality target): no saturation at 1.0
+    obj_loss = F.binary_cross_entropy_with_logits(raw[..., 4], quality, reduction="sum") / npos
     cls_loss = F.cross_entropy(raw[..., 5:][pos], classes[pos], reduction="sum") / npos
     dxy, dwh = _encode(boxes, model.centres)
     box_loss = (F.l1_loss(torch.sigmoid(raw[..., :2][pos]), (dxy[pos] + 0.5).clamp(0, 1), reduction="sum")
@@ -116,13 +120,14 @@ def build_detector(out: Path, *, model: torch.nn.Module, loss: Callable[..., tor
         make_shapes,
         preprocess,
         read_detections,
+        score_separation,
         write_heldout,
     )
 
     prep = Preprocessing(**DETECTOR_PREP_ARGS)
     train = make_shapes(n_train, TRAIN_SEED)
-    classes, boxes = grid_targets(train, centre_only)
-    training = fit(model, loss, preprocess(train.images, prep), [classes, boxes], epochs=epochs, seed=seed)
+    targets = grid_targets(train, centre_only)
+    training = fit(model, loss, preprocess(train.images, prep), list(targets), epochs=epochs, seed=seed)
     save_source(model, out)
     held = make_shapes(HELDOUT_SIZE, HELDOUT_SEED)
     labels = write_heldout(out, held, prep, FEED_INPUT, category_ids)
@@ -142,7 +147,7 @@ def build_detector(out: Path, *, model: torch.nn.Module, loss: Callable[..., tor
                          "--output-names", ",".join(names)],
         "feeds": "feeds.npz", "layout": spec["layout"], "images": "images", "labels": "labels.json",
         "preprocessing": prep.as_dict(), "detections": spec, "box_units": "pixels",
-        "quality": {**coco_map(labels, dets), "images": len(held),
+        "quality": {**coco_map(labels, dets), **score_separation(dets), "images": len(held),
                     "detections_per_image": round(sum(len(d) for d in dets) / len(dets), 2),
                     "mean_score": round(float(np.mean([s for d in dets for s in d.scores])), 4)},
         "training": {**training, "images": n_train, "epochs": epochs, "seed": seed},

@@ -5,9 +5,10 @@ Network and post-processing: ``YoloStyleDetector`` in torch_models.py (objectnes
 bridge's ``yolo`` layout (bridge/validation/detection/layouts.py); training: train_torch.py (centre-cell
 targets, objectness BCE + class cross-entropy + L1, Adam).
 
-Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9408, mAP@[.5:.95] 0.6938;
-3.98 detections per image (ground truth 4.0), mean score 0.929. Training 2,000 images x 12 epochs: 33 CPU s
-(one thread), final loss 0.189; build wall time 402 s on the loaded shared machine. Convert + validate: README.md.
+Measured 2026-11-28 (pycocotools, 300 held-out images, seed 101): mAP@0.5 0.9215, mAP@[.5:.95] 0.6904;
+3.78 detections per image (ground truth 4.0), mean score 0.730, no near-tied scores (min gap per image: median
+0.019). Training 2,000 images x 12 epochs: 36 CPU s (one thread), final loss 0.693; build wall time 566 s on the
+loaded shared machine. Convert + validate: README.md.
 """
 
 from __future__ import annotations
