@@ -55,13 +55,6 @@ class TrainedModel:
     training: dict[str, Any] = field(default_factory=dict)  # seconds, final loss, images, epochs, ...
     folder: Path = Path()  # the cache folder holding it
 
-    @property
-    def input_name(self) -> str:
-        import numpy as np
-
-        with np.load(self.feeds) as feeds:
-            return str(next(iter(feeds.files)))
-
 
 def builder(name: str) -> Any:
     """Model ``name``'s builder module (FRAMEWORK, SEED, DEPENDS, build)."""
