@@ -223,8 +223,15 @@ def _unsqueeze_13(cls: Any, node: Any, **kwargs: Any) -> list[Any]:
 
     x = kwargs["tensor_dict"][node.inputs[0]]
     axes = _static_axes(node, kwargs["tensor_dict"]) or []
-    rank = len(x.shape) + len(axes)
-    for axis in sorted(a % rank for a in axes):  # ascending, so each axis is final when inserted
+    if x.shape.rank is None:  # onnx-tf leaves some ranks unknown (e.g. after tf2onnx's combined NMS)
+        if any(a < 0 for a in axes):
+            raise OnnxTfCompatError(f"Unsqueeze '{node.name}': negative axes {axes} on a tensor whose rank TensorFlow "
+                                    "does not know; the TF target needs non-negative axes there")
+        normalised = list(axes)  # non-negative axes of the output need no rank
+    else:
+        rank = x.shape.rank + len(axes)
+        normalised = [a % rank for a in axes]
+    for axis in sorted(normalised):  # ascending, so each axis is final when inserted
         x = tf.expand_dims(x, axis=axis)
     return [x]
 
