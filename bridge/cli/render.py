@@ -113,7 +113,7 @@ def print_comparisons(comparisons: list[Any]) -> None:
 def _tolerance_text(o: Any) -> str:
     """`` [tolerance: ...]``: which elementwise tolerance judged an output and why (bridge.validation.tolerance)."""
     rule = getattr(o, "tolerance_rule", "")
-    return f" [tolerance: {escape(rule)}]" if rule else ""
+    return escape(f" [tolerance: {rule}]") if rule else ""
 
 
 def print_summaries(comparisons: list[Any]) -> None:
