@@ -95,40 +95,120 @@ def element_scales(abs_ref: np.ndarray, index: tuple[np.ndarray, ...]) -> np.nda
     return scale
 
 
+# above this share of the elements outside the elementwise bound, the scale is computed for the whole output at
+# once (ndim reductions and a broadcast) instead of gathered at each of those elements
+DENSE_SHARE = 1 / 64
+
+
+def dense_scales(abs_ref: np.ndarray) -> np.ndarray:
+    """``scale_i`` (module docstring) for every element of ``abs_ref`` (as ``element_scales``, broadcast)."""
+    a = np.atleast_1d(abs_ref)
+    axes = [k for k, d in enumerate(a.shape) if d > 1 and a.size // d > 1]
+    if not axes:
+        return np.full(a.shape, float(a.max()) if a.size else 0.0)
+    scale = a.max(axis=tuple(j for j in range(a.ndim) if j != axes[0]), keepdims=True)
+    for k in axes[1:]:
+        scale = np.minimum(scale, a.max(axis=tuple(j for j in range(a.ndim) if j != k), keepdims=True))
+    return np.broadcast_to(scale, a.shape)
+
+
 def decide(diff: np.ndarray, abs_ref: np.ndarray, both: np.ndarray, rule: ElementwiseRule) -> ToleranceDecision:
     """Judge every element: ``diff`` = |cand - ref| (0 where not both finite), ``abs_ref`` = |ref| (0 where not
-    finite), ``both`` = both sides finite; all of the output's shape. The scale is computed only for the elements
-    the elementwise bound alone rejects."""
+    finite), ``both`` = both sides finite; all of the output's shape. The scale is computed only when the
+    elementwise bound alone rejects some element: gathered at those elements when they are few, for the whole
+    output when they are many (``DENSE_SHARE``)."""
     plain = f"atol {rule.atol:g} + rtol {rule.rtol:g} x |ref|"
     within = diff <= rule.atol + rule.rtol * abs_ref
     if not rule.scaled:
         return ToleranceDecision(within, f"{plain} ({rule.why_elementwise})")
-    scaled = f"atol {rule.atol:g} + rtol {rule.rtol:g} x scale"
     outside = both & ~within
-    if not outside.any():
+    count = int(np.count_nonzero(outside))
+    if not count:
         return ToleranceDecision(within, f"{plain}: no element beyond it (the scale rule not needed)")
-    flat = np.atleast_1d(abs_ref)
-    index = np.nonzero(np.atleast_1d(outside))
-    scale = element_scales(flat, index)
-    allowed = rule.atol + rule.rtol * scale
-    excess = np.atleast_1d(diff)[index]
-    ok = excess <= allowed
-    by_scale = int(ok.sum())
+    d, a, out = np.atleast_1d(diff), np.atleast_1d(abs_ref), np.atleast_1d(outside)
     within = np.atleast_1d(within.copy())
-    within[tuple(i[ok] for i in index)] = True
-    parts = [f"{scaled}, the scale rule (float32 rounding follows the magnitude summed; an element's scale is the "
-             "largest |ref| of its slices)"]
-    if by_scale:
-        ratio = float((excess[ok] / scale[ok]).max()) if (scale[ok] > 0).any() else 0.0
-        parts.append(f"{_count(by_scale)} within it only by their scale (up to {float(scale[ok].max()):.3g}; "
-                     f"worst |delta| {float(excess[ok].max()):.3g} = {ratio:.2g} x scale)")
-    if not ok.all():
-        k = int(np.argmax(np.where(ok, -np.inf, excess / np.maximum(allowed, np.finfo(np.float64).tiny))))
-        where = f" at {[int(i[k]) for i in index]}" if np.ndim(abs_ref) else ""
-        parts.append(f"{_count(int((~ok).sum()))} beyond it, the worst{where}: |delta| {float(excess[k]):.3g} > "
-                     f"{float(allowed[k]):.3g} allowed (|ref| {float(flat[tuple(i[k] for i in index)]):.3g}, "
-                     f"scale {float(scale[k]):.3g})")
-    return ToleranceDecision(within.reshape(np.shape(diff)), parts[0] + ": " + "; ".join(parts[1:]), by_scale)
+    if count > DENSE_SHARE * d.size:
+        scale = dense_scales(a)
+        allowed = rule.atol + rule.rtol * scale
+        rescued = out & (d <= allowed)
+        within |= rescued
+        beyond = out & ~rescued
+        excused = _Excused.of(d[rescued], scale[rescued]) if rescued.any() else _Excused(0)
+        worst = _Worst.dense(beyond, d, allowed, a, scale)
+    else:
+        index = np.nonzero(out)
+        scale = element_scales(a, index)
+        allowed = rule.atol + rule.rtol * scale
+        excess = d[index]
+        ok = excess <= allowed
+        within[tuple(i[ok] for i in index)] = True
+        excused = _Excused.of(excess[ok], scale[ok])
+        worst = _Worst.of(tuple(i[~ok] for i in index), excess[~ok], allowed[~ok], a[index][~ok], scale[~ok])
+    parts = [f"atol {rule.atol:g} + rtol {rule.rtol:g} x scale, the scale rule (float32 rounding follows the magnitude "
+             "summed; an element's scale is the largest |ref| of its slices)"]
+    parts += [excused.text()] if excused.count else []
+    parts += [worst.text(np.ndim(abs_ref) > 0)] if worst.count else []
+    return ToleranceDecision(within.reshape(np.shape(diff)), parts[0] + ": " + "; ".join(parts[1:]), excused.count)
+
+
+@dataclass(frozen=True)
+class _Excused:
+    """The elements within the tolerance only by their scale: how many, their largest scale and error."""
+
+    count: int
+    scale: float = 0.0
+    excess: float = 0.0
+    ratio: float = 0.0
+
+    @classmethod
+    def of(cls, excess: np.ndarray, scale: np.ndarray) -> _Excused:
+        if not excess.size:  # an excused element has a scale > its |ref| >= 0 (else atol alone decided it)
+            return cls(0)
+        return cls(int(excess.size), float(scale.max()), float(excess.max()), float((excess / scale).max()))
+
+    def text(self) -> str:
+        return (f"{_count(self.count)} within it only by their scale (up to {self.scale:.3g}; worst |delta| "
+                f"{self.excess:.3g} = {self.ratio:.2g} x scale)")
+
+
+@dataclass(frozen=True)
+class _Worst:
+    """The elements beyond the tolerance even with their scale: how many, and the worst of them (the largest
+    error relative to what it was allowed)."""
+
+    count: int
+    where: tuple[int, ...] = ()
+    excess: float = 0.0
+    allowed: float = 0.0
+    ref: float = 0.0
+    scale: float = 0.0
+
+    @classmethod
+    def of(cls, index: tuple[np.ndarray, ...], excess: np.ndarray, allowed: np.ndarray, ref: np.ndarray,
+           scale: np.ndarray) -> _Worst:
+        if not excess.size:
+            return cls(0)
+        k = int(np.argmax(excess / np.maximum(allowed, np.finfo(np.float64).tiny)))
+        return cls(int(excess.size), tuple(int(i[k]) for i in index), float(excess[k]), float(allowed[k]),
+                   float(ref[k]), float(scale[k]))
+
+    @classmethod
+    def dense(cls, beyond: np.ndarray, excess: np.ndarray, allowed: np.ndarray, ref: np.ndarray, scale: np.ndarray
+              ) -> _Worst:
+        """``of`` for whole-output arrays and the mask ``beyond`` (no gather of every element beyond)."""
+        count = int(np.count_nonzero(beyond))
+        if not count:
+            return cls(0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = int(np.argmax(np.where(beyond, excess / np.maximum(allowed, np.finfo(np.float64).tiny), -np.inf)))
+        at = np.unravel_index(k, beyond.shape)
+        return cls(count, tuple(int(i) for i in at), float(excess[at]), float(allowed[at]), float(ref[at]),
+                   float(scale[at]))
+
+    def text(self, with_index: bool) -> str:
+        where = f" at {list(self.where)}" if with_index else ""
+        return (f"{_count(self.count)} beyond it, the worst{where}: |delta| {self.excess:.3g} > {self.allowed:.3g} "
+                f"allowed (|ref| {self.ref:.3g}, scale {self.scale:.3g})")
 
 
 def _count(n: int) -> str:

@@ -113,9 +113,13 @@ def _plain_scales(abs_ref: np.ndarray) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("path", ["gathered", "dense"])
 @pytest.mark.parametrize("shape", [(), (1,), (7,), (1, 7), (3, 1, 5), (2, 4, 6, 3), (1, 21, 8, 8), (1, 64, 1)])
-def test_decide_matches_the_direct_computation(shape: tuple[int, ...]) -> None:
-    """The scale computed only where the elementwise bound fails gives what computing it everywhere gives."""
+def test_decide_matches_the_direct_computation(shape: tuple[int, ...], path: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scale computed only where the elementwise bound fails - gathered at those elements, or for the whole
+    output when they are many - gives what computing it everywhere the direct way gives."""
+    monkeypatch.setattr(tolerance_module, "DENSE_SHARE", 2.0 if path == "gathered" else 0.0)
     rng = np.random.default_rng(len(shape) * 7 + sum(shape))
     for trial in range(5):
         ref = rng.standard_normal(shape) * 10.0 ** rng.integers(-2, 4)
@@ -132,6 +136,9 @@ def test_decide_matches_the_direct_computation(shape: tuple[int, ...]) -> None:
         expected = diff <= rule.atol + rule.rtol * _plain_scales(abs_ref).reshape(np.shape(ref))
         assert np.array_equal(got.within | ~both, expected | ~both)
         assert got.by_scale == int((both & expected & ~(diff <= rule.atol + rule.rtol * abs_ref)).sum())
+        beyond = int((both & ~expected).sum())
+        said = f"{beyond} element{'' if beyond == 1 else 's'} beyond it, the worst"
+        assert (said in got.rule) if beyond else ("beyond it, the worst" not in got.rule)
 
 
 def test_the_scale_is_only_computed_where_the_elementwise_bound_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,6 +146,7 @@ def test_the_scale_is_only_computed_where_the_elementwise_bound_fails(monkeypatc
         raise AssertionError("scale computed for an output that passes elementwise")
 
     monkeypatch.setattr(tolerance_module, "element_scales", refuse)
+    monkeypatch.setattr(tolerance_module, "dense_scales", refuse)
     ref = np.random.default_rng(0).standard_normal((1, 21, 64, 64)).astype(np.float32) * 1e3
     out = compare_outputs({"y": ref}, {"y": ref * (1 + 1e-6)}).outputs[0]
     assert out.passed and out.tolerance_rule.endswith("no element beyond it (the scale rule not needed)")
