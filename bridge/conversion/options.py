@@ -228,7 +228,7 @@ def _tolerance(values: Mapping[str, Any]) -> Tolerance:
     if isinstance(given, Tolerance):
         atol = given.atol if values["atol"] == DEFAULT_TOLERANCE.atol else values["atol"]
         rtol = given.rtol if values["rtol"] == DEFAULT_TOLERANCE.rtol else values["rtol"]
-        return Tolerance(atol, rtol, given.per_output)
+        return Tolerance(atol, rtol, given.per_output, given.scale_rule)
     if isinstance(given, Mapping):  # NAME -> (ATOL, RTOL)
         return Tolerance(values["atol"], values["rtol"], dict(given))
     return Tolerance.parse_override(Tolerance(values["atol"], values["rtol"]), list(given or ()))

@@ -1,7 +1,10 @@
 """Per-output comparison of a candidate run against a reference run, against a Tolerance.
 
 For every output name: shape and dtype match, max absolute and relative error, the fraction of
-elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics), and a pass/fail verdict.
+elements outside the tolerance, and a pass/fail verdict. Which difference is within the tolerance is decided by
+``bridge.validation.tolerance`` (``atol + rtol * scale``: the scale rule, or ``atol + rtol * |ref|`` for an
+explicit per-output tolerance); ``tolerance_rule`` says which applied and why, ``scaled_elements`` how many
+elements only the scale let through.
 Outputs present on one side only fail with a note. Detector outputs named by ``DetectionSpec``s
 are compared detection-aware instead (``bridge.validation.detection.matching``; scores judged against the
 same tolerance as tensors: ``atol + rtol * |ref score|``).
@@ -35,6 +38,7 @@ import numpy as np
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
 from bridge.validation.detection.matching import compare_detections
+from bridge.validation.tolerance import ElementwiseRule, decide
 
 
 @dataclass
@@ -69,6 +73,8 @@ class OutputComparison:
     detection: dict[str, Any] | None = None
     covers: list[str] = field(default_factory=list)
     within_tolerance: str = ""  # the vacuous reason "the whole reference is within the tolerance", when it holds
+    tolerance_rule: str = ""  # which elementwise tolerance applied and why (bridge.validation.tolerance)
+    scaled_elements: int = 0  # elements within the tolerance only by their scale (what the scale rule excused)
 
     def add_vacuous(self, reason: str) -> None:
         self.vacuous = True
@@ -118,6 +124,9 @@ class Comparison:
                 values = [v for v in (getattr(first, figure), getattr(o, figure)) if v is not None]
                 setattr(first, figure, max(values) if values else None)
             first.nonfinite_mismatch += o.nonfinite_mismatch
+            if o.scaled_elements and not first.scaled_elements:  # say the rule where it excused something
+                first.tolerance_rule = f"{o.tolerance_rule} (at {where})"
+            first.scaled_elements += o.scaled_elements
             if not o.passed:
                 first.passed = False
                 first.shape_match &= o.shape_match
@@ -262,14 +271,18 @@ def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: M
         item.passed = item.dtype_match
         item.add_vacuous(f"no elements to compare (shape {list(ref.shape)} has a 0-sized dimension)")
     else:
-        _judge_elements(item, ref, cand, atol, rtol)
+        rule = ElementwiseRule.for_output(tolerance, name)
+        if rule.scaled and (ref.dtype.kind not in "fc" or cand.dtype.kind not in "fc"):  # counts, ids, indices
+            rule = ElementwiseRule(rule.atol, rule.rtol, False, "elementwise: not a float output")
+        _judge_elements(item, ref, cand, rule)
     if not item.dtype_match:
         item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
     return item
 
 
-def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: float) -> None:
+def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, rule: ElementwiseRule) -> None:
     """Fill the error figures, the verdict and the vacuous flag of a same-shape elementwise comparison."""
+    atol, rtol = rule.atol, rule.rtol
     r = ref.astype(np.float64)
     c = cand.astype(np.float64)
     with np.errstate(all="ignore"):
@@ -280,7 +293,8 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
         nonfinite_bad = ~both & ~same_nonfinite
         diff = np.where(both, np.abs(c - r), 0.0)
         abs_ref = np.where(r_fin, np.abs(r), 0.0)
-        bad = nonfinite_bad | (both & ~(diff <= atol + rtol * abs_ref))
+        decision = decide(diff, abs_ref, both, rule)
+        bad = nonfinite_bad | (both & ~decision.within)
         defined = both & (abs_ref > 0)
         rel = np.divide(diff, abs_ref, out=np.zeros_like(diff), where=defined)
     big = float(np.finfo(np.float64).max)  # an error too large for float64 is reported as the largest float64
@@ -292,6 +306,7 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
     item.mismatch_fraction = float(bad.mean())
     item.nonfinite_mismatch = int(nonfinite_bad.sum())
     item.passed = item.dtype_match and not bad.any()
+    item.tolerance_rule, item.scaled_elements = decision.rule, decision.by_scale
     if item.nonfinite_mismatch:
         item.note = f"{item.nonfinite_mismatch} positions NaN/inf on one side only (or of another kind)"
     if ref.dtype.kind not in "fc" and cand.dtype.kind not in "fc":
@@ -342,6 +357,9 @@ def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tole
     item.max_abs = max((p.max_abs or 0.0 for p in parts), default=0.0)
     item.max_rel = max((p.max_rel or 0.0 for p in parts), default=0.0)
     item.mismatch_fraction = max((p.mismatch_fraction or 0.0 for p in parts), default=0.0)
+    item.scaled_elements = sum(p.scaled_elements for p in parts)
+    item.tolerance_rule = next((p.tolerance_rule for p in parts if p.scaled_elements), parts[0].tolerance_rule
+                               if parts else "")
     bad = [f"[{i}] {p.note}" for i, p in enumerate(parts) if not p.passed]
     item.note = f"sequence of {len(ref)} elements" + (f"; {'; '.join(bad)}" if bad else "")
     if not parts:

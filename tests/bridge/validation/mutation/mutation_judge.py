@@ -164,8 +164,8 @@ def _line(o: Any) -> str:
     """One output's verdict line: the detection-aware note, or the elementwise error against the tolerance."""
     if o.note:
         return f"{o.name}: {o.note}"
-    return f"{o.name}: max_abs {o.max_abs:.3g} within atol {o.atol:g} + rtol {o.rtol:g}" + \
-        (f" (vacuous: {o.vacuous_reason})" if o.vacuous else "")
+    rule = getattr(o, "tolerance_rule", "") or f"atol {o.atol:g} + rtol {o.rtol:g}"
+    return f"{o.name}: max_abs {o.max_abs:.3g} within {rule}" + (f" (vacuous: {o.vacuous_reason})" if o.vacuous else "")
 
 
 def command(mutant: Path, source: str, feeds: Path, strict: bool = False) -> str:

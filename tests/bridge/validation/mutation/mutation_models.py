@@ -13,6 +13,10 @@ Models (layout -> models):
   yolo                  ``yolo_ssd`` (PyTorch, rows [K, 7])
   boxes-scores-classes  ``keras_ssd`` (Keras, tf.image.combined_non_max_suppression), ``padded_ssd`` (PyTorch)
   classifier            ``ssd_classifier`` (PyTorch: softmax, bilinear Resize, max over anchors)
+  elementwise           ``seg_logits`` (PyTorch: per-pixel class logits reaching ~1.5e3), ``palm_head`` (TFLite:
+                        a BlazePalm-shaped head fed [-1, 1], regressors in pixels reaching ~500, raw score logits);
+                        both from ``tests/large_valued_models.py`` (seeded He-normal weights), the outputs the scale
+                        rule judges (elementwise, large-valued: they FAIL validation without it)
 The SSD-derived ones carry the trained weights (``ssd_ports``): well-separated, realistic detections.
 
 Trained models of branch ``trained`` (``tests/trained_models``, the ``TrainedModel`` interface) plug in with one
@@ -147,6 +151,21 @@ def _bench_mxnet(kind: str) -> Callable[[Path], Built]:
     return build
 
 
+def seg_logits(folder: Path) -> Built:
+    import large_valued_models as lv
+
+    feeds = _feeds(folder, "seg_logits", input=lv.seg_images(1, seed=1))
+    return Built(f"{lv.__file__}:seg_logits", feeds, _batches(lv.seg_images(EQUIVALENCE_IMAGES, seed=7), 1, "input"),
+                 convert={"inputs": [f"input:1,3,{lv.SEG_SIDE},{lv.SEG_SIDE}"]})
+
+
+def palm_head(folder: Path) -> Built:
+    import large_valued_models as lv
+
+    feeds = _feeds(folder, "palm_head", input=lv.palm_images(1, seed=3))
+    return Built(str(lv.palm_tflite()), feeds, _batches(lv.palm_images(EQUIVALENCE_IMAGES, seed=7), 1, "input"))
+
+
 def trained(name: str) -> Callable[[Path], Built]:
     """A model of ``tests/trained_models`` (branch ``trained``): its source, convert args, feeds, and its images
     preprocessed as it says for deciding equivalence."""
@@ -213,6 +232,10 @@ PROVIDERS: dict[str, ModelCase] = {c.name: c for c in [
               why="the trained SSD in Keras ending in tf.image.combined_non_max_suppression"),
     ModelCase("ssd_classifier", "classifier", "pytorch", True, _torch("ssd_classifier", 4, ["presence"]),
               why="a classifier on the trained SSD's body: per-anchor softmax, bilinear Resize, max"),
+    ModelCase("seg_logits", "elementwise", "pytorch", False, seg_logits,
+              why="segmentation logits reaching ~1.5e3 (tests/large_valued_models.py, seeded weights)"),
+    ModelCase("palm_head", "elementwise", "tflite", False, palm_head,
+              why="a BlazePalm-shaped TFLite head fed [-1, 1] (tests/large_valued_models.py, seeded weights)"),
     ModelCase("mxnet_random_ssd", "mxnet", "mxnet", False, _bench_mxnet("ssd"),
               why="bench/ssd_models.py 'tiny' (random weights)"),
     ModelCase("gluoncv_random_ssd", "boxes-scores-labels", "mxnet", False, _bench_mxnet("gluoncv"),

@@ -12,7 +12,10 @@ Regions of a detector's graph the operators look in:
   anchor sizes); those with at most 4 elements read by Mul / Div are the *decode constants* (variances,
   strides, the halving of extents);
 - the *detection region*: every value a detection output is computed from, where score thresholds are
-  comparisons of a score with a constant in (0, 1).
+  comparisons of a score with a constant in (0, 1);
+- the *elementwise outputs*: float outputs in no detection group whose values reach atol / rtol, where the scale
+  rule (``bridge.validation.tolerance``) widens the tolerance near zero: the ``large_output_*`` operators put
+  there exactly what that rule must still FAIL (edits after the output, sized from its values on the feeds).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from mutation_graph import (
 from mutation_rows import RANKS, NoRows, Rows
 from onnx import helper
 
-from bridge.config import DETECTION_META, NONDETERMINISTIC_OUTPUTS_META
+from bridge.config import DEFAULT_TOLERANCE, DETECTION_META, NONDETERMINISTIC_OUTPUTS_META
 from bridge.validation.detection.layouts import DetectionSpec, dump_detection_specs
 
 
@@ -518,6 +521,93 @@ def relu_leaky(base: Base) -> list[Mutant]:
 
     return [_mutant(base, "relu_leaky", f"{node_label(n)} -> LeakyRelu(0.01)", lambda ed, n=n.name: edit(ed, n))
             for n in spread(nodes)]
+
+
+# -- elementwise outputs: what the scale rule must still FAIL ------------------------------------------------
+
+def _elementwise_outputs(base: Base) -> dict[str, np.ndarray]:
+    """Float graph outputs compared elementwise (in no detection group) where the scale rule can widen the
+    tolerance (bridge.validation.tolerance: ``atol + rtol * scale``, wider than atol once the output reaches
+    atol / rtol = 0.1 with the default tolerance), with their base values on the validation feeds."""
+    grouped = {name for spec in base.specs for name in spec.outputs.values()}
+    [values] = base.run(base.model, [base.feeds])
+    floor = DEFAULT_TOLERANCE.atol / DEFAULT_TOLERANCE.rtol
+    found = {name: np.asarray(v) for name, v in values.items() if name not in grouped and np.asarray(v).dtype.kind == "f"
+             and np.asarray(v).size > 1 and np.isfinite(v).all() and float(np.abs(v).max()) > floor}
+    if not found:
+        raise NoSite(f"no float output compared elementwise whose values reach {floor:g} (where the scale rule "
+                     "widens the tolerance)")
+    return found
+
+
+def _after_output(base: Base, op: str, name: str, what: str, build: Callable[[Editor, str], str]) -> Mutant:
+    """A mutant computing graph output ``name`` as ``build(editor, the value before)`` (nodes after the output)."""
+
+    def edit(ed: Editor) -> None:
+        pre = ed.intercept(name, readers_keep_original=True)
+        ed.node("Identity", [build(ed, pre)], [name])
+
+    return _mutant(base, op, f"output '{name}': {what}", edit)
+
+
+@operator("large_output_scale", "a large-valued output scaled by 1.003 (a folded constant's rounding, a wrong "
+                                "Rescaling): on its largest values 3x what rtol allows")
+def large_output_scale(base: Base) -> list[Mutant]:
+    return [_after_output(base, "large_output_scale", name, "x1.003",
+                          lambda ed, pre, v=value: ed.op("Mul", pre, ed.const(np.asarray(1.003, v.dtype))))
+            for name, value in _elementwise_outputs(base).items()]
+
+
+def _channel_axis(shape: tuple[int, ...]) -> int:
+    """The shortest axis of size > 1 (the last of equals): the channels of [N, C, H, W], the columns of [1, N, 16]."""
+    sizes = [(d, k) for k, d in enumerate(shape) if d > 1]
+    return min(sizes, key=lambda dk: (dk[0], -dk[1]))[1]
+
+
+@operator("large_output_channel_bias", "a bias off by 0.5% of the output's range on one channel (the slice along "
+                                       "its shortest axis whose own values are smallest)")
+def large_output_channel_bias(base: Base) -> list[Mutant]:
+    found = []
+    for name, value in _elementwise_outputs(base).items():
+        axis = _channel_axis(value.shape)
+        per_slice = np.abs(value).max(axis=tuple(k for k in range(value.ndim) if k != axis))
+        quiet = int(np.argmin(per_slice))
+        delta = np.zeros([d if k == axis else 1 for k, d in enumerate(value.shape)], value.dtype)
+        delta.reshape(-1)[quiet] = 0.005 * float(np.abs(value).max())
+        found.append(_after_output(base, "large_output_channel_bias", name,
+                                   f"+{float(delta.max()):.4g} on index {quiet} of axis {axis}",
+                                   lambda ed, pre, d=delta: ed.op("Add", pre, ed.const(d))))
+    return found
+
+
+@operator("large_output_one_element", "one element of a large-valued output off by 1% of its range (the element "
+                                      "nearest zero, where the scale rule widens the tolerance most)")
+def large_output_one_element(base: Base) -> list[Mutant]:
+    found = []
+    for name, value in _elementwise_outputs(base).items():
+        at = int(np.argmin(np.abs(value)))
+        delta = np.zeros(value.shape, value.dtype)
+        delta.reshape(-1)[at] = 0.01 * float(np.abs(value).max())
+        found.append(_after_output(base, "large_output_one_element", name,
+                                   f"element {list(np.unravel_index(at, value.shape))} + {float(delta.max()):.4g}",
+                                   lambda ed, pre, d=delta: ed.op("Add", pre, ed.const(d))))
+    return found
+
+
+@operator("large_output_near_zero_sign", "signs flipped where |value| < 1% of a large-valued output's range (an "
+                                         "Abs / Sign / Where lowering wrong near zero)")
+def large_output_near_zero_sign(base: Base) -> list[Mutant]:
+    found = []
+    for name, value in _elementwise_outputs(base).items():
+        bound = 0.01 * float(np.abs(value).max())
+
+        def flip(ed: Editor, pre: str, t: float = bound, dtype: Any = value.dtype) -> str:
+            near = ed.op("Less", ed.op("Abs", pre), ed.const(np.asarray(t, dtype)))
+            return ed.op("Where", near, ed.op("Neg", pre), pre)
+
+        found.append(_after_output(base, "large_output_near_zero_sign", name, f"sign flipped where |value| < "
+                                   f"{bound:.4g}", flip))
+    return found
 
 
 # -- whole models ----------------------------------------------------------------------------------------------

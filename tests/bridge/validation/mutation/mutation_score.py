@@ -39,9 +39,9 @@ def record(rec: Record) -> None:
 
 
 def mechanism(r: Record) -> str:
-    """What let a survivor through, read from its verdict: the file's own metadata trusted, pinning or a tie rule
-    excusing the difference, the candidate judged on one input, feeds on which the bug does not show, or a
-    difference on the feeds within the tolerance."""
+    """What let a survivor through, read from its verdict: the file's own metadata trusted, pinning, a tie rule or
+    the scale rule excusing the difference, the candidate judged on one input, feeds on which the bug does not
+    show, or a difference on the feeds within the tolerance."""
     if r.operator.startswith("metadata_"):
         return "metadata trusted (the file under test decides how it is judged)"
     if r.on_feeds.startswith("identical"):  # whatever excuse the verdict shows is about the base's own differences
@@ -52,6 +52,8 @@ def mechanism(r: Record) -> str:
         return "pinning (the source's values replaced the candidate's at selection inputs)"
     if "tie-ambiguous" in r.detail:
         return "tie rule (moved or changed rows excused as near-ties)"
+    if "only by their scale" in r.detail:
+        return "scale rule (elements excused by the scale of the slices they lie in)"
     return "tolerance (the mutant differs on the feeds, within the tolerance)"
 
 

@@ -279,3 +279,49 @@ def test_swap_labels_and_clip_in_every_layout(case: str) -> None:
     assert _same(after, [replace(d, classes=d.classes + 1) for d in before])
     before, after = _edited(case, lambda r: r.clip_scores(0.8))
     assert _same(after, [replace(d, scores=np.minimum(d.scores, 0.8)) for d in before])
+
+
+# -- the scale rule's operators, on a conv output reaching ~1e3 ----------------------------------------------
+
+def large_base() -> Base:
+    """A Conv whose output [1, 5, 8, 8] reaches ~1e3 (weights x300), as segmentation logits do."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.normal(0, 1, (5, 3, 3, 3)) * 300).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 8, 8])], opset=17, initializers=[w])
+    probe = [{"x": rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32)} for _ in range(3)]
+    return Base("large", model, [], {"x": rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32)}, probe, run_onnx)
+
+
+def test_the_scale_rule_operators_make_the_edits_they_claim_and_each_fails_the_rule() -> None:
+    from bridge.validation.compare import compare_outputs
+
+    base = large_base()
+    [ref] = run_onnx(base.model, [base.feeds])
+    y = ref["y"].astype(np.float64)
+    scale = np.abs(y).max()
+    assert scale > 300
+    got = {op: run_onnx(mutants(base, op)[0].model, [base.feeds])[0]["y"].astype(np.float64)
+           for op in ("large_output_scale", "large_output_channel_bias", "large_output_one_element",
+                      "large_output_near_zero_sign")}
+    np.testing.assert_allclose(got["large_output_scale"], y * 1.003, rtol=1e-4, atol=1e-3)  # onnxruntime may fold it
+    bias = got["large_output_channel_bias"] - y
+    quiet = int(np.argmin(np.abs(y).max(axis=(0, 2, 3))))  # the channel with the smallest values (axis 1: 5 < 8)
+    assert np.allclose(bias[:, quiet], 0.005 * scale, rtol=1e-3) and np.allclose(np.delete(bias, quiet, axis=1), 0,
+                                                                                   atol=1e-3)
+    one = got["large_output_one_element"] - y
+    assert np.count_nonzero(np.abs(one) > 1e-3) == 1 and one.flat[np.argmin(np.abs(y))] == pytest.approx(0.01 * scale,
+                                                                                                         rel=1e-3)
+    near = np.abs(y) < 0.01 * scale
+    assert near.any() and np.allclose(got["large_output_near_zero_sign"], np.where(near, -y, y), atol=1e-3)
+    for op, values in got.items():
+        assert not compare_outputs({"y": y.astype(np.float32)}, {"y": values.astype(np.float32)}).passed, op
+
+
+def test_the_scale_rule_operators_have_no_site_on_small_or_grouped_outputs() -> None:
+    with pytest.raises(NoSite, match="where the scale rule widens the tolerance"):
+        mutants(detector_base(), "large_output_scale")  # its outputs are a detection group
+    small = classifier_base()
+    small.feeds = {"x": small.feeds["x"] * 1e-6}  # a softmax of near-constant logits: ~0.25 everywhere, still > 0.1
+    assert mutants(small, "large_output_one_element")
