@@ -18,6 +18,7 @@ import errno
 import math
 import os
 import re
+import stat
 import struct
 import tempfile
 import zipfile
@@ -77,6 +78,50 @@ def remove_stale_temps(target: Path) -> list[Path]:
     return removed
 
 
+def refuse_link(path: Path, what: str) -> None:
+    """UsageError when ``path`` (a file bridge opens and writes in place: a lock, a database) is a symlink,
+    a second hard link or not a regular file: writing there would change a file elsewhere. Absent is fine."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"{what} {path} is a symlink (to {os.readlink(path)}); bridge never writes through a "
+                         "link: remove it")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what} {path} is {describe_kind(st.st_mode)}, not a regular file: remove it")
+    if st.st_nlink > 1:
+        raise UsageError(f"{what} {path} has {st.st_nlink} hard links (another name for a file elsewhere); "
+                         "bridge never writes into a linked file: remove it")
+
+
+def create_nofollow(path: Path) -> int:
+    """A file descriptor for writing ``path`` from empty, never through a link: a symlink (or hard link)
+    planted at ``path`` is removed first (as renaming a new file over it would), then the file is created
+    with O_EXCL | O_NOFOLLOW. For a file written while something else runs (a child's log)."""
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"cannot write {path}: it is a folder")
+        os.unlink(path)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise _write_error(Path(path), exc) from exc
+
+
+def describe_kind(mode: int) -> str:
+    """What a file system entry is, for a message: 'a folder', 'a FIFO (named pipe)', ..."""
+    for test, words in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"), (stat.S_ISREG, "a file")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -84,12 +129,13 @@ def _umask() -> int:
 
 
 def _target_mode(target: Path) -> int:
-    """The mode an existing target has, else what ``open()`` would give a new file (0666 & ~umask)."""
+    """The mode an existing target has, else what ``open()`` would give a new file (0666 & ~umask); a link at
+    ``target`` is replaced, so the mode of what it points to is not copied."""
     try:
-        st = target.stat()
+        st = os.lstat(target)
     except OSError:
         return 0o666 & ~_umask()
-    return st.st_mode & 0o7777
+    return 0o666 & ~_umask() if stat.S_ISLNK(st.st_mode) else st.st_mode & 0o7777
 
 
 @contextlib.contextmanager

@@ -86,6 +86,10 @@ def to_markdown(batch: BatchResult) -> str:
                      f"{', '.join(m.passes_applied) or '-'} | {m.opset or '-'} | {_parity(m)} | {_num(m.convert_s, '.1f')} | "
                      f"{_num(m.validate_s, '.1f')} | {_num(m.peak_memory_mb, '.0f')} | "
                      f"{', '.join(f'`{v}`' for v in m.outputs.values()) or '-'} |")
+    kept = [m for m in batch.models if m.kept]
+    if kept:
+        lines += ["", "Files in model folders that bridge did not write (left in place):", ""]
+        lines += [f"- {m.name}: {', '.join(f'`{f}`' for f in m.kept)}" for m in kept]
     return "\n".join(lines) + "\n"
 
 
@@ -187,5 +191,9 @@ def _model_page(m: ModelResult) -> str:
                          "<th>max abs</th><th>max rel</th><th>mismatch</th><th>atol/rtol</th><th>note</th></tr>"
                          + "".join(rows) + "</table>")
     parts.append("<h2>Outputs</h2><ul>" + "".join(f"<li>{_e(k)}: <code>{_e(v)}</code></li>" for k, v in m.outputs.items())
-                 + "</ul></section>")
+                 + "</ul>")
+    if m.kept:
+        parts.append("<h2>Files bridge did not write (left in place)</h2><ul>"
+                     + "".join(f"<li><code>{_e(f)}</code></li>" for f in m.kept) + "</ul>")
+    parts.append("</section>")
     return "\n".join(parts)
