@@ -54,9 +54,10 @@ def graft_nms_command(
 ) -> None:
     """Graft decoding + per-class NMS onto MODEL's box and score outputs."""
     from bridge.api import graft_nms
-    from bridge.io import refuse_overwriting_inputs, save_model
+    from bridge.io import check_writable, refuse_overwriting_inputs, save_model
 
     refuse_overwriting_inputs(output, [model, anchors if anchors and anchors.endswith(".npy") else None])
+    check_writable(output, "-o")
     result = graft_nms(model, boxes=boxes, scores=scores, anchors=anchors, box_format=box_format,
                        variances=parse_variances(variances), iou=iou, score=score, max_per_class=max_per_class,
                        max_det=max_det, background_class=parse_background(background_class),
