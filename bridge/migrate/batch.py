@@ -52,7 +52,9 @@ def _files(out_dir: Path, name: str, outcome: dict[str, Any], key: str) -> list[
     listed = outcome.get(key)
     if not isinstance(listed, list):
         listed = outdir.bridge_files(folder) if key == "written" else []
-    return sorted(str((folder / rel).relative_to(out_dir)) for rel in listed if not Path(rel).name.startswith("."))
+    hidden = key == "written"  # bridge's own dot files (its record, a task file) are not outputs; a user's are named
+    return sorted(str((folder / rel).relative_to(out_dir)) for rel in listed
+                  if not (hidden and Path(rel).name.startswith(".")))
 
 
 def run(
