@@ -34,10 +34,11 @@ from bridge.conversion.pinning import pin_failures
 from bridge.conversion.recipe import ConvertResult, detection_groups, source_output_names
 from bridge.errors import BadInputFileError, BridgeError, UsageError, ValidationMismatch
 from bridge.inspection import InspectReport, inspect_model
-from bridge.io import load_model, refuse_overwriting_inputs
+from bridge.io import check_writable, load_model, refuse_overwriting_inputs
 from bridge.limits import max_memory, memory_limit
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, call_isolated, isolate
 from bridge.validation.compare import Comparison
+from bridge.validation.inputs import check_reference_fits
 from bridge.validation.results import RunResults
 from bridge.validation.run import FeedSource, nondeterministic_outputs, run_and_compare
 
@@ -284,6 +285,9 @@ def validate(
     from bridge.targets import candidate_runtime
 
     runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
+    for path, option in ((report, "--report"), (save_reference, "--save-reference")):
+        if path:  # before the work: a read-only folder fails now, not after the runs
+            check_writable(Path(path), option)
     say(f"loading {model}")
     proto = load_model(model)
     specs = [i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs]
@@ -298,6 +302,7 @@ def validate(
                       for name in runtimes}
         if reference is not None:
             saved = RunResults.load(Path(reference))
+            check_reference_fits(saved, proto, Path(reference))
             run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=groups,
                                   shape_only=nondeterministic_outputs(proto),
                                   reference_name=f"{saved.runtime} ({reference})", progress=say)
@@ -360,6 +365,9 @@ def validate(
     result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict,
                             sizes=run.sizes, second_size_skipped=run.second_size_skipped,
                             dataset=dataset_result if source is not None else None)
+    if reference is not None and saved.ignored:
+        result.warnings.append(f"--reference {reference}: members {saved.ignored[:5]} are not part of a RunResults "
+                               "file and were not read")
     if report:
         from bridge.report import write_report
 
@@ -416,6 +424,7 @@ def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256,
     if cfg.report:
         refuse_overwriting_inputs(cfg.report, [source if isinstance(source, str | Path) else None, model,
                                                cfg.source.weights, cfg.feeds], "--report")
+        check_writable(cfg.report, "--report")
     from bridge.debug.breakage import ACTIVE as deliberate_breakages
 
     # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error
@@ -467,16 +476,18 @@ def bench(
     its source framework on the same inputs: a ``bridge.bench.BenchResult`` (latency min/p50/p90/p99/max,
     throughput, first run, peak memory per runner and batch size; ``.ratio(runtime, batch)`` against the
     source). ``iterations`` timed calls (default 50) or ``seconds`` per runner and batch size, in
-    ``rounds`` interleaved rounds; ``report``: .json, .md or .html."""
+    ``rounds`` interleaved rounds; ``report``: .json, .md or .html (written before any failure is raised).
+    Raises ``BenchFailedError`` (exit 3, ``.result`` the figures) when no runtime ran the model."""
     from bridge.bench.report import report_format, write_bench_report
-    from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
+    from bridge.bench.run import DEFAULT_ITERATIONS, BenchFailedError, BenchSettings, run_bench
 
     if iterations is not None and seconds is not None:
         raise UsageError("give --iterations or --time, not both")
     if report:
         report_format(Path(report))
-    settings = BenchSettings(batches=tuple(batch), iterations=iterations or DEFAULT_ITERATIONS, seconds=seconds, warmup=warmup,
-                             rounds=rounds, threads=threads, isolated=isolated)
+        check_writable(Path(report), "--report")
+    settings = BenchSettings(batches=tuple(batch), iterations=DEFAULT_ITERATIONS if iterations is None else iterations,
+                             seconds=seconds, warmup=warmup, rounds=rounds, threads=threads, isolated=isolated)
     with memory_limit(max_memory):
         result = run_bench(Path(model), source=_source(source, weights, options) if source is not None else None,
                            framework=framework, runtimes=[runtime] if isinstance(runtime, str) else runtime,
@@ -485,4 +496,6 @@ def bench(
                            timeout=timeout, max_memory=child_memory_limit(), progress=progress)
     if report:
         write_bench_report(result.to_dict(), Path(report))
+    if not result.measured:  # every figure would be '-': a failed benchmark, not a result (exit 3)
+        raise BenchFailedError(f"no runtime ran {model}: {result.failure()}", result=result)
     return result

@@ -68,6 +68,7 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """``bridge.api.convert`` (see there): the option values as a ConvertConfig, run under ``max_memory``."""
     from bridge.conversion.options import build_config
+    from bridge.conversion.preflight import check_outputs
     from bridge.validation.detection.layouts import as_detection_specs
 
     with memory_limit(values.get("max_memory")):
@@ -76,6 +77,7 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
         from bridge.validation.dataset import dataset_settings
 
         dataset_settings(cfg.values)  # so is a bad --dataset option (issue 33)
+        check_outputs(cfg)  # a read-only --report folder fails now, not after the model was written
         return run_recipe(cfg, progress or (lambda _msg: None))
 
 

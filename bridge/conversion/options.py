@@ -105,7 +105,7 @@ CORE: tuple[Option, ...] = (
     Option("to", str, "onnx", "delivery format; a target's artefact is validated in its runtimes", choices=_targets,
            debug=False, metavar="TARGET"),
     Option("artefact_dir", Path | None, None, "folder for the target's artefacts (default: beside the .onnx)",
-           debug=False, metavar="DIR"),
+           debug=False, manifest=None, metavar="DIR"),  # a migration writes them in the model's folder under --out
     Option("seed", int, 0, "seed for generated validation inputs", metavar="N"),
     Option("trust_source", bool, False, "run the source for validation even if its graph has side effects "
            "(file writes, Python callbacks)", route="source"),

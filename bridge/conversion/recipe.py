@@ -9,6 +9,7 @@ the rest of ``convert`` (target artefacts, validation of every written file, wri
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -28,6 +29,7 @@ from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, saved_detection_outputs
 
+logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 STAGES = ("adapter", "export", "onnx_stage", "target", "validation", "write")
 # why validation did not run: asked not to / the source cannot run here / the model holds ops no runtime runs
@@ -228,18 +230,31 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
     still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
     as long as it takes; the heartbeat says so) and the reference's memory limit. ``keep``: the child is
     kept there once the export succeeded (the reference runs in it next); the file is then read while it waits,
-    freed of the export's leftovers, smaller than when it runs the reference next to this process."""
+    freed of the export's leftovers, smaller than when it runs the reference next to this process. An adapter
+    whose first attempt failed may ask for its fallback in a fresh child (``adapters.base.ExportRetry``): the
+    export runs once more there, with the source options it names."""
     import shutil
     import tempfile
 
+    from adapters.base import ExportRetry
     from bridge.runtimes.isolated import call_isolated
 
     adapter.require_framework()  # a missing framework is named here, before a child starts
     folder = Path(tempfile.mkdtemp(prefix="bridge-export-"))
+    source = cfg.source
     try:
-        exported = call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export, folder / "exported.onnx"),
-                                 stage=f"the {adapter.framework} export", timeout=None,
-                                 max_memory=child_memory_limit(), keep=keep)
+        for attempt in range(2):
+            try:
+                exported = call_isolated(partial(_export, adapter.framework, source, cfg.export,
+                                                 folder / "exported.onnx"),
+                                         stage=f"the {adapter.framework} export", timeout=None,
+                                         max_memory=child_memory_limit(), keep=keep)
+                break
+            except ExportRetry as retry:  # the adapter's fallback, in a fresh child: its first try's leftovers died
+                if attempt:
+                    raise
+                logger.info("%s", retry)
+                source = replace(source, options={**source.options, **retry.options})
         exported.model = onnx.load(str(folder / "exported.onnx"))  # external data (over 2 GiB) read back too
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -247,10 +262,16 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
 
 
 def _export(framework: str, source: Any, spec: Any, path: Path | None = None) -> Any:
-    """The export (in the child): with ``path``, the model is written there and sent back without it."""
+    """The export (in the child): with ``path``, the model is written there and sent back without it, and the
+    adapter may ask for its fallback in a fresh child (``adapters.base.ExportRetry``)."""
     from adapters import get_adapter
+    from adapters.base import FRESH_RETRY
 
-    exported = get_adapter(framework).export(source, spec)
+    token = FRESH_RETRY.set(path is not None)
+    try:
+        exported = get_adapter(framework).export(source, spec)
+    finally:
+        FRESH_RETRY.reset(token)
     if path is not None:
         from bridge.io import save_model
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from bridge.graft import GraftPlan, build, plan_graft
 from bridge.graft.check import DetectionCheck, check_detects
-from bridge.io import load_model, refuse_overwriting_inputs, save_model
+from bridge.io import check_writable, load_model, refuse_overwriting_inputs, save_model
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ def graft_file(model: str | Path, output: str | Path | None, *, dry_run: bool = 
     if output is not None:
         anchors = options.get("anchors")
         refuse_overwriting_inputs(output, [model, feeds, anchors if anchors and Path(str(anchors)).is_file() else None])
+        check_writable(output, "-o")  # a folder that cannot take the file fails now, not after the graft
     proto = load_model(model)
     plan = plan_graft(proto, **options)
     if dry_run:

@@ -32,6 +32,7 @@ from pydantic import (
 
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, InputSpec, Option, canonical_dtype
 from bridge.errors import UsageError
+from bridge.io import require_file
 from bridge.limits import parse_size as limits_parse_size
 from bridge.migrate.loading import check_raw, read_yaml
 
@@ -49,7 +50,9 @@ class ManifestError(UsageError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # no NaN or infinity in any number (tolerances, timeouts): YAML's .inf would pass ``ge=0`` and then travel
+    # to the worker as JSON null ("--atol None"); the Tolerance type refuses it too, whichever layer builds one
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class OutputTolerance(_Strict):
@@ -187,6 +190,14 @@ _OWN_FIELDS: dict[str, Any] = {
 }
 
 
+# convert options a manifest cannot set: the migration decides where each model's files go
+_PLACED = {
+    "artefact_dir": "a migration writes each model's artefacts into its own folder under --out "
+                    "(models/<name>/), so a manifest cannot place them elsewhere",
+    "report": "a migration writes each model's report as models/<name>/conversion.json under --out",
+}
+
+
 def _plain(kind: Any) -> Any:
     """An option's API type as a manifest (YAML / JSON) type: paths are strings."""
     return str if kind is Path else str | None if kind == (Path | None) else kind
@@ -240,6 +251,17 @@ class _EntryBase(_Strict):
         if v is not None:
             parse_size(v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _placed_by_the_migration(cls, data: Any) -> Any:
+        """Where outputs go is the migration's: refused by name rather than as an unknown field (or, as
+        before, accepted and ignored)."""
+        if isinstance(data, Mapping):
+            for key, why in _PLACED.items():
+                if key in data:
+                    raise ValueError(f"{key}: {why}; remove it")
+        return data
 
     @model_validator(mode="after")
     def _one_weights(self) -> Any:
@@ -471,8 +493,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
     if isinstance(manifest, (str, Path)):
         path = Path(manifest)
         where = str(path)
-        if not path.is_file():
-            raise UsageError(f"no such manifest: {path}")
+        require_file(path, "manifest", missing=f"no such manifest: {path}")  # a FIFO or a folder named as such
         try:
             data = read_yaml(path)  # bounded and decoded before the schema sees it (bridge.migrate.loading)
         except yaml.YAMLError as exc:
@@ -492,6 +513,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
         problems.extend(_format_errors("", exc))
     raw_defaults = data.get("defaults")  # validated above (Manifest.defaults); merged raw so entries can override
     raw_defaults = raw_defaults if isinstance(raw_defaults, Mapping) else {}
+    raw_defaults = {k: v for k, v in raw_defaults.items() if k not in _PLACED}  # refused once, there
     models = data.get("models")
     if not isinstance(models, list):
         raise ManifestError(where, problems or ["models: expected a list of model entries"])
