@@ -1,10 +1,12 @@
 """The one conversion recipe: pick the adapter, export, run the ONNX stage, record the detection groups,
 build the validation inputs - each with a status (as torch.onnx reports one status per stage).
 
-``convert``, ``validate``, ``debug`` (and ``--localize``) and the migrate worker all go through these
-functions, so they export with the same inputs, generate the same feeds (graph-derived values for
-indices, shapes, axes) and compare the same detection groups. ``bridge.conversion.delivery`` runs
-the rest of ``convert`` (target artefacts, validation of every written file, writing) and is its entry.
+``convert``, ``debug`` (and ``--localize``) and the migrate worker go through these functions, so they
+export with the same inputs, generate the same feeds (graph-derived values for indices, shapes, axes) and
+compare the same detection groups; ``validate`` reads an existing model's detection groups and output names
+here too (``detection_groups(trusted=False)``). ``bridge.conversion.delivery`` runs the rest of ``convert``
+(target artefacts, validation of every written file through ``bridge.conversion.check``, writing) and is its
+entry.
 """
 
 from __future__ import annotations
