@@ -54,7 +54,12 @@ class ExportResult:
 
 
 class Adapter(Protocol):
-    """Framework -> ONNX. ``claims`` must be cheap and must not import the framework for file sources."""
+    """Framework -> ONNX. ``claims`` must be cheap and must not import the framework for file sources.
+
+    Optional: ``reference_isolation(source, export) -> str | None``, why the framework must run this source's
+    reference in a child process even with isolation off (a native crash it is known to have on some models);
+    ``bridge.conversion.check`` honours it and says so.
+    """
 
     framework: str
 

@@ -28,7 +28,7 @@ import onnx
 
 from bridge.bench import child
 from bridge.bench.timing import Latency, machine, ratio, run_rounds, split
-from bridge.config import InputSpec, Source
+from bridge.config import InputSpec, InputValues, Source
 from bridge.errors import AdapterUnavailableError, BridgeError, UsageError
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, IsolatedRuntime, isolate
@@ -136,6 +136,7 @@ class BenchResult:
     machine: dict[str, Any]
     inputs: dict[int, dict[str, list[int]]] = field(default_factory=dict)  # batch -> input shapes
     notes: list[str] = field(default_factory=list)
+    verification: dict[str, Any] | None = None  # ``--verify``: the check's verdict before anything was timed
 
     @property
     def source_runner(self) -> str | None:
@@ -171,7 +172,7 @@ class BenchResult:
                 "settings": self.settings.to_dict(), "machine": self.machine,
                 "runners": [r.to_dict() for r in self.runners], "results": [c.to_dict() for c in self.cells],
                 "ratios_vs_source": ratios, "inputs": {str(b): s for b, s in self.inputs.items()},
-                "notes": self.notes}
+                "notes": self.notes, "verification": self.verification}
 
 
 def model_inputs(proto: onnx.ModelProto) -> list[TensorMeta]:
@@ -243,8 +244,9 @@ def batch_of(array: np.ndarray, batch: int) -> np.ndarray:
 
 
 def make_feeds(proto: onnx.ModelProto, metas: Sequence[TensorMeta], batch: int, *, feeds: Path | None,
-               specs: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
-    """The inputs every runner gets at ``batch``: ``--feeds`` rows (taken or repeated), or generated data."""
+               specs: Sequence[InputSpec], seed: int, values: InputValues | None = None) -> dict[str, np.ndarray]:
+    """The inputs every runner gets at ``batch``: ``--feeds`` rows (taken or repeated), or generated data
+    (``values``: ``--input-kind`` / ``--input-range``)."""
     from bridge.validation.inputs import load_feeds, make_inputs
 
     if feeds is not None:
@@ -254,7 +256,7 @@ def make_feeds(proto: onnx.ModelProto, metas: Sequence[TensorMeta], batch: int, 
         return {m.name: batch_of(loaded[m.name], batch) if shapes[m.name][:1] == (batch,) else loaded[m.name]
                 for m in metas}
     shapes = shapes_at(metas, batch, specs)
-    return make_inputs(metas, specs, seed=seed, shapes=shapes, model=proto)
+    return make_inputs(metas, specs, seed=seed, shapes=shapes, model=proto, values=values)
 
 
 def _source_output_names(proto: onnx.ModelProto) -> tuple[str, ...]:
@@ -309,6 +311,7 @@ def run_bench(
     feeds: Path | None = None,
     inputs: Sequence[InputSpec] = (),
     seed: int = 0,
+    values: InputValues | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
     max_memory: int | None = None,
     progress: Progress | None = None,
@@ -335,7 +338,7 @@ def run_bench(
                              seconds=base.seconds, warmup=base.warmup, rounds=base.rounds, threads=base.threads,
                              isolated=base.isolated, feeds=feed_note)
     # the inputs are checked (shapes, --feeds) before any child starts
-    all_feeds = {b: make_feeds(proto, metas, b, feeds=feeds, specs=inputs, seed=seed) for b in batches}
+    all_feeds = {b: make_feeds(proto, metas, b, feeds=feeds, specs=inputs, seed=seed, values=values) for b in batches}
     result = BenchResult(str(model), source.describe() if source else None, settings, [], [], machine(),
                          inputs={b: {k: list(v.shape) for k, v in f.items()} for b, f in all_feeds.items()})
     factories: dict[str, tuple[str, Callable[[], Runtime]]] = {}

@@ -14,9 +14,17 @@ from typing import Annotated
 import typer
 
 from bridge.cli.helptext import examples
-from bridge.cli.options import FeedsOpt, InputOpt, IsolateOpt
 from bridge.cli.render import out
 from bridge.errors import UsageError
+
+# graft-nms's detection check runs the grafted model itself (not a validation against a source), so these are its
+# own options, declared here: importing the conversion's option groups would load numpy and onnx for --help
+FeedsOpt = Annotated[Path | None, typer.Option(metavar="FILE.npz", help=(
+    "inputs for the detection check: .npz keyed by input name (default: seeded noise)"))]
+InputOpt = Annotated[list[str], typer.Option("--input", "-i", metavar="NAME:SHAPE[:DTYPE]", help=(
+    "an input's shape for the detection check where the model's is symbolic, e.g. images:1,3,128,128 (repeatable)"))]
+IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help=(
+    "run the detection check in a child process with time and memory limits"))]
 
 
 def parse_numbers(text: str | None, option: str, counts: tuple[int, ...], example: str) -> tuple[float, ...] | None:

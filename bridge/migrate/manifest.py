@@ -15,6 +15,7 @@ import glob as globlib
 import hashlib
 import json
 import re
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, InputSpec, Option, canonical_dtype
+from bridge.config import DEFAULT_TOLERANCE, TOLERANCE_BOUNDS, DynamicAxis, InputSpec, Option, canonical_dtype
 from bridge.errors import UsageError
 from bridge.io import require_file
 from bridge.limits import parse_size as limits_parse_size
@@ -55,18 +56,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
+_TOL = TOLERANCE_BOUNDS.schema()  # the bounds the atol / rtol options declare: finite, >= 0
+
+
 class OutputTolerance(_Strict):
     """Tolerance of one output: |candidate - reference| <= atol + rtol * |reference|; unset = the global one."""
 
-    atol: Annotated[float, Field(ge=0)] | None = None
-    rtol: Annotated[float, Field(ge=0)] | None = None
+    atol: Annotated[float, Field(**_TOL)] | None = None
+    rtol: Annotated[float, Field(**_TOL)] | None = None
 
 
 class ToleranceSpec(_Strict):
     """Global tolerance plus per-output overrides (``outputs: {boxes: {atol: 1e-3}}``)."""
 
-    atol: Annotated[float, Field(ge=0, description="absolute tolerance for every output")] = DEFAULT_TOLERANCE.atol
-    rtol: Annotated[float, Field(ge=0, description="relative tolerance for every output")] = DEFAULT_TOLERANCE.rtol
+    atol: Annotated[float, Field(description="absolute tolerance for every output", **_TOL)] = DEFAULT_TOLERANCE.atol
+    rtol: Annotated[float, Field(description="relative tolerance for every output", **_TOL)] = DEFAULT_TOLERANCE.rtol
     outputs: dict[str, OutputTolerance] = Field(default_factory=dict, description="per output name")
 
 
@@ -156,16 +160,14 @@ class DatasetEntry(_Strict):
 # --- end dataset validation ---
 
 
-# manifest fields whose form differs from the option's API type (objects, bounds); every other convert option
-# appears under its manifest name with its declared type (bridge.conversion.options: one declaration each)
+# manifest fields whose form differs from the option's API type (objects, lists); every other convert option
+# appears under its manifest name with its declared type and bounds (bridge.conversion.options: one declaration
+# each; ``Option.bounds`` become the field's constraints)
 _FIELD_TYPES: dict[str, Any] = {
     "inputs": list[str | InputEntry],
     "tolerance": ToleranceSpec,
-    "opset": Annotated[int, Field(ge=7, le=23)] | None,
     "outputs": list[str],
     "runtimes": list[str],
-    "max_detections": Annotated[int, Field(gt=0)],
-    "step_timeout": Annotated[float, Field(gt=0)],
     "max_memory": int | str,
     "dataset": DatasetEntry,  # --dataset (issue 33)
 }
@@ -198,6 +200,12 @@ _PLACED = {
 }
 
 
+def _not_none(kind: Any) -> Any:
+    """``int | None`` -> ``int`` (the field is optional anyway; the bounds constrain the value)."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    return args[0] if len(args) == 1 and type(None) in typing.get_args(kind) else kind
+
+
 def _plain(kind: Any) -> Any:
     """An option's API type as a manifest (YAML / JSON) type: paths are strings."""
     return str if kind is Path else str | None if kind == (Path | None) else kind
@@ -223,6 +231,8 @@ def _entry_fields() -> type[BaseModel]:
         if first.choices is not None:  # the registry's names now, as the schema's enum
             choice = Literal[tuple(first.choices())]  # type: ignore[misc, valid-type]
             kind = list[choice] if "list" in str(kind) else choice  # type: ignore[valid-type]
+        if first.bounds is not None and field not in _FIELD_TYPES:
+            kind = Annotated[_not_none(kind), Field(**first.bounds.schema())]
         definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help)))
     return create_model("EntryFields", __base__=_EntryBase, **definitions)  # type: ignore[call-overload, no-any-return]
 

@@ -1,7 +1,8 @@
 """One model of a batch migration, converted and validated in its own process: task dict -> outcome dict.
 
 ``run_isolated`` is what an executor runs (in a thread of this process for the local executor, on a
-Dask worker for ``dask://``). It starts a fresh interpreter (``python -c ... worker.main``), so a
+Dask worker for ``dask://``). It starts a fresh interpreter (``python -P -c ... worker.main``: the working
+directory is not importable there), so a
 segfault, an abort, an out-of-memory kill or a hang of the framework takes down only that child: the
 child's exit signal, a timeout (the child's whole process group is killed) or the memory limit becomes
 the model's failure reason and the batch goes on.
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.migrate.outdir import clear_model_folder, record_written
+from bridge.runtimes.isolated import SAFE_PATH
 
 OUTCOME = "outcome.json"
 LOG = "log.txt"
@@ -54,7 +56,8 @@ _SIGNAL_NOTES = {
 }
 
 # The child's program (not ``-m bridge.migrate.worker``: the package imports this module first, and runpy
-# warns about running a module that is already imported).
+# warns about running a module that is already imported), started with ``SAFE_PATH`` (``-P``): the working
+# directory is not importable in it, PYTHONPATH is.
 _CHILD = "import sys; from bridge.migrate.worker import main; sys.exit(main(sys.argv[1:]))"
 # Live children of this process, so an interrupted run can end them (see kill_children).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -110,7 +113,7 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
     started = time.perf_counter()
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
     with os.fdopen(create_nofollow(folder / LOG), "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(task_file)], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, *SAFE_PATH, "-c", _CHILD, str(task_file)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         _CHILDREN[proc.pid] = proc
         timed_out = False

@@ -8,7 +8,10 @@ order of names, the runtime that produced them and free-form provenance.
 A model with dynamic axes is validated at a second size of them too (``run_and_compare(second_size=True)``);
 the run there travels in the same file (format ``bridge.RunResults/2``): arrays under ``size2/input/NAME``
 and ``size2/output/NAME`` (``size3/...`` for a further size), the sidecar's ``sizes`` listing each one's
-names. A file written before (``bridge.RunResults/1``, or no sidecar) holds one size and still loads.
+names. Every candidate also runs on a second, different input of the same shapes; the reference's run there
+travels under ``second/input/NAME`` and ``second/output/NAME`` (the sidecar's ``second_input`` lists them).
+A file written before (``bridge.RunResults/1``, or no sidecar) holds one size and still loads; one without
+``second/`` arrays holds no second input (the check then says the candidates ran on one input only).
 
 A results file may come from anywhere, so loading trusts nothing in it: the sidecar's fields are checked
 by type (``Sidecar``, a usage error naming the field), only the members of the layout above are read (a
@@ -51,6 +54,7 @@ class RunResults:
     runtime: str
     meta: dict[str, Any] = field(default_factory=dict)
     other_sizes: list[SizedRun] = field(default_factory=list)  # the runs at a second (third, ...) size
+    second_input: SizedRun | None = None  # the run on a second, different input of the first size's shapes
     format: str = FORMAT  # the format the file was read from (an older file holds one size)
     ignored: list[str] = field(default_factory=list)  # members of the file outside the layout: never read
 
@@ -67,6 +71,9 @@ class RunResults:
         for i, run in enumerate(self.other_sizes, start=2):
             arrays.update({f"size{i}/input/{k}": v for k, v in run.inputs.items()})
             arrays.update({f"size{i}/output/{k}": v for k, v in run.outputs.items()})
+        if self.second_input is not None:
+            arrays.update({f"{_SECOND}/input/{k}": v for k, v in self.second_input.inputs.items()})
+            arrays.update({f"{_SECOND}/output/{k}": v for k, v in self.second_input.outputs.items()})
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
         atomic_write_text(self.sidecar(path), json.dumps({
@@ -76,6 +83,8 @@ class RunResults:
             "inputs": _described(self.inputs),
             "outputs": _described(self.outputs),
             "sizes": [{"inputs": _described(r.inputs), "outputs": _described(r.outputs)} for r in self.other_sizes],
+            **({"second_input": {"inputs": _described(self.second_input.inputs),
+                                 "outputs": _described(self.second_input.outputs)}} if self.second_input else {}),
             "meta": self.meta,
         }, indent=2))
 
@@ -90,7 +99,8 @@ class RunResults:
         sidecar_path = cls.sidecar(path)
         info = Sidecar.read(sidecar_path)
         keys = npz_keys(path, "results file")  # from the zip directory: nothing decompressed yet
-        layout = [k for k in keys if k.startswith(("input/", "output/")) or _SIZE_KEY.match(k)]
+        layout = [k for k in keys if k.startswith(("input/", "output/", f"{_SECOND}/input/", f"{_SECOND}/output/"))
+                  or _SIZE_KEY.match(k)]
         if not any(k.startswith("output/") for k in layout):
             raise BadInputFileError(f"{path} is not a bridge RunResults file (keys: {sorted(keys)[:5]})")
         prefixes = sorted({k.split("/", 1)[0] for k in layout if _SIZE_KEY.match(k)}, key=lambda p: int(p[4:]))
@@ -114,12 +124,18 @@ class RunResults:
                   for i, p in enumerate(prefixes)]
         if any(not r.outputs for r in others):
             raise BadInputFileError(f"{path}: a run at another size holds no outputs")
+        listed_second = info.second_input or SizeInfo()
+        second = SizedRun(ordered(f"{_SECOND}/input/", listed_second.inputs),
+                          ordered(f"{_SECOND}/output/", listed_second.outputs))
+        if bool(second.inputs) != bool(second.outputs):
+            raise BadInputFileError(f"{path}: the run on a second input holds inputs or outputs only")
         return cls(
             inputs=ordered("input/", info.inputs),
             outputs=ordered("output/", info.outputs),
             runtime=info.runtime,
             meta=dict(info.meta),
             other_sizes=others,
+            second_input=second if second.outputs else None,
             format=info.format,
             ignored=sorted(set(keys) - wanted),
         )
@@ -163,6 +179,7 @@ class Sidecar(BaseModel):
     inputs: dict[str, TensorInfo] = Field(default_factory=dict)
     outputs: dict[str, TensorInfo] = Field(default_factory=dict)
     sizes: list[SizeInfo] = Field(default_factory=list)
+    second_input: SizeInfo | None = None  # the run on a second, different input (its arrays under second/)
     meta: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -203,11 +220,15 @@ class Sidecar(BaseModel):
         for i, size in enumerate(self.sizes, start=2):
             found.update({f"size{i}/input/{k}": v for k, v in size.inputs.items()})
             found.update({f"size{i}/output/{k}": v for k, v in size.outputs.items()})
+        if self.second_input is not None:
+            found.update({f"{_SECOND}/input/{k}": v for k, v in self.second_input.inputs.items()})
+            found.update({f"{_SECOND}/output/{k}": v for k, v in self.second_input.outputs.items()})
         return found
 
 
 _SIDECAR_LIMIT = 64 * 2**20  # names, shapes and dtypes; a sidecar this large is not one bridge wrote
 _SIZE_KEY = re.compile(r"size\d+/(input|output)/")
+_SECOND = "second"  # the prefix of the run on a second input
 
 
 def _described(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
