@@ -211,9 +211,8 @@ def _unsupported_from_converter(message: str, scopes: Mapping[str, str]) -> dict
     """``{tf op: [ONNX node names]}`` from a converter error listing ops that need select TF ops."""
     found: dict[str, list[str]] = {}
     for m in _LOC.finditer(message):
-        scope = m.group("scope").split("/")[0].removeprefix("onnx_tf_prefix_")
+        node = _node_of_scope(m.group("scope").removeprefix("onnx_tf_prefix_"), scopes)
         nodes = found.setdefault(f"tf.{m.group('tfop')}", [])
-        node = scopes.get(scope, scope)
         if node not in nodes:
             nodes.append(node)
     select = _SELECT.search(message)
@@ -221,6 +220,17 @@ def _unsupported_from_converter(message: str, scopes: Mapping[str, str]) -> dict
         for op in (o.strip() for o in select.group("ops").split(",")):
             found.setdefault(f"tf.{op}", [])
     return {op: nodes or ["(node not named by the converter)"] for op, nodes in found.items()}
+
+
+def _node_of_scope(scope: str, scopes: Mapping[str, str]) -> str:
+    """The ONNX node whose scope ``scope`` (``<node>`` or ``<node>/<tf op>...``) is in: the longest scope of
+    ``scopes`` it is or lies under (node names may hold "/" themselves: exporters name nodes ``/Div_1``)."""
+    parts = scope.split("/")
+    for end in range(len(parts), 0, -1):
+        prefix = "/".join(parts[:end])
+        if prefix in scopes:
+            return scopes[prefix]
+    return parts[0] or scope
 
 
 def with_name_map(content: bytes, names: Mapping[str, Mapping[str, str]]) -> bytes:
