@@ -1,8 +1,9 @@
 """Dataset metrics, accumulated batch by batch at constant memory per image.
 
 ``CocoAP``: COCO AP@0.5 and AP@[.5:.95] of detections against ground truth, by pycocotools. Its
-``evaluate`` (per image and category: matching at the ten IoU thresholds, crowd regions) runs on each
-chunk of images as it comes; of its per-image results only what ``accumulate`` reads is kept (each
+per-image evaluation (per image and category: matching at the ten IoU thresholds, crowd regions) runs on
+each chunk of images as it comes - ``cocoeval.evaluate_chunk``, pycocotools' ``evaluate`` vectorised over
+the chunk, equal to it to the last bit - ; of its per-image results only what ``accumulate`` reads is kept (each
 detection's score, matched and ignored flags per threshold; the count of ground-truth boxes that are not
 ignored), concatenated per category in image order. ``result`` then runs pycocotools' own ``accumulate``
 on one merged entry per category, which is exactly what it computes over every image at once: it
@@ -21,16 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from bridge.validation.dataset.cocoeval import (
+    AREA_RANGE,
+    IOU_THRESHOLDS,
+    MAX_DETS,
+    evaluate_chunk,
+    pycocotools_classes,
+)
 from bridge.validation.detection.boxes import pair_iou
-
-MAX_DETS = 100  # COCO's maxDets for the headline AP
-IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # as pycocotools' Params (np.linspace, not arange)
 
 
 @dataclass(frozen=True)
@@ -44,49 +50,6 @@ class ImageBoxes:
 
     def __len__(self) -> int:
         return len(self.classes)
-
-
-def _cocoeval() -> Any:
-    try:
-        from pycocotools.coco import COCO
-        from pycocotools.cocoeval import COCOeval
-    except ImportError:
-        from bridge.errors import AdapterUnavailableError
-
-        raise AdapterUnavailableError("pycocotools", "mAP on a dataset (--dataset)",
-                                      "pip install 'bridge[dataset]'") from None
-    return COCO, COCOeval
-
-
-def _coco(images: Sequence[int], categories: Iterable[int], annotations: list[dict[str, Any]]) -> Any:
-    COCO, _ = _cocoeval()
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-        coco = COCO()
-        coco.dataset = {"images": [{"id": i} for i in images], "categories": [{"id": c} for c in categories],
-                        "annotations": annotations}
-        coco.createIndex()
-    return coco
-
-
-def _annotations(ids: Sequence[int], items: Sequence[ImageBoxes], with_scores: bool
-                 ) -> tuple[list[int], list[dict[str, Any]]]:
-    """COCO annotations (ids 1, 2, ... in image then row order) and each one's row in its image."""
-    rows: list[int] = []
-    out: list[dict[str, Any]] = []
-    for image_id, item in zip(ids, items, strict=True):
-        b = np.asarray(item.boxes, np.float64).reshape(-1, 4)
-        xywh = np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1)
-        area = (xywh[:, 2] * xywh[:, 3]).tolist()
-        crowd = [0] * len(b) if item.crowd is None else np.asarray(item.crowd, np.int64).tolist()
-        scores = np.asarray(item.scores, np.float64).tolist() if with_scores and item.scores is not None else None
-        for k, (box, cls) in enumerate(zip(xywh.tolist(), np.asarray(item.classes).tolist(), strict=True)):
-            ann = {"id": len(out) + 1, "image_id": image_id, "category_id": int(cls), "bbox": box, "area": area[k],
-                   "iscrowd": crowd[k]}
-            if scores is not None:
-                ann["score"] = scores[k]
-            out.append(ann)
-            rows.append(k)
-    return rows, out
 
 
 @dataclass
@@ -104,52 +67,26 @@ class CocoAP:
         self._cats: dict[int, _Category] = {}
         self.images = 0
         self.seconds = 0.0  # time spent in the metric itself
+        self.plain_chunks = 0  # chunks evaluate_chunk handed to pycocotools itself (a non-finite value)
 
     def add(self, truth: Sequence[ImageBoxes], detections: Sequence[ImageBoxes]) -> list[np.ndarray]:
         """One chunk of images: their ground truth and detections, in dataset order. Returns per image the
         pairs pycocotools matched at IoU 0.5, as rows [P, 2] (truth row, detection row)."""
-        import time
-
         start = time.perf_counter()
-        _, COCOeval = _cocoeval()
-        ids = list(range(1, len(truth) + 1))
-        cats = sorted({int(c) for t in (*truth, *detections) for c in np.asarray(t.classes).reshape(-1)})
+        chunk = evaluate_chunk(truth, detections)
         self.images += len(truth)
-        pairs = [np.zeros((0, 2), np.int64) for _ in truth]
-        if not cats:
-            self.seconds += time.perf_counter() - start
-            return pairs
-        gt_rows, gt_anns = _annotations(ids, truth, False)
-        dt_rows, dt_anns = _annotations(ids, detections, True)
-        gt, dt = _coco(ids, cats, gt_anns), _coco(ids, cats, dt_anns)
-        ev = COCOeval(gt, dt, "bbox")
-        ev.params.imgIds, ev.params.catIds = ids, cats
-        ev.params.areaRng, ev.params.areaRngLbl, ev.params.maxDets = [[0.0, 1e5 ** 2]], ["all"], [MAX_DETS]
-        with contextlib.redirect_stdout(io.StringIO()):
-            ev.evaluate()
-        found: dict[int, list[tuple[int, int]]] = {}
-        for e in ev.evalImgs:  # ordered by category, then image
-            if e is None:
-                continue
-            cat = self._cats.setdefault(int(e["category_id"]), _Category())
-            matches = np.asarray(e["dtMatches"])
-            cat.scores.append(np.asarray(e["dtScores"], np.float64))
-            cat.matched.append(matches > 0)
-            cat.ignored.append(np.asarray(e["dtIgnore"]).astype(bool))
-            cat.positives += int(np.count_nonzero(np.asarray(e["gtIgnore"]) == 0))
-            if matches.size:
-                for dt_id, gt_id in zip(e["dtIds"], matches[0].tolist(), strict=True):
-                    if gt_id > 0:
-                        found.setdefault(int(e["image_id"]) - 1, []).append((gt_rows[int(gt_id) - 1],
-                                                                             dt_rows[int(dt_id) - 1]))
-        for image, rows in found.items():
-            pairs[image] = np.asarray(rows, np.int64).reshape(-1, 2)
-        self._compact()
+        self.plain_chunks += int(chunk.plain)
+        for key, e in chunk.categories.items():
+            cat = self._cats.setdefault(key, _Category())
+            cat.scores.append(e.scores)
+            cat.matched.append(e.matched)
+            cat.ignored.append(e.ignored)
+            cat.positives += e.positives
         self.seconds += time.perf_counter() - start
-        return pairs
+        return chunk.pairs
 
     def _compact(self) -> None:
-        """One array per category (not one per image): memory per detection, not per image."""
+        """One array per category (not one per chunk)."""
         for cat in self._cats.values():
             if len(cat.scores) > 1:
                 cat.scores = [np.concatenate(cat.scores)]
@@ -166,21 +103,20 @@ class CocoAP:
             mine.positives += theirs.positives
         self.images += other.images
         self.seconds += other.seconds
-        self._compact()
+        self.plain_chunks += other.plain_chunks
 
     def result(self) -> dict[str, Any]:
         """``map50``, ``map50_95`` (None without any ground-truth box) and AP@[.5:.95] per class."""
-        import time
-
         start = time.perf_counter()
-        _, COCOeval = _cocoeval()
         cats = sorted(self._cats)
         if not cats:
             return {"map50": None, "map50_95": None, "per_class": {}}
+        _, COCOeval = pycocotools_classes()
+        self._compact()
         ev = COCOeval(iouType="bbox")
         total = max(1, max(sum(len(s) for s in c.scores) for c in self._cats.values()))
         p = ev.params
-        p.imgIds, p.catIds, p.areaRng, p.areaRngLbl, p.maxDets = [1], cats, [[0.0, 1e5 ** 2]], ["all"], [total]
+        p.imgIds, p.catIds, p.areaRng, p.areaRngLbl, p.maxDets = [1], cats, [list(AREA_RANGE)], ["all"], [total]
         ev._paramsEval = p  # accumulate reads the evaluated parameters from here
         ev.evalImgs = [self._entry(self._cats[c]) for c in cats]  # index k * areas * images + ...: k
         with contextlib.redirect_stdout(io.StringIO()):
