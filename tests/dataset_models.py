@@ -2,7 +2,9 @@
 
 ``wrong_anchors_symbol`` writes the SSD with every anchor corner scaled by ``factor`` (a ``_mul_scalar`` node
 between ``multibox_anchors`` and ``MultiBoxDetection``): converted, it is the "anchors x1.01" candidate a
-dataset validation against the real SSD must fail. ``procedural_dataset`` writes the example's procedural
+dataset validation against the real SSD must fail. ``shifted_boxes_model`` moves every box of a converted
+SSD (its [B, N, 6] MXNet rows) right by a fraction of its width: at 5% the boxes keep IoU 0.905 with the
+true ones, so AP@0.5 agreement stays 1.0 and only AP@[.5:.95] sees it. ``procedural_dataset`` writes the example's procedural
 images with COCO labels (``examples/mxnet_ssd/make_dataset.py``).
 """
 
@@ -38,6 +40,33 @@ def wrong_anchors_symbol(folder: Path, factor: float = 1.01) -> Path:
     (folder / "wrong-symbol.json").write_text(json.dumps(graph))
     shutil.copy(SSD / "model-0000.params", folder / "wrong-0000.params")
     return folder / "wrong-symbol.json"
+
+
+def shifted_boxes_model(model: Path, out: Path, fraction: float = 0.05, output: str = "detection_output") -> Path:
+    """``model`` (a converted SSD whose ``output`` holds MXNet rows class, score, x1, y1, x2, y2) with every box
+    moved right by ``fraction`` of its width, written to ``out``."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    proto = onnx.load(model)
+    graph = proto.graph
+    raw = f"{output}_unshifted"
+    for node in graph.node:
+        node.output[:] = [raw if o == output else o for o in node.output]
+    consts = {"sh_s0": [0], "sh_e2": [2], "sh_s2": [2], "sh_e3": [3], "sh_s4": [4], "sh_e5": [5], "sh_s3": [3],
+              "sh_e4": [4], "sh_s5": [5], "sh_e6": [6], "sh_axis": [2]}
+    graph.initializer.extend(numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items())
+    graph.initializer.append(numpy_helper.from_array(np.array(fraction, np.float32), "sh_fraction"))
+    cut = [("sh_head", "sh_s0", "sh_e2"), ("sh_x1", "sh_s2", "sh_e3"), ("sh_y1", "sh_s3", "sh_e4"),
+           ("sh_x2", "sh_s4", "sh_e5"), ("sh_y2", "sh_s5", "sh_e6")]
+    graph.node.extend(helper.make_node("Slice", [raw, a, b, "sh_axis"], [name]) for name, a, b in cut)
+    graph.node.extend([
+        helper.make_node("Sub", ["sh_x2", "sh_x1"], ["sh_w"]), helper.make_node("Mul", ["sh_w", "sh_fraction"], ["sh_dx"]),
+        helper.make_node("Add", ["sh_x1", "sh_dx"], ["sh_x1s"]), helper.make_node("Add", ["sh_x2", "sh_dx"], ["sh_x2s"]),
+        helper.make_node("Concat", ["sh_head", "sh_x1s", "sh_y1", "sh_x2s", "sh_y2"], [output], axis=2)])
+    onnx.save(proto, out)
+    return out
 
 
 def procedural_dataset(folder: Path, count: int = 300, seed: int = 1) -> tuple[Path, Path]:

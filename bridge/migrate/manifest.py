@@ -135,6 +135,8 @@ class DatasetEntry(_Strict):
     agreement_score: Annotated[float, Field(ge=0, le=1)] = 0.5
     min_agreement: Annotated[float, Field(ge=0, le=1)] = 0.99
     max_map_drop: Annotated[float, Field(ge=0, le=1)] = 0.005
+    min_agreement_ap50_95: Annotated[float, Field(ge=0, le=1)] = 0.95
+    min_keypoint_agreement: Annotated[float, Field(ge=0, le=1)] = 0.99
     preprocessing: PreprocessingEntry | None = None
 
     def option_values(self, base: Path) -> dict[str, Any]:
@@ -147,7 +149,8 @@ class DatasetEntry(_Strict):
         return {"dataset": _resolve_path(base, self.path), "labels": _resolve_path(base, self.labels),
                 "dataset_limit": self.limit, "dataset_batch": self.batch, "classes": self.classes,
                 "agreement_score": self.agreement_score, "min_agreement": self.min_agreement,
-                "max_map_drop": self.max_map_drop, "resize": pre.resize, "channel_order": pre.channel_order,
+                "max_map_drop": self.max_map_drop, "min_agreement_ap50_95": self.min_agreement_ap50_95,
+                "min_keypoint_agreement": self.min_keypoint_agreement, "resize": pre.resize, "channel_order": pre.channel_order,
                 "layout": pre.layout, "dataset_dtype": pre.dtype, "mean": listed(pre.mean), "std": listed(pre.std),
                 "scale": None if pre.scale is None else str(pre.scale)}
 # --- end dataset validation ---

@@ -40,6 +40,7 @@ import numpy as np
 MAX_DETS = 100  # COCO's maxDets for the headline AP
 IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # as pycocotools' Params (np.linspace, not arange)
 AREA_RANGE = (0.0, 1e5 ** 2)  # pycocotools' "all"
+REC_THRESHOLDS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)  # as its Params
 # evaluateImg's ``iou = min([t, 1 - 1e-10])``: the threshold a match must reach at each IoU threshold
 _MATCH_AT = np.minimum(IOU_THRESHOLDS, 1 - 1e-10)
 
@@ -250,6 +251,33 @@ def _greedy(pair_d: np.ndarray, pair_g: np.ndarray, iou: np.ndarray, g_ign: np.n
         taken[t, chosen[r, t]] = True
 
 
+def accumulate(scores: np.ndarray, matched: np.ndarray, ignored: np.ndarray, positives: int) -> np.ndarray | None:
+    """pycocotools' ``accumulate`` for one category whose per-image results are merged into one entry (its
+    detections of every image, in image order): the interpolated precision [T, R] at each IoU threshold and
+    recall threshold, or None without a ground-truth box that counts (pycocotools leaves -1 there).
+
+    The same numpy operations as pycocotools (a stable sort by score, cumulative true / false positives,
+    ``tp / (fp + tp + eps)``, ``searchsorted`` of the recall thresholds, precision 0 past the last recall);
+    its per-detection Python loop making precision non-increasing from the end is a reversed cumulative
+    maximum here (the same values: a maximum is exact)."""
+    if positives == 0:
+        return None
+    order = np.argsort(-scores, kind="mergesort")
+    dtm, counted = matched[:, order], ~ignored[:, order]
+    # cumulative counts of 0/1 summed in float64 are exact integers: pycocotools' int cumsum cast to float
+    tp_sum = np.cumsum(dtm & counted, axis=1, dtype=np.float64)
+    fp_sum = np.cumsum(~dtm & counted, axis=1, dtype=np.float64)
+    rc = tp_sum / positives
+    pr = tp_sum / (fp_sum + tp_sum + np.spacing(1))
+    envelope = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
+    precision = np.zeros((len(tp_sum), len(REC_THRESHOLDS)))
+    for t in range(len(tp_sum)):
+        inds = np.searchsorted(rc[t], REC_THRESHOLDS, side="left")
+        reached = inds < rc.shape[1]
+        precision[t, reached] = envelope[t, inds[reached]]
+    return precision
+
+
 # -------------------------------------------------------------------------------------- the plain path
 
 
@@ -332,5 +360,6 @@ def evaluate_with_pycocotools(truth: Sequence[Boxes], detections: Sequence[Boxes
     return out
 
 
-__all__ = ["AREA_RANGE", "IOU_THRESHOLDS", "MAX_DETS", "CategoryEval", "ChunkEval", "coco_iou", "evaluate_chunk",
+__all__ = ["AREA_RANGE", "IOU_THRESHOLDS", "MAX_DETS", "REC_THRESHOLDS", "CategoryEval", "ChunkEval", "accumulate",
+           "coco_iou", "evaluate_chunk",
            "evaluate_with_pycocotools", "pycocotools_classes"]

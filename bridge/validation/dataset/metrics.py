@@ -1,16 +1,16 @@
 """Dataset metrics, accumulated batch by batch at constant memory per image.
 
-``CocoAP``: COCO AP@0.5 and AP@[.5:.95] of detections against ground truth, by pycocotools. Its
-per-image evaluation (per image and category: matching at the ten IoU thresholds, crowd regions) runs on
-each chunk of images as it comes - ``cocoeval.evaluate_chunk``, pycocotools' ``evaluate`` vectorised over
-the chunk, equal to it to the last bit - ; of its per-image results only what ``accumulate`` reads is kept (each
-detection's score, matched and ignored flags per threshold; the count of ground-truth boxes that are not
-ignored), concatenated per category in image order. ``result`` then runs pycocotools' own ``accumulate``
-on one merged entry per category, which is exactly what it computes over every image at once: it
-concatenates the images' entries in image order and sorts them stably by score (a test checks the two
-are equal to the last bit). Parameters: one area range (all), at most 100 detections per image
-(COCO's ``maxDets`` of the headline AP), boxes as given (no segmentation). States merge in shard order
-(``merge``), for a dataset split into shards.
+``CocoAP``: COCO AP@0.5 and AP@[.5:.95] of detections against ground truth, as pycocotools computes them.
+The per-image evaluation (per image and category: matching at the ten IoU thresholds, crowd regions) runs
+on each chunk of images as it comes (``cocoeval.evaluate_chunk``: pycocotools' ``evaluate`` vectorised over
+the chunk); of its results only what ``accumulate`` reads is kept (each detection's score, matched and
+ignored flags per threshold; the count of ground-truth boxes that are not ignored), concatenated per
+category in image order. ``result`` then runs ``accumulate`` (``cocoeval.accumulate``, pycocotools' own
+vectorised; ``plain=True`` runs pycocotools' itself) on one merged entry per category, which is exactly
+what pycocotools computes over every image at once: it concatenates the images' entries in image order and
+sorts them stably by score. Tests hold every step equal to plain pycocotools to the last bit. Parameters:
+one area range (all), at most 100 detections per image (COCO's ``maxDets`` of the headline AP), boxes as
+given (no segmentation). States merge in shard order (``merge``), for a dataset split into shards.
 
 ``Agreement``: the candidate's detections at or above the agreement score matched to the source's
 (pycocotools' matching at IoU 0.5, greedy by the candidate's scores): matched, missed (source only),
@@ -33,6 +33,8 @@ from bridge.validation.dataset.cocoeval import (
     AREA_RANGE,
     IOU_THRESHOLDS,
     MAX_DETS,
+    REC_THRESHOLDS,
+    accumulate,
     evaluate_chunk,
     pycocotools_classes,
 )
@@ -105,23 +107,15 @@ class CocoAP:
         self.seconds += other.seconds
         self.plain_chunks += other.plain_chunks
 
-    def result(self) -> dict[str, Any]:
-        """``map50``, ``map50_95`` (None without any ground-truth box) and AP@[.5:.95] per class."""
+    def result(self, plain: bool = False) -> dict[str, Any]:
+        """``map50``, ``map50_95`` (None without any ground-truth box) and AP@[.5:.95] per class. ``plain``:
+        pycocotools' own ``accumulate`` rather than ``cocoeval.accumulate`` (the same numbers; a test checks)."""
         start = time.perf_counter()
         cats = sorted(self._cats)
         if not cats:
             return {"map50": None, "map50_95": None, "per_class": {}}
-        _, COCOeval = pycocotools_classes()
         self._compact()
-        ev = COCOeval(iouType="bbox")
-        total = max(1, max(sum(len(s) for s in c.scores) for c in self._cats.values()))
-        p = ev.params
-        p.imgIds, p.catIds, p.areaRng, p.areaRngLbl, p.maxDets = [1], cats, [list(AREA_RANGE)], ["all"], [total]
-        ev._paramsEval = p  # accumulate reads the evaluated parameters from here
-        ev.evalImgs = [self._entry(self._cats[c]) for c in cats]  # index k * areas * images + ...: k
-        with contextlib.redirect_stdout(io.StringIO()):
-            ev.accumulate(p)
-        precision = ev.eval["precision"][:, :, :, 0, 0]  # [T, R, K]
+        precision = self._plain_precision(cats) if plain else self._precision(cats)  # [T, R, K], -1: absent
 
         def mean(values: np.ndarray) -> float | None:
             valid = values[values > -1]
@@ -130,6 +124,28 @@ class CocoAP:
         self.seconds += time.perf_counter() - start
         return {"map50": mean(precision[0]), "map50_95": mean(precision),
                 "per_class": {c: mean(precision[:, :, k]) for k, c in enumerate(cats)}}
+
+    def _precision(self, cats: list[int]) -> np.ndarray:
+        precision = -np.ones((len(IOU_THRESHOLDS), len(REC_THRESHOLDS), len(cats)))
+        for k, c in enumerate(cats):
+            entry = self._entry(self._cats[c])
+            if entry is not None:
+                p = accumulate(entry["dtScores"], entry["dtMatches"], entry["dtIgnore"], len(entry["gtIgnore"]))
+                if p is not None:
+                    precision[:, :, k] = p
+        return precision
+
+    def _plain_precision(self, cats: list[int]) -> np.ndarray:
+        _, COCOeval = pycocotools_classes()
+        ev = COCOeval(iouType="bbox")
+        total = max(1, max(sum(len(s) for s in c.scores) for c in self._cats.values()))
+        p = ev.params
+        p.imgIds, p.catIds, p.areaRng, p.areaRngLbl, p.maxDets = [1], cats, [list(AREA_RANGE)], ["all"], [total]
+        ev._paramsEval = p  # accumulate reads the evaluated parameters from here
+        ev.evalImgs = [self._entry(self._cats[c]) for c in cats]  # index k * areas * images + ...: k
+        with contextlib.redirect_stdout(io.StringIO()):
+            ev.accumulate(p)
+        return np.asarray(ev.eval["precision"][:, :, :, 0, 0])
 
     @staticmethod
     def _entry(cat: _Category) -> dict[str, Any] | None:
