@@ -15,6 +15,8 @@ given (no segmentation). States merge in shard order (``merge``), for a dataset 
 ``Agreement``: the candidate's detections at or above the agreement score matched to the source's
 (pycocotools' matching at IoU 0.5, greedy by the candidate's scores): matched, missed (source only),
 extra (candidate only).
+``KeypointAgreement``: for detectors with keypoints, the keypoints of those matched detections against the
+source's: PCK (within 5% of the box size) and the mean distance in pixels.
 ``TopK``: classifier top-1 / top-5 agreement and accuracy. ``SegmentationIoU``: mIoU of argmax maps.
 """
 
@@ -49,6 +51,7 @@ class ImageBoxes:
     classes: np.ndarray
     scores: np.ndarray | None = None
     crowd: np.ndarray | None = None
+    keypoints: np.ndarray | None = None  # [K, P, 2] (x, y) per detection, pixels
 
     def __len__(self) -> int:
         return len(self.classes)
@@ -226,6 +229,56 @@ class Agreement:
         return {"matched": self.matched, "missed": self.missed, "extra": self.extra}
 
 
+PCK_ALPHA = 0.05  # a keypoint agrees when within this share of the source box's larger side
+
+
+@dataclass
+class KeypointAgreement:
+    """Keypoints of the detections ``Agreement`` matched: for each keypoint of a matched pair, its distance from
+    the source's (original pixels). ``pck``: the share within ``PCK_ALPHA`` times the larger side of the
+    source's box (PCK, as pose estimation scores keypoints, here against the source instead of labels; a
+    keypoint with a non-finite coordinate on either side is outside); ``error``: the mean distance in pixels
+    over the finite ones."""
+
+    compared: int = 0
+    within: int = 0
+    finite: int = 0
+    distance_sum: float = 0.0
+
+    def add(self, sources: Sequence[ImageBoxes], candidates: Sequence[ImageBoxes],
+            matched: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """A chunk of images and each image's matched (source rows, candidate rows); returns per image the
+        count of keypoints outside the PCK distance."""
+        off = np.zeros(len(sources))
+        parts = [(image, s.keypoints[ri], c.keypoints[ci], s.boxes[ri])
+                 for image, (s, c, (ri, ci)) in enumerate(zip(sources, candidates, matched, strict=True))
+                 if len(ri) and s.keypoints is not None and c.keypoints is not None]
+        if not parts:
+            return off
+        image = np.concatenate([np.full(len(p[1]) * p[1].shape[1], p[0]) for p in parts])
+        src = np.concatenate([p[1] for p in parts]).reshape(-1, 2)
+        cand = np.concatenate([p[2] for p in parts]).reshape(-1, 2)
+        boxes = np.concatenate([np.repeat(p[3], p[1].shape[1], axis=0) for p in parts])
+        with np.errstate(invalid="ignore", over="ignore"):
+            distance = np.hypot(*(np.asarray(cand, np.float64) - np.asarray(src, np.float64)).T)
+            size = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+            inside = distance <= PCK_ALPHA * size  # NaN: outside
+        finite = np.isfinite(distance)
+        self.compared += len(distance)
+        self.within += int(inside.sum())
+        self.finite += int(finite.sum())
+        self.distance_sum += float(distance[finite].sum())
+        np.add.at(off, image[~inside], 1.0)
+        return off
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.compared:
+            return {}
+        return {"keypoint_pck": self.within / self.compared,
+                "keypoint_error": self.distance_sum / self.finite if self.finite else None,
+                "keypoints_compared": self.compared}
+
+
 @dataclass
 class TopK:
     """Classifier agreement with the source (top-1 equal; the source's top-1 among the candidate's top-5) and
@@ -302,4 +355,5 @@ def _miou(m: np.ndarray) -> float:
     return float((inter[present] / union[present]).mean()) if present.any() else 1.0
 
 
-__all__ = ["IOU_THRESHOLDS", "MAX_DETS", "Agreement", "CocoAP", "ImageBoxes", "SegmentationIoU", "TopK"]
+__all__ = ["IOU_THRESHOLDS", "MAX_DETS", "PCK_ALPHA", "Agreement", "CocoAP", "ImageBoxes", "KeypointAgreement",
+           "SegmentationIoU", "TopK"]

@@ -38,7 +38,15 @@ import numpy as np
 from bridge.errors import BridgeError, UsageError
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.validation.dataset.labels import Labels, load_labels
-from bridge.validation.dataset.metrics import MAX_DETS, Agreement, CocoAP, ImageBoxes, SegmentationIoU, TopK
+from bridge.validation.dataset.metrics import (
+    MAX_DETS,
+    Agreement,
+    CocoAP,
+    ImageBoxes,
+    KeypointAgreement,
+    SegmentationIoU,
+    TopK,
+)
 from bridge.validation.dataset.preprocess import Frame, InputFrame, Preprocessing, input_frame
 from bridge.validation.dataset.sources import Batch, Dataset, DatasetSpec
 from bridge.validation.detection.layouts import DetectionSpec
@@ -190,8 +198,8 @@ class DatasetResult:
                 "worst": [w.to_dict() for w in self.worst]}
 
 
-_HEADLINE = ("map50", "map50_95", "agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement",
-             "top1_accuracy", "top5_accuracy", "miou")
+_HEADLINE = ("map50", "map50_95", "agreement_ap50", "agreement_ap50_95", "keypoint_pck", "keypoint_error",
+             "top1_agreement", "top5_agreement", "top1_accuracy", "top5_accuracy", "miou")
 
 
 def _fmt(v: Any) -> str:
@@ -332,28 +340,34 @@ class _SourceImage:
 
 
 class _Packed:
-    """Per-image detections kept as one float32 array per batch (class, score, x1, y1, x2, y2) plus offsets:
-    no Python object per image."""
+    """Per-image detections kept as one float32 array per batch (class, score, x1, y1, x2, y2, then the keypoints'
+    x, y pairs when there are any) plus offsets: no Python object per image."""
 
     def __init__(self) -> None:
         self.rows: list[np.ndarray] = []
         self.offsets: list[np.ndarray] = []
+        self.points: list[int] = []  # keypoints per detection in each batch (0: none)
 
     def append(self, images: Sequence[ImageBoxes]) -> None:
+        points = next((d.keypoints.shape[1] for d in images if d.keypoints is not None), 0)
         rows = [np.concatenate([np.asarray(d.classes, np.float64).reshape(-1, 1),
                                 np.asarray(d.scores, np.float64).reshape(-1, 1),
-                                np.asarray(d.boxes, np.float64).reshape(-1, 4)], axis=1) for d in images]
+                                np.asarray(d.boxes, np.float64).reshape(-1, 4),
+                                *([np.asarray(d.keypoints, np.float64).reshape(len(d), 2 * points)] if points else [])],
+                               axis=1) for d in images]
         self.rows.append(np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, 6), np.float32))
         self.offsets.append(np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32))
+        self.points.append(points)
 
     def batch(self, k: int) -> list[ImageBoxes]:
-        rows, off = self.rows[k], self.offsets[k]
-        return [_boxes_of(rows[off[i]:off[i + 1]]) for i in range(len(off) - 1)]
+        rows, off, points = self.rows[k], self.offsets[k], self.points[k]
+        return [_boxes_of(rows[off[i]:off[i + 1]], points) for i in range(len(off) - 1)]
 
 
-def _boxes_of(rows: np.ndarray) -> ImageBoxes:
-    r = np.asarray(rows, np.float64).reshape(-1, 6)
-    return ImageBoxes(r[:, 2:6], r[:, 0].astype(np.int64), r[:, 1])
+def _boxes_of(rows: np.ndarray, points: int = 0) -> ImageBoxes:
+    r = np.asarray(rows, np.float64).reshape(-1, 6 + 2 * points)
+    return ImageBoxes(r[:, 2:6], r[:, 0].astype(np.int64), r[:, 1],
+                      keypoints=r[:, 6:].reshape(-1, points, 2) if points else None)
 
 
 class _Run:
@@ -441,9 +455,11 @@ class _Run:
     def _candidate_detections(self, runtime: Runtime, name: str, entry: RuntimeScores,
                               worst: list[tuple[float, int, WorstImage]]) -> None:
         agree_ap, truth_ap, counts = CocoAP(), CocoAP() if self.labels is not None else None, Agreement()
+        keypoints = KeypointAgreement()
         threshold = self.result.spec.agreement_score
         chunk: list[tuple[int, str, str | None, ImageBoxes, ImageBoxes]] = []
         confident_sources = 0
+        sides_with_keypoints: set[str] = set()
 
         def flush() -> None:
             if not chunk:
@@ -453,7 +469,11 @@ class _Run:
             if truth_ap is not None:
                 truth_ap.add([self._truth(c[0]) for c in chunk], [c[4] for c in chunk])
             judged = counts.add([c[3] for c in chunk], [c[4] for c in chunk], pairs, threshold)
-            for (i, image, path, confident, cand), (ri, ci, score) in zip(chunk, judged, strict=True):
+            # keypoints outside the PCK distance count in an image's disagreement as a share of a detection each
+            off = keypoints.add([c[3] for c in chunk], [c[4] for c in chunk], [(ri, ci) for ri, ci, _s in judged])
+            per_detection = max(1, next((c[3].keypoints.shape[1] for c in chunk if c[3].keypoints is not None), 1))
+            for (i, image, path, confident, cand), (ri, ci, score), kp_off in zip(chunk, judged, off, strict=True):
+                score += float(kp_off) / per_detection
                 if score > WORST_MIN and self._worthy(worst, score, i):
                     shown = _above(cand, threshold)
                     rows = np.flatnonzero(np.asarray(cand.scores) >= threshold)
@@ -467,6 +487,8 @@ class _Run:
             for j, (i, src, cand) in enumerate(zip(b.indices, self.source_dets.batch(k), dets, strict=True)):
                 confident = _above(src, threshold)
                 confident_sources += len(confident)
+                sides_with_keypoints |= {side for side, d in (("source", src), ("candidate", cand))
+                                         if d.keypoints is not None}
                 chunk.append((i, b.names[j], _path(b, j), confident, cand))
             if len(chunk) >= COCO_CHUNK:
                 flush()
@@ -474,6 +496,11 @@ class _Run:
         entry.figures.update(self._ap_figures(agree_ap, "agreement_ap") if confident_sources else
                              {"agreement_ap50": None, "agreement_ap50_95": None})
         entry.figures.update(counts.to_dict())
+        entry.figures.update(keypoints.to_dict())
+        if len(sides_with_keypoints) == 1:
+            note = (f"{name}: only the {next(iter(sides_with_keypoints))} has keypoints (detection group "
+                    f"{self.result.detection_group}): keypoint agreement was not measured")
+            self.result.notes.append(note)
         if not confident_sources:
             note = (f"the source reports no detection at or above --agreement-score {threshold:g} on these images: "
                     "agreement was not measured")
@@ -541,7 +568,12 @@ class _Run:
                 self.normalised = bool(finite.size and np.abs(finite).max() <= 1.0 + 1e-3)
             frame = b.frames[j] or self._ready_frame(b.indices[j])
             mapped = frame.to_original(boxes, bool(self.normalised)) if len(boxes) else boxes.reshape(0, 4)
-            out.append(ImageBoxes(mapped, classes, scores))
+            points = None
+            if d.keypoints is not None:  # (x, y) pairs in the boxes' frame: mapped as (x, y, x, y), not clipped
+                kp = np.asarray(d.keypoints, np.float64)[keep][order]
+                pairs = np.tile(kp.reshape(-1, 2), 2)
+                points = frame.to_original(pairs, bool(self.normalised), clip=False)[:, :2].reshape(kp.shape)
+            out.append(ImageBoxes(mapped, classes, scores, keypoints=points))
         return out
 
     def _ready_frame(self, index: int) -> Frame:
@@ -607,7 +639,8 @@ def _path(b: Batch, j: int) -> str | None:
 
 def _above(d: ImageBoxes, threshold: float) -> ImageBoxes:
     keep = np.asarray(d.scores) >= threshold if d.scores is not None else np.ones(len(d), bool)
-    return ImageBoxes(d.boxes[keep], d.classes[keep], None if d.scores is None else d.scores[keep])
+    return ImageBoxes(d.boxes[keep], d.classes[keep], None if d.scores is None else d.scores[keep],
+                      keypoints=None if d.keypoints is None else d.keypoints[keep])
 
 
 def _listed(d: ImageBoxes, matched_rows: np.ndarray) -> list[dict[str, Any]]:
