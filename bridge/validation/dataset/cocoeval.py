@@ -104,21 +104,24 @@ def _xywh(boxes: np.ndarray) -> np.ndarray:
 
 
 def _flat(items: Sequence[Boxes], scored: bool) -> _Flat:
-    counts = np.asarray([len(np.asarray(it.classes).reshape(-1)) for it in items], np.int64)
+    classes = [np.asarray(it.classes).reshape(-1) for it in items]
+    counts = np.fromiter((len(c) for c in classes), np.int64, len(classes))
     total = int(counts.sum())
     image = np.repeat(np.arange(len(items)), counts)
     row = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    if total:
-        xywh = np.concatenate([_xywh(it.boxes) for it in items])
-        cls = np.concatenate([np.asarray(it.classes).reshape(-1) for it in items]).astype(np.int64)
-    else:
-        xywh, cls = np.zeros((0, 4)), np.zeros(0, np.int64)
-    score = np.concatenate([np.asarray(it.scores, np.float64).reshape(-1) if it.scores is not None
-                            else np.ones(len(np.asarray(it.classes).reshape(-1))) for it in items]) \
-        if scored and total else np.zeros(total)
-    crowd = np.concatenate([np.asarray(it.crowd).reshape(-1).astype(np.int64) if it.crowd is not None
-                            else np.zeros(len(np.asarray(it.classes).reshape(-1)), np.int64) for it in items]) \
-        if total else np.zeros(0, np.int64)
+    if not total:
+        return _Flat(image, row, np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0), np.zeros(0),
+                     np.zeros(0, np.int64))
+    xywh = _xywh(np.concatenate([np.asarray(it.boxes, np.float64).reshape(-1, 4) for it in items]))
+    cls = np.concatenate(classes).astype(np.int64)
+    score = np.zeros(total)
+    if scored:
+        score = np.concatenate([np.asarray(it.scores, np.float64).reshape(-1) if it.scores is not None
+                                else np.ones(n) for it, n in zip(items, counts.tolist(), strict=True)])
+    crowd = np.zeros(total, np.int64)
+    if any(it.crowd is not None for it in items):
+        crowd = np.concatenate([np.asarray(it.crowd).reshape(-1).astype(np.int64) if it.crowd is not None
+                                else np.zeros(n, np.int64) for it, n in zip(items, counts.tolist(), strict=True)])
     return _Flat(image, row, cls, xywh, xywh[:, 2] * xywh[:, 3], score, crowd)
 
 
