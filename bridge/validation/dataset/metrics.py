@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -238,12 +239,12 @@ class KeypointAgreement:
     the source's (original pixels). ``pck``: the share within ``PCK_ALPHA`` times the larger side of the
     source's box (PCK, as pose estimation scores keypoints, here against the source instead of labels; a
     keypoint with a non-finite coordinate on either side is outside); ``error``: the mean distance in pixels
-    over the finite ones."""
+    over the finite ones (kept, so that their sum is exactly rounded - ``math.fsum`` - however the images
+    were grouped: shards merge to the figures of one run)."""
 
     compared: int = 0
     within: int = 0
-    finite: int = 0
-    distance_sum: float = 0.0
+    _distances: list[np.ndarray] = field(default_factory=list)
 
     def add(self, sources: Sequence[ImageBoxes], candidates: Sequence[ImageBoxes],
             matched: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -263,19 +264,36 @@ class KeypointAgreement:
             distance = np.hypot(*(np.asarray(cand, np.float64) - np.asarray(src, np.float64)).T)
             size = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
             inside = distance <= PCK_ALPHA * size  # NaN: outside
-        finite = np.isfinite(distance)
         self.compared += len(distance)
         self.within += int(inside.sum())
-        self.finite += int(finite.sum())
-        self.distance_sum += float(distance[finite].sum())
+        self._distances.append(distance[np.isfinite(distance)])
         np.add.at(off, image[~inside], 1.0)
         return off
+
+    def distances(self) -> np.ndarray:
+        """The finite distances so far, in image order."""
+        if len(self._distances) != 1:
+            self._distances = [np.concatenate(self._distances) if self._distances else np.zeros(0)]
+        return self._distances[0]
+
+    def merge(self, other: KeypointAgreement) -> None:
+        self.compared += other.compared
+        self.within += other.within
+        self._distances.append(other.distances())
+
+    def scalars(self) -> dict[str, int]:
+        return {"compared": self.compared, "within": self.within}
+
+    @classmethod
+    def from_parts(cls, scalars: Mapping[str, int], distances: np.ndarray) -> KeypointAgreement:
+        return cls(int(scalars["compared"]), int(scalars["within"]), [np.asarray(distances, np.float64)])
 
     def to_dict(self) -> dict[str, Any]:
         if not self.compared:
             return {}
+        d = self.distances()
         return {"keypoint_pck": self.within / self.compared,
-                "keypoint_error": self.distance_sum / self.finite if self.finite else None,
+                "keypoint_error": math.fsum(d.tolist()) / len(d) if len(d) else None,
                 "keypoints_compared": self.compared}
 
 
@@ -346,6 +364,19 @@ class SegmentationIoU:
 
     def miou(self) -> float | None:
         return None if self.confusion is None else _miou(self.confusion)
+
+    def merge(self, other: SegmentationIoU) -> None:
+        """Add ``other``'s pixels (the confusion matrices, the smaller one padded)."""
+        if other.confusion is None:
+            return
+        if self.confusion is None:
+            self.confusion = other.confusion.copy()
+            return
+        n = max(len(self.confusion), len(other.confusion))
+        total = np.zeros((n, n), np.int64)
+        for m in (self.confusion, other.confusion):
+            total[:len(m), :len(m)] += m
+        self.confusion = total
 
 
 def _miou(m: np.ndarray) -> float:

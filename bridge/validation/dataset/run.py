@@ -49,6 +49,7 @@ from bridge.validation.dataset.metrics import (
 )
 from bridge.validation.dataset.preprocess import Frame, InputFrame, Preprocessing, input_frame
 from bridge.validation.dataset.sources import Batch, Dataset, DatasetSpec
+from bridge.validation.dataset.state import RuntimeState, WorstImage, worst_first
 from bridge.validation.detection.layouts import DetectionSpec
 
 CandidateSource = Runtime | Callable[[], Runtime]
@@ -123,23 +124,6 @@ class RuntimeScores:
 
 
 @dataclass
-class WorstImage:
-    """An image where a candidate disagrees most with the source, with both sides' boxes (original pixels)."""
-
-    runtime: str
-    index: int
-    name: str
-    path: str | None
-    disagreement: float
-    source: list[dict[str, Any]] = field(default_factory=list)  # {box, label, score, matched}
-    candidate: list[dict[str, Any]] = field(default_factory=list)
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
 class DatasetResult:
     """The dataset run: what ran on what, each runtime's figures, the budget's verdict."""
 
@@ -159,10 +143,36 @@ class DatasetResult:
     seconds: float = 0.0
     class_names: dict[int, str] = field(default_factory=dict)
     detection_group: str | None = None
+    states: dict[str, RuntimeState] = field(default_factory=dict)  # what ``entries`` are computed from
+    run_notes: list[str] = field(default_factory=list)  # notes about the inputs (``notes`` adds the figures')
+    normalised: bool | None = None  # detector boxes were in [0, 1] of the input (decided on the source's)
 
     @property
     def passed(self) -> bool:
         return not self.failures and self.cancelled is None
+
+    def finish(self) -> None:
+        """Each runtime's figures from its state, the notes they call for and, unless the run was cancelled,
+        the budget's verdict (``failures``)."""
+        before = sum(st.metric_seconds() for st in self.states.values())
+        self.entries, self.worst, self.failures, self.notes = {}, [], [], list(self.run_notes)
+        for key, st in self.states.items():
+            self.entries[key] = RuntimeScores(st.runtime, st.role, st.images, st.seconds,
+                                              st.figures(self.kind, self.class_names))
+            if st.role != "candidate":
+                continue
+            self.worst.extend(st.worst)
+            notes = []
+            if self.kind == "detection" and not st.confident_sources:
+                notes.append(f"the source reports no detection at or above --agreement-score "
+                             f"{self.spec.agreement_score:g} on these images: agreement was not measured")
+            if len(st.keypoint_sides) == 1:
+                notes.append(f"{key}: only the {st.keypoint_sides[0]} has keypoints (detection group "
+                             f"{self.detection_group}): keypoint agreement was not measured")
+            self.notes.extend(n for n in notes if n not in self.notes)
+        self.metric_seconds += sum(st.metric_seconds() for st in self.states.values()) - before
+        if self.cancelled is None:
+            _judge(self)
 
     def candidate_passed(self, name: str) -> bool | None:
         """Whether candidate ``name`` kept within the budget (None: it was not run on the dataset)."""
@@ -233,20 +243,23 @@ def validate_on_dataset(
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
     data = Dataset(dataset)
+    if dataset.start >= len(data):
+        raise UsageError(f"--dataset {dataset.path}: a shard from image {dataset.start}, but it has {len(data)}")
     kind, output = output_kind(detections, outputs)
     target = image_input(data, inputs, preprocessing, sample_shapes)
     labels = load_labels(dataset.labels, data.names, dataset.classes, by_position=data.npz is not None) \
         if dataset.labels is not None else None
-    result = DatasetResult(dataset, preprocessing, kind, budget, images=len(data), labels=labels is not None,
+    result = DatasetResult(dataset, preprocessing, kind, budget, images=len(data) - dataset.start,
+                           labels=labels is not None,
                            input=data.describe() if target is None else
                            f"{data.describe()} -> {target.name} {list(target.shape(target.batch or 1))[1:]} "
                            f"{target.layout} {preprocessing.dtype or target.dtype}",
                            class_names=dict(labels.names) if labels is not None else {},
                            detection_group=detections[0].label if kind == "detection" else None)
     if labels is not None:
-        result.notes.extend(labels.notes)
+        result.run_notes.extend(labels.notes)
     if kind == "detection" and len(detections) > 1:
-        result.notes.append(f"{len(detections)} detection groups: scored on the first, {detections[0].label}")
+        result.run_notes.append(f"{len(detections)} detection groups: scored on the first, {detections[0].label}")
     batch = target.batch if target is not None and target.batch else dataset.batch_size
     run = _Run(data, labels, preprocessing, target, batch, kind, output, detections[0] if detections else None,
                result, say)
@@ -259,11 +272,11 @@ def validate_on_dataset(
                     break
                 run.candidate(name, make)
         finally:
-            result.seconds = time.perf_counter() - start
             result.metric_seconds = run.metric_seconds
-    if result.cancelled is None:
-        _judge(result)
-    else:
+            result.normalised = run.normalised
+            result.finish()
+            result.seconds = time.perf_counter() - start
+    if result.cancelled is not None:
         c = result.cancelled
         raise DatasetCancelled(f"dataset validation cancelled in the {c['runtime']} run after {c['images']} of "
                                f"{c['of']} images", result)
@@ -382,17 +395,18 @@ class _Run:
         self.source_dets = _Packed()
         self.source_top1: list[np.ndarray] = []
         self.metric_seconds = 0.0
-        self.done = len(data)  # images every runtime ran (less after a cancel)
+        self.first = result.spec.start  # the run covers images first .. done - 1 (a shard: part of the dataset)
+        self.done = len(data)  # the end of what every runtime ran (earlier after a cancel)
 
     # -- passes ----------------------------------------------------------------------------------------
     def source(self, reference: Runtime, name: str | None) -> None:
         reference.activate()
         try:
             label = name or reference.name
-            entry = RuntimeScores(label, "source")
-            self.result.entries["source"] = entry
-            truth_ap = CocoAP() if self.labels is not None and self.kind == "detection" else None
-            topk = TopK()
+            entry = RuntimeState(label, "source")
+            self.result.states["source"] = entry
+            truth_ap = entry.truth = CocoAP() if self.labels is not None and self.kind == "detection" else None
+            topk = entry.topk = TopK() if self.kind == "classification" else None
             chunk: list[tuple[ImageBoxes, ImageBoxes]] = []
             for k, (b, outputs) in enumerate(self._stream(reference, label, entry)):
                 if self.kind == "detection":
@@ -402,7 +416,7 @@ class _Run:
                         chunk += [(self._truth(i), d) for i, d in zip(b.indices, dets, strict=True)]
                         if len(chunk) >= COCO_CHUNK:
                             self._add(truth_ap, chunk)
-                elif self.kind == "classification":
+                elif topk is not None:
                     scores = self._scores(outputs, len(b.indices))
                     self.source_top1.append(topk.add(scores, None, self._image_classes(b)).astype(np.int32))
                 else:
@@ -411,9 +425,6 @@ class _Run:
                                                                            else np.uint8))
             if truth_ap is not None:
                 self._add(truth_ap, chunk)
-                entry.figures.update(self._ap_figures(truth_ap, "map"))
-            if self.kind == "classification":
-                entry.figures.update(topk.to_dict(candidate=False))
         finally:
             reference.deactivate()
 
@@ -421,13 +432,13 @@ class _Run:
         runtime = make if isinstance(make, Runtime) else make()
         runtime.activate()
         try:
-            entry = RuntimeScores(name, "candidate")
-            self.result.entries[name] = entry
+            entry = RuntimeState(name, "candidate")
+            self.result.states[name] = entry
             worst: list[tuple[float, int, WorstImage]] = []
             if self.kind == "detection":
                 self._candidate_detections(runtime, name, entry, worst)
             elif self.kind == "classification":
-                topk = TopK()
+                topk = entry.topk = TopK()
                 for k, (b, outputs) in enumerate(self._stream(runtime, name, entry)):
                     scores = self._scores(outputs, len(b.indices))
                     source = self.source_top1[k]
@@ -436,9 +447,8 @@ class _Run:
                         if top1[j] != source[j]:
                             self._keep(worst, 1.0, i, WorstImage(name, i, b.names[j], _path(b, j), 1.0,
                                                                  note=f"top-1 {int(top1[j])} vs source {int(source[j])}"))
-                entry.figures.update(topk.to_dict(candidate=True))
             else:
-                seg = SegmentationIoU()
+                seg = entry.segmentation = SegmentationIoU()
                 for k, (b, outputs) in enumerate(self._stream(runtime, name, entry)):
                     maps = self._argmax(outputs)[: len(b.indices)]
                     source = np.load(self.scratch / f"source-{k}.npy")
@@ -447,18 +457,18 @@ class _Run:
                         if ious[j] < 1.0:
                             self._keep(worst, 1.0 - float(ious[j]), i, WorstImage(
                                 name, i, b.names[j], _path(b, j), 1.0 - float(ious[j]), note=f"IoU {ious[j]:.3f}"))
-                entry.figures["miou"] = seg.miou()
-            self.result.worst.extend(w for _d, _i, w in sorted(worst, key=lambda t: (-t[0], t[1])))
+            entry.worst = worst_first([w for _d, _i, w in worst], self.result.spec.worst)
         finally:
             runtime.deactivate()
 
-    def _candidate_detections(self, runtime: Runtime, name: str, entry: RuntimeScores,
+    def _candidate_detections(self, runtime: Runtime, name: str, entry: RuntimeState,
                               worst: list[tuple[float, int, WorstImage]]) -> None:
-        agree_ap, truth_ap, counts = CocoAP(), CocoAP() if self.labels is not None else None, Agreement()
-        keypoints = KeypointAgreement()
+        agree_ap = entry.agreement = CocoAP()
+        truth_ap = entry.truth = CocoAP() if self.labels is not None else None
+        counts = entry.counts = Agreement()
+        keypoints = entry.keypoints = KeypointAgreement()
         threshold = self.result.spec.agreement_score
         chunk: list[tuple[int, str, str | None, ImageBoxes, ImageBoxes]] = []
-        confident_sources = 0
         sides_with_keypoints: set[str] = set()
 
         def flush() -> None:
@@ -486,43 +496,29 @@ class _Run:
             dets = self._detections(b, outputs, "candidate")
             for j, (i, src, cand) in enumerate(zip(b.indices, self.source_dets.batch(k), dets, strict=True)):
                 confident = _above(src, threshold)
-                confident_sources += len(confident)
+                entry.confident_sources += len(confident)
                 sides_with_keypoints |= {side for side, d in (("source", src), ("candidate", cand))
                                          if d.keypoints is not None}
                 chunk.append((i, b.names[j], _path(b, j), confident, cand))
             if len(chunk) >= COCO_CHUNK:
                 flush()
         flush()
-        entry.figures.update(self._ap_figures(agree_ap, "agreement_ap") if confident_sources else
-                             {"agreement_ap50": None, "agreement_ap50_95": None})
-        entry.figures.update(counts.to_dict())
-        entry.figures.update(keypoints.to_dict())
-        if len(sides_with_keypoints) == 1:
-            note = (f"{name}: only the {next(iter(sides_with_keypoints))} has keypoints (detection group "
-                    f"{self.result.detection_group}): keypoint agreement was not measured")
-            self.result.notes.append(note)
-        if not confident_sources:
-            note = (f"the source reports no detection at or above --agreement-score {threshold:g} on these images: "
-                    "agreement was not measured")
-            if note not in self.result.notes:
-                self.result.notes.append(note)
-        if truth_ap is not None:
-            entry.figures.update(self._ap_figures(truth_ap, "map"))
+        entry.keypoint_sides = sorted(sides_with_keypoints)
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _scores(self, outputs: Mapping[str, Any], n: int) -> np.ndarray:
         assert self.output is not None
         return np.asarray(outputs[self.output])[:n]
 
-    def _stream(self, runtime: Runtime, label: str, entry: RuntimeScores) -> Iterator[tuple[Batch, dict[str, Any]]]:
-        """Every batch up to ``self.done`` with the runtime's outputs, progress shown; a stop request (Ctrl-C)
-        ends the stream between batches and records where."""
-        total = self.done
+    def _stream(self, runtime: Runtime, label: str, entry: RuntimeState) -> Iterator[tuple[Batch, dict[str, Any]]]:
+        """Every batch from ``self.first`` up to ``self.done`` with the runtime's outputs, progress shown; a stop
+        request (Ctrl-C) ends the stream between batches and records where."""
+        total = self.done - self.first
         bar = _Bar(label, total, self.say)
         started = time.perf_counter()
         count = 0
         try:
-            for b in self.data.batches(self.pre, self.target, self.batch, 0, total):
+            for b in self.data.batches(self.pre, self.target, self.batch, self.first, self.done):
                 if self.stop.is_set():
                     break
                 t0 = time.perf_counter()
@@ -540,7 +536,7 @@ class _Run:
         except KeyboardInterrupt:
             self.stop.set()
         if self.stop.is_set() and count < total:
-            self.done = min(self.done, count)
+            self.done = min(self.done, self.first + count)
             if self.result.cancelled is None:
                 self.result.cancelled = {"runtime": label, "images": count, "of": total}
         entry.seconds = time.perf_counter() - started  # decode and preprocessing included: images/s as seen
@@ -606,15 +602,6 @@ class _Run:
             ap.add([t for t, _d in chunk], [d for _t, d in chunk])
             self.metric_seconds += ap.seconds - before
             chunk.clear()
-
-    def _ap_figures(self, ap: CocoAP, prefix: str) -> dict[str, Any]:
-        before = ap.seconds
-        r = ap.result()
-        self.metric_seconds += ap.seconds - before
-        figures: dict[str, Any] = {f"{prefix}50": r["map50"], f"{prefix}50_95": r["map50_95"]}
-        if prefix == "map":
-            figures["ap_per_class"] = {self.result.class_names.get(c, str(c)): v for c, v in r["per_class"].items()}
-        return figures
 
     def _worthy(self, heap: list[tuple[float, int, WorstImage]], score: float, index: int) -> bool:
         """Whether an image with this disagreement would enter the worst images (before building its entry)."""

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-import yaml
-from onnx import helper, numpy_helper
+from dataset_models import shifted_keypoints_model
 
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.onnxruntime import OnnxRuntime
@@ -23,10 +22,6 @@ from bridge.validation.dataset.preprocess import Preprocessing
 from bridge.validation.dataset.run import validate_on_dataset
 from bridge.validation.dataset.sources import DatasetSpec
 from bridge.validation.detection.layouts import detect_detection_outputs
-
-GRAFT = dict(boxes="regressors", scores="classificators", decode="linear", scales=128, box_format="cxcywh",
-             box_columns="0:4", keypoint_columns="4:16", score_activation="sigmoid", score_clip=100.0, score=0.5,
-             iou=0.3, max_det=50, nms="weighted")
 
 
 def test_pck_and_pixel_error_of_matched_detections() -> None:
@@ -44,59 +39,12 @@ def test_pck_and_pixel_error_of_matched_detections() -> None:
     assert KeypointAgreement().to_dict() == {}  # nothing compared: no figures
 
 
-def _shifted_keypoints(model: onnx.ModelProto, fraction: float) -> onnx.ModelProto:
-    """``model`` with every detection's keypoints moved right by ``fraction`` of its box's width."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    g = out.graph
-    for node in g.node:
-        node.output[:] = ["kp_raw" if o == "detection_keypoints" else o for o in node.output]
-    g.initializer.extend([numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
-                          (("kp_s0", [0]), ("kp_s2", [2]), ("kp_e1", [1]), ("kp_e3", [3]), ("kp_ax", [2]),
-                           ("kp_unsq", [2]))])
-    g.initializer.append(numpy_helper.from_array(np.array([fraction, 0.0], np.float32), "kp_dir"))
-    g.node.extend([
-        helper.make_node("Slice", ["detection_boxes", "kp_s0", "kp_e1", "kp_ax"], ["kp_x1"]),
-        helper.make_node("Slice", ["detection_boxes", "kp_s2", "kp_e3", "kp_ax"], ["kp_x2"]),
-        helper.make_node("Sub", ["kp_x2", "kp_x1"], ["kp_w"]),  # [B, K, 1]
-        helper.make_node("Unsqueeze", ["kp_w", "kp_unsq"], ["kp_w4"]),  # [B, K, 1, 1]
-        helper.make_node("Mul", ["kp_w4", "kp_dir"], ["kp_shift"]),  # [B, K, 1, 2]
-        helper.make_node("Add", ["kp_raw", "kp_shift"], ["detection_keypoints"])])
-    return out
-
-
-@pytest.fixture(scope="module")
-def faces(tmp_path_factory: pytest.TempPathFactory) -> tuple[onnx.ModelProto, Path]:
-    """The grafted face detector and 24 procedural face images (PNG) it never saw in training."""
-    pytest.importorskip("tensorflow")
-    pytest.importorskip("ai_edge_litert")
-    pytest.importorskip("tf2onnx")
-    Image = pytest.importorskip("PIL.Image")
-    import blazeface_models
-
-    import bridge
-    from bridge.graft import graft_nms
-
-    folder = tmp_path_factory.mktemp("faces")
-    face = folder / "face.onnx"
-    assert bridge.convert(blazeface_models.blazeface_tflite(), face, validate=["onnxruntime"], isolated=False).passed
-    anchors = folder / "anchors.yaml"
-    anchors.write_text(yaml.safe_dump(blazeface_models.BLAZEFACE_ANCHORS))
-    grafted = graft_nms(face, anchors=str(anchors), **GRAFT)  # type: ignore[arg-type]
-    images = folder / "images"
-    images.mkdir()
-    batch, _truth = blazeface_models.face_batch(seed=7, count=24)
-    for k, img in enumerate(batch):
-        Image.fromarray(np.round((img + 1) * 127.5).clip(0, 255).astype(np.uint8)).save(images / f"{k:02d}.png")
-    return grafted, images
-
-
 def test_shifted_keypoints_fail_the_budget_while_boxes_agree(faces: tuple[onnx.ModelProto, Path]) -> None:
     grafted, images = faces
     [spec] = detect_detection_outputs(grafted)
     assert spec.layout == "boxes-scores-classes" and spec.outputs["keypoints"] == "detection_keypoints"
-    candidates = {"onnxruntime": OnnxRuntime(grafted), "shifted": OnnxRuntime(_shifted_keypoints(grafted, 0.1)),
-                  "nudged": OnnxRuntime(_shifted_keypoints(grafted, 0.01))}
+    candidates = {"onnxruntime": OnnxRuntime(grafted), "shifted": OnnxRuntime(shifted_keypoints_model(grafted, 0.1)),
+                  "nudged": OnnxRuntime(shifted_keypoints_model(grafted, 0.01))}
     result = validate_on_dataset(
         OnnxRuntime(grafted), candidates, DatasetSpec(images, batch_size=1),
         Preprocessing(scale="1/127.5", mean="1,1,1"), inputs=[TensorMeta.from_value_info(v) for v in grafted.graph.input],
