@@ -137,3 +137,26 @@ def shifted_keypoints_model(model: onnx.ModelProto, fraction: float) -> onnx.Mod
         helper.make_node("Mul", ["kp_w4", "kp_dir"], ["kp_shift"]),  # [B, K, 1, 2]
         helper.make_node("Add", ["kp_raw", "kp_shift"], ["detection_keypoints"])])
     return out
+
+
+def write_colour_images(folder: Path, count: int = 40) -> tuple[Path, Path]:
+    """``count`` noisy 8x8 single-colour PNGs in ``folder`` (image k has colour k % CLASSES of the palette
+    ``colour_weights`` classify) and their COCO labels beside the folder (category id = colour)."""
+    from PIL import Image
+
+    from bridge.validation.dataset.labels import write_coco
+
+    rng = np.random.default_rng(0)
+    palette = rng.uniform(0, 255, (CLASSES, 3))
+    folder.mkdir(parents=True, exist_ok=True)
+    names, classes = [], []
+    for k in range(count):
+        c = k % CLASSES
+        img = np.clip(palette[c] + rng.normal(0, 20, (8, 8, 3)), 0, 255).astype(np.uint8)
+        Image.fromarray(img).save(folder / f"{k:03d}.png")
+        names.append(f"{k:03d}.png")
+        classes.append(np.array([c]))
+    labels = folder.parent / (folder.name + "-labels.json")
+    write_coco(labels, names, [(8, 8)] * len(names), [np.array([[0, 0, 8, 8.0]])] * len(names), classes,
+               [f"colour{c}" for c in range(CLASSES)], first_id=0)
+    return folder, labels

@@ -9,9 +9,7 @@ import numpy as np
 import onnx
 import pytest
 import yaml
-from dataset_models import CLASSES
-
-from bridge.validation.dataset.labels import write_coco
+from dataset_models import write_colour_images
 
 Image = pytest.importorskip("PIL.Image")
 # the face detector's graft, as a user writes it for MediaPipe's BlazeFace (tests/bridge/graft)
@@ -23,21 +21,7 @@ GRAFT = dict(boxes="regressors", scores="classificators", decode="linear", scale
 @pytest.fixture(scope="session")
 def images(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """40 noisy single-colour images whose class is their colour's index, with COCO labels."""
-    folder = tmp_path_factory.mktemp("colours")
-    rng = np.random.default_rng(0)
-    palette = rng.uniform(0, 255, (CLASSES, 3))
-    names, classes = [], []
-    for k in range(40):
-        c = k % CLASSES
-        img = np.clip(palette[c] + rng.normal(0, 20, (8, 8, 3)), 0, 255).astype(np.uint8)
-        Image.fromarray(img).save(folder / f"{k:03d}.png")
-        names.append(f"{k:03d}.png")
-        classes.append(np.array([c]))
-    labels = folder.parent / (folder.name + "-labels.json")
-    write_coco(labels, names, [(8, 8)] * len(names), [np.array([[0, 0, 8, 8.0]])] * len(names), classes,
-               [f"colour{c}" for c in range(CLASSES)], first_id=0)
-    return folder, labels
-
+    return write_colour_images(tmp_path_factory.mktemp("colours"))
 
 
 @pytest.fixture(scope="session")
