@@ -148,3 +148,14 @@ def test_a_killed_run_resumes_its_missing_shards_only(classifier: dict[str, Path
     assert len(list(shard_dir.glob("shard-*.npz"))) == 5
     unsharded = api.migrate(_manifest(tmp_path, classifier, 0), out=tmp_path / "whole")["good"]
     assert _without_times(good.conversion["dataset"]) == _without_times(unsharded.conversion["dataset"])
+
+
+def test_shards_run_on_a_dask_cluster_too(classifier: dict[str, Path], tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed", reason="dask distributed is not installed (extra 'distributed')")
+    manifest = _manifest(tmp_path, classifier, 16)  # 3 shards
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        address = cluster.scheduler_address.removeprefix("tcp://")
+        dask = api.migrate(manifest, out=tmp_path / "dask", executor=f"dask://{address}")["good"]
+    local = api.migrate(_manifest(tmp_path, classifier, 0), out=tmp_path / "local")["good"]
+    assert dask.passed and len(list((tmp_path / "dask" / "models" / "good" / ".dataset").glob("shard-*.npz"))) == 3
+    assert _without_times(dask.conversion["dataset"]) == _without_times(local.conversion["dataset"])
