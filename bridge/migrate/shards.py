@@ -153,8 +153,9 @@ def shard_task(entry: dict[str, Any], out_dir: Path, run_id: str, start: int, st
 # ----------------------------------------------------------------------------------------- in the child
 
 
-def run_shard(task: dict[str, Any]) -> dict[str, Any]:
+def run_shard(task: dict[str, Any], source: str, output: Path, kwargs: dict[str, Any]) -> dict[str, Any]:
     """One shard in a worker child: the written model and the source on the shard's images; saves the state.
+    ``source``, ``output``, ``kwargs``: the entry's ``bridge.convert`` arguments (``worker.convert_kwargs``).
     Returns an outcome like the convert worker's (``status`` passed: the state is saved, whatever it says)."""
     from adapters import reference_runner
     from adapters.base import ExportResult
@@ -162,7 +163,6 @@ def run_shard(task: dict[str, Any]) -> dict[str, Any]:
     from bridge.conversion.options import build_config
     from bridge.conversion.recipe import child_memory_limit, pick_adapter, source_output_names
     from bridge.io import load_model
-    from bridge.migrate.worker import convert_kwargs, model_dir
     from bridge.runtimes.isolated import isolate
     from bridge.targets import candidate_runtime, get_target
     from bridge.validation.dataset import dataset_settings, validate_with_settings
@@ -171,7 +171,7 @@ def run_shard(task: dict[str, Any]) -> dict[str, Any]:
 
     entry, shard = task["entry"], task["shard"]
     start, stop = int(shard["start"]), int(shard["stop"])
-    source, output, kwargs = convert_kwargs(entry, model_dir(task["out_dir"], entry["name"]))
+    kwargs = dict(kwargs)
     options = kwargs.pop("options", None)
     kwargs.pop("report", None)
     cfg = build_config(source, output, kwargs, raw_options=options)

@@ -296,7 +296,7 @@ def _shard_one(task: dict[str, Any]) -> dict[str, Any]:
     outcome: dict[str, Any] = {"name": task["entry"]["name"], "status": "failed", "kind": None, "reason": None,
                                "conversion": None}
     try:
-        outcome = run_shard(task)
+        outcome = run_shard(task, *convert_kwargs(task["entry"], model_dir(task["out_dir"], task["entry"]["name"])))
     except BridgeError as exc:
         outcome.update(kind="usage" if exc.exit_code == 2 else "conversion", reason=f"{where}: {type(exc).__name__}: {exc}")
     except MemoryError:
