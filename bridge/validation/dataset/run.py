@@ -11,10 +11,13 @@ segmenter's argmax maps in a scratch file); then each candidate streams it and i
 What is measured depends on the output kind: detectors (the model's detection groups, read through
 ``bridge.validation.detection.layouts``): agreement with the source - COCO AP@0.5 and AP@[.5:.95] of the
 candidate's detections taking the source's detections at or above ``agreement_score`` as ground truth,
-and matched / missed / extra counts at that score - and mAP against the labels for the source and each
-candidate; classifiers (one [B, C] output): top-1 / top-5 agreement and accuracy; segmenters (one
-[B, C, H, W] output): mIoU of the argmax maps against the source's. The ``AccuracyBudget`` turns the
-numbers into a verdict.
+and matched / missed / extra counts at that score - mAP against the labels for the source and each
+candidate, and where the detection group has keypoints, their agreement on the matched detections (PCK,
+mean pixel error); classifiers (one [B, C] output): top-1 / top-5 agreement and accuracy; segmenters (one
+[B, C, H, W] output): mIoU of the argmax maps against the source's. Each runtime's measurements are kept as
+mergeable state (``state.RuntimeState``: a run over a range of the images, ``DatasetSpec.start``, is a shard
+that merges with the others into one run's figures, ``shards``); ``DatasetResult.finish`` computes the
+figures from it and the ``AccuracyBudget`` turns them into a verdict, per candidate.
 
 Ctrl-C stops the run between batches: the result says where (``cancelled``), holds the metrics of the
 images done, and ``DatasetCancelled`` (exit 130) carries it.

@@ -68,6 +68,9 @@ def test_the_ssd_agrees_on_the_dataset_in_every_fast_runtime(ssd: dict[str, Path
     assert run["budget"] == {"min_agreement": 0.99, "max_map_drop": 0.005, "min_agreement_ap50_95": 0.95,
                              "min_keypoint_agreement": 0.99}  # the defaults, stated
     assert "mxnet-ssd" in run["preprocessing"]["description"] and run["preprocessing"]["mean"] == [123, 117, 104]
+    # the metric's own time (COCO evaluation, agreement, worst images) is a small part of the run: bench/
+    # dataset_stream.py measures 2-5% at 1,000-10,000 images; 10% leaves room for a loaded machine
+    assert run["metric_seconds"] < 0.10 * run["seconds"], (run["metric_seconds"], run["seconds"])
     md = tmp_path / "report.md"
     write_report(data, md)  # what --report x.md writes from the same result
     text = md.read_text()
