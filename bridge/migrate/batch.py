@@ -154,6 +154,7 @@ def _run_locked(entries: list[ResolvedEntry], label: str, out_dir: Path, *, conv
                 sharded[entry.name] = _Sharded(ranges)
                 converted = shards.recorded_convert(out_dir, entry.name, fingerprint) if resume else None
                 if converted is None:
+                    shards.clear(out_dir, entry.name)  # a fresh conversion: no shard of an earlier one counts
                     submit(entry, fingerprint, {**task, "dataset_deferred": True}, "convert")
                 else:  # converted by an interrupted run: only its missing shards run
                     start_shards(entry, fingerprint, converted)

@@ -80,6 +80,16 @@ def without_dataset(values: Mapping[str, Any]) -> dict[str, Any]:
     return {**values, **{o.name: o.default for o in DATASET_OPTIONS}}
 
 
+def clear(out_dir: Path, name: str) -> None:
+    """Forget an earlier run's shards of this model (a conversion that starts afresh): its ``.dataset`` folder,
+    bridge's own; a link there is removed, never followed."""
+    folder = shard_folder(out_dir, name)
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()
+    elif folder.is_dir():
+        shutil.rmtree(folder)
+
+
 def record_convert(out_dir: Path, name: str, fingerprint: str, outcome: dict[str, Any]) -> None:
     """Keep phase 1's outcome (its conversion passed elementwise) so ``--resume`` can skip it."""
     from bridge.io import atomic_write_text
@@ -251,5 +261,5 @@ def merge_into(outcome: dict[str, Any], entry: Mapping[str, Any], out_dir: Path,
     return outcome
 
 
-__all__ = ["merge_into", "plan", "record_convert", "recorded_convert", "run_shard", "saved_shard",
+__all__ = ["clear", "merge_into", "plan", "record_convert", "recorded_convert", "run_shard", "saved_shard",
            "shard_key", "shard_path", "shard_task", "without_dataset", "written_digest"]
