@@ -6,8 +6,9 @@ one process, nothing to merge. The cut is in whole batches (``bridge.validation.
 
 How, for a sharded model (``bridge.migrate.batch`` drives it):
 1. *convert*: the model's worker converts and validates elementwise with the dataset options left out
-   (``without_dataset``); its files are written when that passes. The outcome is kept in
-   ``<out>/models/<name>/.dataset/convert.json`` (atomic) with the entry's fingerprint.
+   (``without_dataset``); its files are written when that passes (a model that fails it is done: there are
+   no files to run on the images). The outcome is kept in ``<out>/models/<name>/.dataset/convert.json``
+   (atomic) with the entry's fingerprint.
 2. *shards*: one executor task per shard (a fresh child process, as every model gets: ``worker.run_isolated``),
    run on the local pool or Dask alike. ``run_shard`` loads the written model, builds the source reference and
    the same runtimes as the conversion validated (the target's artefacts in their runtimes), runs
