@@ -114,13 +114,14 @@ def print_dataset(dataset: Any) -> None:
     """``--dataset``: what ran on what, one line per runtime (agreement, mAP) and the accuracy budget's verdict."""
     if dataset is None:
         return
+    from bridge.report.dataset import budget_text
+
     info = dataset.run_dict()
     budget = info["budget"]
     out.print(f"dataset: {escape(info['input'])}" + (f"; labels {escape(str(dataset.spec.labels))}" if info["labels"]
                                                       else "; no labels"), soft_wrap=True)
     out.print(f"  preprocessing: {escape(info['preprocessing']['description'])}", soft_wrap=True)
-    out.print(f"  budget: agreement >= {budget['min_agreement']:g} (--min-agreement), drop <= "
-              f"{budget['max_map_drop']:g} (--max-map-drop)", soft_wrap=True)
+    out.print(f"  budget: {escape(budget_text(budget))}", soft_wrap=True)
     for key, entry in dataset.to_dict().items():
         figures = " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} -" for k, v in entry.items()
                            if k in _DATASET_FIGURES)
@@ -141,8 +142,8 @@ def print_dataset(dataset: Any) -> None:
         out.print("[green]dataset: PASS[/green]")
 
 
-_DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement", "miou", "map50",
-                    "map50_95", "top1_accuracy", "top5_accuracy")
+_DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "keypoint_pck", "keypoint_error", "top1_agreement",
+                    "top5_agreement", "miou", "map50", "map50_95", "top1_accuracy", "top5_accuracy")
 
 
 def _tolerance_text(o: Any) -> str:

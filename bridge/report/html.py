@@ -211,15 +211,14 @@ def _overlays(overlays: Sequence[Overlay]) -> str:
 # --- dataset validation (issue 33) ---
 def dataset_html(entries: dict[str, Any], run: dict[str, Any]) -> str:
     """Agreement and mAP per runtime, the budget's verdict, and the worst images with both sides' boxes."""
-    from bridge.report.dataset import dataset_columns, dataset_verdict
+    from bridge.report.dataset import budget_text, dataset_columns, dataset_verdict
 
     budget = run.get("budget") or {}
     ok = run.get("passed", True) and not run.get("cancelled")
     out = [f'<h2 id="dataset">Dataset: <span class="{"pass" if ok else "fail"}">{_e(dataset_verdict(run))}</span></h2>',
            f"<p>{_e(run.get('input', ''))}; labels: {'yes' if run.get('labels') else 'none'}<br>"
            f"preprocessing: {_e((run.get('preprocessing') or {}).get('description', ''))}<br>"
-           f"budget: agreement &ge; {_num(budget.get('min_agreement'))} (--min-agreement), drop &le; "
-           f"{_num(budget.get('max_map_drop'))} (--max-map-drop)</p>"]
+           f"budget: {_e(budget_text(budget, '≥', '≤'))}</p>"]
     out += [f"<p class=muted>{_e(n)}</p>" for n in run.get("notes", [])]
     cols = dataset_columns(entries)
     rows = []
