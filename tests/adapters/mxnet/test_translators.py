@@ -184,6 +184,10 @@ CASES: list[Case] = [
     Case("expand_dims", "expand_dims", {"axis": 1}, [D((2, 3))], ref=lambda x: x[:, None]),
     Case("expand_dims_neg", "expand_dims", {"axis": -1}, [D((2, 3))], ref=lambda x: x[..., None]),
     Case("squeeze", "squeeze", {"axis": (1,)}, [D((2, 1, 3))], ref=lambda x: x[:, 0]),
+    # every axis squeezed: MXNet gives shape (1,), never 0-d (bridge gave [] before; shapes are compared)
+    Case("squeeze_all_ones", "squeeze", {}, [D((1, 1, 1))]),
+    Case("squeeze_every_axis", "squeeze", {"axis": (0, -1)}, [D((1, 1))]),
+    Case("squeeze_none_of_size_one", "squeeze", {}, [D((2, 3))]),
     Case("tile_promote", "tile", {"reps": (2, 1, 3)}, [D((2, 3))], ref=lambda x: np.tile(x, (2, 1, 3))),
     Case("tile_short_reps", "tile", {"reps": (2,)}, [D((2, 3))], ref=lambda x: np.tile(x, (2,))),
     Case("repeat_axis", "repeat", {"repeats": 2, "axis": 1}, [D((2, 3, 2))], ref=lambda x: np.repeat(x, 2, 1)),
