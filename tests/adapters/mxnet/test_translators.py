@@ -135,6 +135,10 @@ CASES: list[Case] = [
     Case("pool_avg_full_pad_empty_window_exclude", "Pooling",
          {"kernel": (2, 2), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg", "pooling_convention": "full",
           "count_include_pad": False}, [D((1, 2, 5, 5))]),
+    # 3-D: MXNet's pool_sum_3d kernels write NaN for a window holding nothing to count (1-D/2-D write 0)
+    *[Case(f"pool3d_avg_full_empty_window_{'include' if inc else 'exclude'}", "Pooling",
+           {"kernel": (2, 2, 1), "stride": (3, 2, 3), "pad": (1, 1, 0), "pool_type": "avg",
+            "pooling_convention": "full", "count_include_pad": inc}, [D((1, 2, 4, 5, 4))]) for inc in (True, False)],
     Case("pool_sum", "Pooling", {"kernel": (2, 2), "stride": (2, 2), "pool_type": "sum"}, [D((1, 2, 6, 6))]),
     Case("pool_global_max", "Pooling", {"kernel": (1, 1), "global_pool": True}, [D((1, 3, 5, 5))],
          ref=lambda x: x.max(axis=(2, 3), keepdims=True)),
