@@ -242,7 +242,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
               SKIP_SOURCE)
         _check_loads(candidates)  # with no reference, at least every runtime must load what bridge wrote
     else:
-        result.warnings.extend(vacuous_warnings(run.comparisons))
+        result.warnings.extend(vacuous_warnings(run.comparisons, feeds_given=cfg.feeds is not None))
         result.validation = run.comparisons
         result.validation_inputs = run.input_shapes()
         result.validation_sizes = run.sizes
