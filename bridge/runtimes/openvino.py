@@ -40,15 +40,28 @@ def import_openvino(purpose: str) -> Any:
 
 
 def read_model(ov: Any, core: Any, model: ModelSource) -> Any:
-    """An ``ov.Model`` from an IR path, an ONNX path, ONNX bytes or a ModelProto."""
+    """An ``ov.Model`` from an IR path, an ONNX path, ONNX bytes or a ModelProto; an ONNX model gets ONNX's tie
+    rules back (``with_onnx_tie_rules``), an IR is taken as it is (it is the artefact under test)."""
     if isinstance(model, onnx.ModelProto):
         model = model.SerializeToString()
     if isinstance(model, bytes):
-        return core.read_model(model=model, weights=ov.Tensor(np.empty(0, np.uint8)))
+        return with_onnx_tie_rules(core.read_model(model=model, weights=ov.Tensor(np.empty(0, np.uint8))))
     path = Path(model)
     if not path.is_file():
         raise UsageError(f"{path}: no such model file for OpenVINO (give an IR .xml or an .onnx file)")
-    return core.read_model(str(path))
+    read = core.read_model(str(path))
+    return read if path.suffix.lower() == ".xml" else with_onnx_tie_rules(read)
+
+
+def with_onnx_tie_rules(model: Any) -> Any:
+    """``model`` (an ``ov.Model`` converted from ONNX) with every TopK stable, as ONNX's TopK is: of equal values
+    the lower index comes first. OpenVINO's ONNX front end emits TopK-11 with ``stable=false``, whose CPU kernel
+    orders tied values arbitrarily; a detector whose NMS visits boxes in TopK order (MultiBoxDetection's
+    lowering, MXNet's stable sort) then keeps other boxes than onnxruntime and MXNet wherever scores tie."""
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "TopK" and op.get_attributes().get("stable") is False:
+            op.set_attribute("stable", True)
+    return model
 
 
 class OpenVinoRuntime:

@@ -1,8 +1,9 @@
 """ONNX -> OpenVINO IR (.xml + .bin) with OpenVINO's own converter, every unsupported op named first.
 
 OpenVINO's model converter dropped its MXNet front end; its ONNX front end reads the ONNX stage's model
-(MXNet's lowered detection ops included), so the IR is ``openvino.convert_model`` of that model, saved
-with ``openvino.save_model`` - FP32 weights by default, FP16-compressed weights with ``compress="fp16"``
+(MXNet's lowered detection ops included), so the IR is ``openvino.convert_model`` of that model with ONNX's
+TopK tie rule restored (``bridge.runtimes.openvino.with_onnx_tie_rules``: OpenVINO's TopK is not stable by
+default), saved with ``openvino.save_model`` - FP32 weights by default, FP16-compressed weights with ``compress="fp16"``
 (OpenVINO decompresses them to f32 at load; inference stays f32).
 
 Before conversion, the ONNX front end's partial conversion (``convert_partially``) says which nodes it
@@ -29,7 +30,7 @@ from bridge.config import Option
 from bridge.errors import ExportError, UnsupportedOpError, UsageError
 from bridge.rewriting import default_opset
 from bridge.runtimes import Runtime, get_runtime
-from bridge.runtimes.openvino import import_openvino
+from bridge.runtimes.openvino import import_openvino, with_onnx_tie_rules
 from bridge.targets.base import TargetResult, onnx_output
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def export_ir(model: Any, xml: str | Path, *, compress: str = "fp32") -> TargetR
         if found:
             raise OpenVinoUnsupportedError(found)
         try:
-            converted = ov.convert_model(str(onnx_path))
+            converted = with_onnx_tie_rules(ov.convert_model(str(onnx_path)))
             ov.save_model(converted, str(tmp / xml.name), compress_to_fp16=compress == "fp16")
         except Exception as exc:
             raise ExportError(f"OpenVINO failed to convert the model: {str(exc).strip()[:2000]}") from exc

@@ -17,6 +17,7 @@ from deploy_models import (
     require_openvino,
     save,
     tamper,
+    tied_topk_model,
 )
 from support import run_cli
 
@@ -118,3 +119,16 @@ def test_cli_target_options_belong_to_their_target(model: onnx.ModelProto, tmp_p
     assert done.returncode == 2 and "--compress belongs to --to openvino, not --to tflite" in done.stderr
     done = run_cli("convert", str(source), "-o", str(tmp_path / "m.onnx"), "--to", "openvino", "--compress", "int4")
     assert done.returncode == 2 and "--compress 'int4'" in done.stderr
+
+
+def test_the_ir_keeps_onnx_topk_tie_order(tmp_path: Path) -> None:
+    """The IR written for a TopK has it stable (ONNX's tie rule), and runs like onnxruntime on tied values."""
+    import openvino as ov
+
+    model, x = tied_topk_model()
+    xml = export_ir(model, tmp_path / "m.xml").path
+    (topk,) = [op for op in ov.Core().read_model(str(xml)).get_ordered_ops() if op.get_type_name() == "TopK"]
+    assert topk.get_attributes()["stable"] is True
+    with activated(OpenVinoRuntime(xml)) as rt:
+        got = rt.infer(x)
+    np.testing.assert_array_equal(got["indices"], onnxruntime_outputs(model, x)["indices"])
