@@ -38,7 +38,7 @@ STDS = (0.1, 0.1, 0.2, 0.2)
 GLUONCV_MODELS = {"gluoncv_vgg_like_300": "vgg_like_300", "gluoncv_mobilenet_like_256": "mobilenet_like_256",
                   "gluoncv_tiny": "tiny"}
 # GluonCV-style YOLOv3 (YOLOOutputV3's inference branch + box_nms): name -> (input side, classes)
-YOLO_MODELS = {"gluoncv_yolo3_like_320": (320, 80)}
+YOLO_MODELS = {"gluoncv_yolo3_like_320": (320, 80), "gluoncv_yolo3_like_128": (128, 8)}
 
 
 def gluoncv_symbol(mx: Any, spec: SSDSpec) -> Any:

@@ -1,7 +1,7 @@
 """``convert``'s upstream tie proof (bridge.conversion.pinning): a conversion that differs from its source only by a
 few ulps on the scores before a top-N cut fails without pinning and passes with it, the note in every report
-format; wrong after the cut it still fails; a runtime on another artefact keeps its failure, said; a passing
-conversion does no pinning work. Sources: an ONNX file and an MXNet symbol (sigmoid -> topk -> take)."""
+format; wrong after the cut it still fails; a target's own artefact gets the same proof (wrong after the cut there,
+it still fails); a passing conversion does no pinning work. Sources: an ONNX file and an MXNet symbol (sigmoid -> topk -> take)."""
 
 from __future__ import annotations
 
@@ -142,21 +142,32 @@ def test_a_passing_conversion_does_no_pinning_work(tmp_path: Path, monkeypatch: 
     assert result.passed and result.validation[0].pinning is None
 
 
-def test_a_runtime_on_another_artefact_keeps_its_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy target's runtime runs its own artefact: only onnxruntime (the .onnx itself) is re-judged."""
+@pytest.mark.parametrize(("target", "explained"), [("ToyTarget", True), ("WrongAfterTheCutTarget", False)])
+def test_the_delivered_artefact_gets_the_same_proof(target: str, explained: bool, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy target's runtime runs its own artefact: its failure gets the proof onnxruntime gets, each variant
+    made into that target's artefact; an artefact also wrong after the cut (its converter's fault) still fails."""
     from bridge import runtimes, targets
 
     monkeypatch.setitem(runtimes._REGISTRY.entries, "toy", "tests.bridge.conversion.toys:ToyRuntime")
-    monkeypatch.setitem(targets._REGISTRY.entries, "toy", "tests.bridge.conversion.toys:ToyTarget")
+    monkeypatch.setitem(targets._REGISTRY.entries, "toy", f"tests.bridge.conversion.toys:{target}")
     source, extra, _ = _onnx_source(tmp_path)
     _edit(monkeypatch, 5e-7)
-    with pytest.raises(ValidationMismatch) as caught:
-        api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), to="toy", isolated=False,
-                    validate=["onnxruntime", "toy"], artefact_dir=tmp_path / "art", **extra)
-    by = {c.candidate: c for c in caught.value.result.validation}
+    kwargs = dict(feeds=_feeds(tmp_path), to="toy", isolated=False, validate=["onnxruntime", "toy"],
+                  artefact_dir=tmp_path / "art", **extra)
+    if explained:
+        result = api.convert(source, tmp_path / "out.onnx", **kwargs)
+        by = {c.candidate: c for c in result.validation}
+        assert result.written and (tmp_path / "art" / "out.toy").is_file()
+    else:
+        with pytest.raises(ValidationMismatch) as caught:
+            api.convert(source, tmp_path / "out.onnx", **kwargs)
+        by = {c.candidate: c for c in caught.value.result.validation}
+        assert not (tmp_path / "art" / "out.toy").exists()
     assert by["onnxruntime"].passed and by["onnxruntime"].pinning["explained"]  # type: ignore[index]
-    assert not by["toy"].passed and "runs another artefact" in by["toy"].pinning["text"]  # type: ignore[index]
-    assert "runs another artefact" in by["toy"].summary()
+    assert by["toy"].passed is explained and by["toy"].pinning["explained"] is explained  # type: ignore[index]
+    if not explained:
+        assert "still differ" in by["toy"].summary()
 
 
 @pytest.mark.parametrize("delta", [5e-7, 0.01])
@@ -219,3 +230,24 @@ def test_an_mxnet_peak_mask_flipped_by_a_ulp_is_pinned(tmp_path: Path, monkeypat
         api.convert(tmp_path / "net-symbol.json", tmp_path / "far.onnx", feeds=tmp_path / "feeds.npz", **extra)
     (comp,) = caught.value.result.validation
     assert not comp.passed and "upstream of the selections" in comp.pinning["text"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("target", ["openvino", pytest.param("tflite", marks=pytest.mark.slow)])
+def test_a_tie_at_the_cut_is_proved_on_the_real_targets_artefact(target: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--to openvino`` / ``--to tflite``: the IR (.tflite) of the nudged model fails like onnxruntime does, and
+    passes by the same proof, each pinned variant converted by the target."""
+    import importlib.util
+
+    need = {"openvino": ("openvino",), "tflite": ("ai_edge_litert", "tensorflow", "onnx_tf")}[target]
+    if any(importlib.util.find_spec(m) is None for m in need):
+        pytest.skip(f"--to {target} needs {', '.join(need)}")
+    source, extra, _ = _onnx_source(tmp_path)
+    _edit(monkeypatch, 5e-7)
+    result = api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), to=target, isolated=False, **extra)
+    assert result.passed and result.written
+    runtime = {"openvino": "openvino", "tflite": "litert"}[target]
+    by = {c.candidate: c for c in result.validation}
+    assert set(by) == {"onnxruntime", runtime}
+    for comp in by.values():
+        assert comp.pinning is not None and comp.pinning["explained"], comp.summary()
