@@ -114,9 +114,24 @@ def export_ir(model: Any, xml: str | Path, *, compress: str = "fp32") -> TargetR
     seconds = time.perf_counter() - start
     logger.info("wrote OpenVINO IR %s in %.1f s", xml, seconds)
     notes = [f"OpenVINO IR weights stored as {compress.upper()}" + (" (decompressed to f32 at load)"
-                                                                   if compress == "fp16" else "")]
+                                                                   if compress == "fp16" else ""), *precision_notes(ov)]
     return TargetResult(target=TARGET_NAME, path=xml, converter=f"openvino {ov.get_version().split('-')[0]}",
                         opset_in=opset, opset_out=opset, notes=notes, seconds=seconds)
+
+
+def precision_notes(ov: Any) -> list[str]:
+    """What a user compiling the IR with OpenVINO's defaults gets, when it is not what was validated: the CPU
+    plugin picks its inference precision per machine (bf16 where the CPU has it, f16 on some ARM CPUs) and does
+    not read a precision stored in the IR; bridge validates in f32 (``bridge.runtimes.openvino``)."""
+    try:
+        value = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    except Exception:  # a plugin without the property: nothing to say
+        return []
+    default = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    if default in ("f32", "float32"):
+        return []
+    return [f"validated in f32; OpenVINO's CPU plugin on this machine defaults to {default} inference, which rounds "
+            "otherwise: compile the IR with {'INFERENCE_PRECISION_HINT': 'f32'} to get the validated numbers"]
 
 
 def _opset(onnx_path: Path) -> int:

@@ -132,3 +132,17 @@ def test_the_ir_keeps_onnx_topk_tie_order(tmp_path: Path) -> None:
     with activated(OpenVinoRuntime(xml)) as rt:
         got = rt.infer(x)
     np.testing.assert_array_equal(got["indices"], onnxruntime_outputs(model, x)["indices"])
+
+
+def test_the_result_says_when_openvinos_default_precision_is_not_the_validated_f32(tmp_path: Path) -> None:
+    """On a CPU with bf16 (or ARM f16) the plugin's default inference precision is not f32: the IR's users are told
+    to compile it with INFERENCE_PRECISION_HINT=f32 to get what was validated."""
+    import openvino as ov
+
+    model, _ = tied_topk_model()
+    notes = export_ir(model, tmp_path / "m.xml").notes
+    default = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    said = [n for n in notes if "INFERENCE_PRECISION_HINT" in n]
+    assert bool(said) is (default != "f32")
+    if said:
+        assert f"defaults to {default} inference" in said[0]
