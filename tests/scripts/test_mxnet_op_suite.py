@@ -126,6 +126,8 @@ def test_every_case_counts_what_each_tool_delivers(tmp_path: Path) -> None:
     assert "shape [] where MXNet gives [1]" in recs["test_onnx_export_squeeze"]["calls"][0]["mx2onnx"]["error"]
     # bridge's own validation refuses the broken translation: nothing delivered, not a silent wrong answer
     assert _statuses(recs["test_onnx_export_broken_abs"]) == ("mismatch", "pass")
+    # written without validation, the broken conversion is wrong by the suite's comparison too
+    assert recs["test_onnx_export_broken_abs"]["calls"][0]["bridge"]["suite_compare"] == "wrong"
     died = recs["test_onnx_export_dies_in_process"]["calls"][0]["bridge"]
     assert died["status"] == "pass" and died["isolated"] is True
     deaths = [json.loads(line) for line in (tmp_path / "out.jsonl.died").read_text().splitlines()]
@@ -134,6 +136,7 @@ def test_every_case_counts_what_each_tool_delivers(tmp_path: Path) -> None:
     assert s["counts"]["bridge"] == {"pass": 7, "mismatch": 1, "no-model": 1}
     assert s["bridge_passes_mx2onnx_fails"] == {"squeeze": 1}
     assert s["bridge_fails_mx2onnx_passes"] == {"broken_abs": 1}
+    assert s["bridge_fail_suite_compare"] == {"wrong": 1}
     text = suite.markdown(s)
     assert "| bridge | 9 | 7 of 8 (87.50%) | 0 | 1 | 0 | 0 | 1 | 0 |" in text
     assert "- `broken_abs`: 1" in text.split("mx2onnx is exact and bridge is not")[1].split("\n\n")[1]
