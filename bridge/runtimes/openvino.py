@@ -13,6 +13,7 @@ OpenVINO is imported only inside ``activate``, never at module import.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,26 @@ ModelSource = str | Path | bytes | onnx.ModelProto
 
 
 def import_openvino(purpose: str) -> Any:
-    """Import openvino or raise AdapterUnavailableError for ``purpose``."""
+    """Import openvino (without its usage telemetry, ``without_telemetry``) or raise AdapterUnavailableError for
+    ``purpose``."""
+    without_telemetry()
     try:
         import openvino
     except ImportError:
         raise AdapterUnavailableError("OpenVINO", purpose, INSTALL_HINT) from None
     return openvino
+
+
+def without_telemetry() -> None:
+    """Keep OpenVINO from sending usage telemetry: ``import openvino`` and every ``convert_model`` send events over
+    the network (``openvino_telemetry``, on unless a consent file says no) from a thread that forks a process for
+    it. bridge sends nothing anywhere, and that fork deadlocks a process running MXNet (its atfork handler stops
+    MXNet's threaded engine while the main thread waits for the GIL the forking thread holds: measured, a
+    convert hung for an hour with ``isolated=False``). Before OpenVINO is imported, the telemetry package is
+    marked absent, so OpenVINO takes its own fallback (``openvino.tools.ovc.telemetry_stub``, which does
+    nothing); a process that imported it already keeps it."""
+    if "openvino_telemetry" not in sys.modules and "openvino" not in sys.modules:
+        sys.modules["openvino_telemetry"] = None  # type: ignore[assignment]  # import raises ImportError: the stub
 
 
 def read_model(ov: Any, core: Any, model: ModelSource) -> Any:

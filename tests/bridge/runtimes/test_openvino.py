@@ -100,3 +100,25 @@ def test_an_onnx_topk_keeps_onnx_tie_order(tmp_path: Path, form: str) -> None:
     want = onnxruntime_outputs(model, x)
     np.testing.assert_array_equal(got["values"], want["values"])
     np.testing.assert_array_equal(got["indices"], want["indices"])
+
+
+def test_openvino_sends_no_telemetry(tmp_path: Path) -> None:
+    """OpenVINO's converter sends usage telemetry over the network from a thread that forks a process (which
+    deadlocks beside MXNet's threaded engine): through bridge, its own no-op fallback runs instead, no thread or
+    process is started. A fresh interpreter: the telemetry package must not have been imported before."""
+    import subprocess
+    import sys
+
+    model, _ = tied_topk_model()
+    path = save(model, tmp_path / "m.onnx")
+    code = (
+        "import multiprocessing, threading\n"
+        "from bridge.runtimes.openvino import import_openvino\n"
+        "ov = import_openvino('test')\n"
+        f"ov.convert_model({str(path)!r})\n"
+        "import openvino.tools.ovc.convert_impl as impl\n"
+        "assert impl.tm.__name__ == 'openvino.tools.ovc.telemetry_stub', impl.tm.__name__\n"
+        "assert threading.active_count() == 1 and not multiprocessing.active_children()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
