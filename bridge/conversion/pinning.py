@@ -26,6 +26,7 @@ import onnx
 from bridge.config import Source, Tolerance
 from bridge.errors import BridgeError
 from bridge.inspection import graph_metas
+from bridge.provenance import tensor_aliases
 from bridge.runtimes.base import activated
 from bridge.runtimes.isolated import call_isolated, isolate
 from bridge.validation.detection.layouts import DetectionSpec
@@ -35,42 +36,47 @@ from bridge.validation.run import ComparisonRun, FeedSource
 log = logging.getLogger(__name__)
 
 
-def source_tap_names(framework: str, source: Source, export: Any) -> set[str]:
+def source_tap_names(framework: str, source: Source, export: Any,
+                     aliases: Mapping[str, Mapping[str, Any]] | None = None) -> set[str]:
     """The candidate tensor names the source can return (run in the reference's child process)."""
     from adapters import reference_runner
     from bridge.conversion.sources import source_taps
 
-    return source_taps(framework, source, export, reference_runner(framework, source, export)).names()
+    return source_taps(framework, source, export, reference_runner(framework, source, export), aliases).names()
 
 
 def source_tap_values(framework: str, source: Source, export: Any, feeds: Sequence[Mapping[str, np.ndarray]],
-                      names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+                      names: Sequence[str], aliases: Mapping[str, Mapping[str, Any]] | None = None,
+                      ) -> list[dict[str, np.ndarray]]:
     """The source's values of ``names`` on each of ``feeds``."""
     from adapters import reference_runner
     from bridge.conversion.sources import source_taps
 
-    taps = source_taps(framework, source, export, reference_runner(framework, source, export))
+    taps = source_taps(framework, source, export, reference_runner(framework, source, export), aliases)
     return [taps.run(f, list(names)) for f in feeds]
 
 
 class TapsPinSource:
-    """``bridge.validation.pinning.PinSource`` over the source's taps, each call in a child process."""
+    """``bridge.validation.pinning.PinSource`` over the source's taps, each call in a child process; ``aliases``:
+    the candidate model's layout aliases (a tensor a pass moved a Transpose across is the source's, transposed)."""
 
     def __init__(self, framework: str, source: Source, export: Any, *, enabled: bool, timeout: float | None,
-                 max_memory: int | None) -> None:
+                 max_memory: int | None, aliases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.framework, self.source, self.export = framework, source, export
+        self.aliases = dict(aliases or {})
         self.kw: dict[str, Any] = {"enabled": enabled, "timeout": timeout, "max_memory": max_memory}
         self._names: set[str] | None = None
 
     def names(self) -> set[str]:
         if self._names is None:
-            self._names = call_isolated(partial(source_tap_names, self.framework, self.source, self.export),
+            self._names = call_isolated(partial(source_tap_names, self.framework, self.source, self.export,
+                                                self.aliases),
                                         stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
         return self._names
 
     def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
         return call_isolated(partial(source_tap_values, self.framework, self.source, self.export,
-                                     [dict(f) for f in feeds], list(names)),
+                                     [dict(f) for f in feeds], list(names), self.aliases),
                              stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
 
 
@@ -139,7 +145,8 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
 
     direct = onnx_runtimes(artefact_runtimes or {})
     taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
-                         max_memory=max_memory)
+                         max_memory=max_memory,
+                         aliases=tensor_aliases({p.key: p.value for p in model.metadata_props}))
     made = set(get_target(target[0], **target[1]).runtimes) if target is not None else set()
     for comp in failing:
         # each variant runs as the candidate was validated: the delivered target's artefact made of it, or (the

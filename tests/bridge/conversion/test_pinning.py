@@ -251,3 +251,59 @@ def test_a_tie_at_the_cut_is_proved_on_the_real_targets_artefact(target: str, tm
     assert set(by) == {"onnxruntime", runtime}
     for comp in by.values():
         assert comp.pinning is not None and comp.pinning["explained"], comp.summary()
+
+
+def _softmax_topk_source(tmp: Path) -> tuple[Path, Path]:
+    """An SSD's scoring in small: logits [1, 8, 2] -> transpose -> SoftmaxActivation(channel) -> transpose back ->
+    topk(3) per class over the 8 boxes (class 1: sigmoid(LOGITS) in effect, elements 2 and 3 near-tied) -> class
+    1's kept boxes.
+    bridge moves the Softmax before the Transpose and cancels the Transpose pair: MXNet's cls_prob_output is left
+    in the ONNX only transposed, as the moved Softmax's output."""
+    from adapters.mxnet.reference import import_mxnet
+    from bridge.errors import AdapterUnavailableError
+
+    try:
+        mx = import_mxnet()
+    except AdapterUnavailableError:
+        pytest.skip("MXNet is not installed (pip install 'bridge[mxnet]')")
+    prob = mx.sym.SoftmaxActivation(mx.sym.transpose(mx.sym.var("x"), axes=(0, 2, 1)), mode="channel", name="cls_prob")
+    idx = mx.sym.topk(mx.sym.transpose(prob, axes=(0, 2, 1)), axis=1, k=3, ret_typ="indices", name="top")
+    kept = mx.sym.reshape(mx.sym.slice_axis(idx, axis=2, begin=1, end=2), shape=(-1,))  # class 1's top 3
+    mx.sym.take(mx.sym.var("boxes"), kept, axis=0, name="kept").save(str(tmp / "net-symbol.json"))
+    mx.nd.save(str(tmp / "net-0000.params"), {})
+    logits = np.stack([np.zeros_like(LOGITS[0]), LOGITS[0]], -1)[None]  # softmax([0, l])[1] = sigmoid(l)
+    np.savez(tmp / "feeds.npz", x=logits.astype(np.float32), boxes=BOXES)
+    return tmp / "net-symbol.json", tmp / "feeds.npz"
+
+
+def test_a_tie_after_a_moved_softmax_is_pinned_at_the_softmax(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime whose Softmax rounds otherwise swaps the near-tied scores at the cut: the pin must sit after the
+    Softmax, where the source has cls_prob_output - which the ONNX holds only transposed, as the moved Softmax's
+    output (recorded as a layout alias). Pinned before the Softmax, at its input, the swap stays and it fails."""
+    from bridge.provenance import tensor_aliases
+
+    source, feeds = _softmax_topk_source(tmp_path)
+    to_proto = ModelContainer.to_proto
+
+    def rounded_otherwise(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        proto = to_proto(self, *args, **kwargs)
+        (moved,) = tensor_aliases({p.key: p.value for p in proto.metadata_props})  # the Softmax's output
+        d = np.zeros((1, 8, 2), np.float32)
+        d[0, 3, 1] = 5e-7
+        from pinning_models import _insert_add
+
+        _insert_add(proto, moved, d, "rounding")
+        return proto
+
+    monkeypatch.setattr(ModelContainer, "to_proto", rounded_otherwise)
+    extra = {"inputs": ["x:1,8,2", "boxes:8,4"], "feeds": feeds, "isolated": False}
+    result = api.convert(source, tmp_path / "out.onnx", **extra)
+    (comp,) = result.validation
+    assert result.passed and comp.pinning is not None and comp.pinning["explained"]
+    (pin,) = comp.pinning["pins"]
+    assert pin != "x"  # after the Softmax, not at its input
+    with monkeypatch.context() as m:  # without the alias the source has nothing after the Softmax to pin
+        m.setattr("bridge.conversion.pinning.tensor_aliases", lambda _meta: {})
+        with pytest.raises(ValidationMismatch) as caught:
+            api.convert(source, tmp_path / "plain.onnx", **extra)
+        assert not caught.value.result.validation[0].pinning["explained"]
