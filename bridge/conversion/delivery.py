@@ -214,6 +214,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
                   feed_source(cfg, export, proto), cfg.tolerance, detections=saved_detection_outputs(proto),
                   model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict, isolation=isolation,
                   artefact_runtimes=by_runtime, workdir=workdir, progress=progress,
+                  target=(cfg.to, dict(cfg.target_options)) if target.artefact else None,
                   judges=dataset_judges(cfg.values, adapter, {s.name: s.shape for s in export.inputs if s.shape}))
     try:
         progress(f"validating in {', '.join(runtimes)} against the {adapter.framework} source")

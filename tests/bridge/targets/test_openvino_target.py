@@ -17,6 +17,7 @@ from deploy_models import (
     require_openvino,
     save,
     tamper,
+    tied_topk_model,
 )
 from support import run_cli
 
@@ -118,3 +119,30 @@ def test_cli_target_options_belong_to_their_target(model: onnx.ModelProto, tmp_p
     assert done.returncode == 2 and "--compress belongs to --to openvino, not --to tflite" in done.stderr
     done = run_cli("convert", str(source), "-o", str(tmp_path / "m.onnx"), "--to", "openvino", "--compress", "int4")
     assert done.returncode == 2 and "--compress 'int4'" in done.stderr
+
+
+def test_the_ir_keeps_onnx_topk_tie_order(tmp_path: Path) -> None:
+    """The IR written for a TopK has it stable (ONNX's tie rule), and runs like onnxruntime on tied values."""
+    import openvino as ov
+
+    model, x = tied_topk_model()
+    xml = export_ir(model, tmp_path / "m.xml").path
+    (topk,) = [op for op in ov.Core().read_model(str(xml)).get_ordered_ops() if op.get_type_name() == "TopK"]
+    assert topk.get_attributes()["stable"] is True
+    with activated(OpenVinoRuntime(xml)) as rt:
+        got = rt.infer(x)
+    np.testing.assert_array_equal(got["indices"], onnxruntime_outputs(model, x)["indices"])
+
+
+def test_the_result_says_when_openvinos_default_precision_is_not_the_validated_f32(tmp_path: Path) -> None:
+    """On a CPU with bf16 (or ARM f16) the plugin's default inference precision is not f32: the IR's users are told
+    to compile it with INFERENCE_PRECISION_HINT=f32 to get what was validated."""
+    import openvino as ov
+
+    model, _ = tied_topk_model()
+    notes = export_ir(model, tmp_path / "m.xml").notes
+    default = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    said = [n for n in notes if "INFERENCE_PRECISION_HINT" in n]
+    assert bool(said) is (default != "f32")
+    if said:
+        assert f"defaults to {default} inference" in said[0]
