@@ -27,7 +27,7 @@ from bridge.conversion.recipe import ConvertResult, child_memory_limit
 from bridge.conversion.validate import ValidateResult, validate_options
 from bridge.errors import BadInputFileError, BridgeError, UsageError, is_cli_calling
 from bridge.inspection import InspectReport, inspect_model
-from bridge.io import load_model, refuse_overwriting_inputs
+from bridge.io import check_writable, load_model, refuse_overwriting_inputs
 from bridge.limits import max_memory, memory_limit
 from bridge.runtimes.isolated import call_isolated
 
@@ -158,6 +158,13 @@ def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.Model
     from bridge.graft import graft_nms as _graft
 
     return _graft(model, **options)
+
+
+def graft(model: str | Path, output: str | Path | None, **options: Any) -> Any:
+    """``bridge graft-nms``: plan, build, check that it detects, write (see ``bridge.graft.command.graft_file``)."""
+    from bridge.graft.command import graft_file
+
+    return graft_file(model, output, **options)
 
 
 # ---------------------------------------------------------------------------------------------- shapes
@@ -303,6 +310,7 @@ def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256,
     if cfg.report:
         refuse_overwriting_inputs(cfg.report, [source if isinstance(source, str | Path) else None, model,
                                                cfg.source.weights, cfg.feeds], "--report")
+        check_writable(cfg.report, "--report")
     from bridge.debug.breakage import ACTIVE as deliberate_breakages
 
     # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error

@@ -169,7 +169,11 @@ class DynamicAxis:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Allowed difference per output: |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics).
+    """Allowed difference per output: |cand - ref| <= atol + rtol * scale, where an element's scale is the
+    largest |ref| of the slices of the output it lies in (the scale rule, ``bridge.validation.tolerance``: float32
+    rounding follows the magnitude summed, not the element's own). An output named in ``per_output`` is judged
+    elementwise with its own values, |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics), as is every
+    output with ``scale_rule=False``.
 
     Every value must be a finite number >= 0 (UsageError otherwise, so every entry point rejects
     ``--atol nan``: a NaN tolerance makes every comparison false and turned errors into PASS).
@@ -178,6 +182,7 @@ class Tolerance:
     atol: float = 1e-4
     rtol: float = 1e-3
     per_output: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    scale_rule: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "atol", check_tolerance(self.atol, "--atol"))
@@ -204,7 +209,7 @@ class Tolerance:
                 raise UsageError(f"--tolerance '{text}': expected OUTPUT=ATOL,RTOL")
             per[m.group(1)] = (check_tolerance(m.group(2), f"--tolerance '{text}': ATOL"),
                                check_tolerance(m.group(3), f"--tolerance '{text}': RTOL"))
-        return cls(base.atol, base.rtol, per)
+        return cls(base.atol, base.rtol, per, base.scale_rule)
 
 
 def check_tolerance(value: object, what: str) -> float:

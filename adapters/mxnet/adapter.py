@@ -16,6 +16,7 @@ import logging
 import re
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from adapters.base import ExportResult, rename_outputs
 from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
@@ -76,6 +77,9 @@ class MXNetAdapter:
 
     framework = "mxnet"
     honours = ("weights", "outputs", "output_names")  # the source-specific convert options it reads
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "mean": (123.0, 117.0, 104.0),
+                                              "why": "mxnet-ssd's: RGB, mean 123,117,104, no std"})
 
     def locate(self, source: Source) -> Source | None:
         """The symbol/params pair an MXNet user means by a checkpoint's other names (as ``mx.model.load_checkpoint``

@@ -61,8 +61,9 @@ def bench(model: str | Path, *, progress: Progress | None = None, options: Mappi
           **values: Any) -> Any:
     """``bridge.api.bench`` (see there)."""
     from bridge.bench.report import report_format, write_bench_report
-    from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
+    from bridge.bench.run import DEFAULT_ITERATIONS, BenchFailedError, BenchSettings, run_bench
     from bridge.conversion.recipe import child_memory_limit
+    from bridge.io import check_writable
     from bridge.limits import memory_limit
 
     declared = bench_options()
@@ -75,6 +76,12 @@ def bench(model: str | Path, *, progress: Progress | None = None, options: Mappi
         raise UsageError("--verify needs exactly one of --source (run the source model) or --reference (saved results)")
     if v["report"]:
         report_format(Path(v["report"]))
+        check_writable(Path(v["report"]), "--report")  # before the work: a read-only folder fails now
+    # the settings' own checks (--iterations 0, --time nan, ...) are usage errors before any work
+    settings = BenchSettings(batches=tuple(v["batch"] or ()),
+                             iterations=DEFAULT_ITERATIONS if v["iterations"] is None else v["iterations"],
+                             seconds=v["seconds"], warmup=v["warmup"], rounds=v["rounds"], threads=v["threads"],
+                             isolated=v["isolated"])
     runtime = v["runtime"]
     runtimes = [runtime] if isinstance(runtime, str) else runtime
     with memory_limit(v["max_memory"]):
@@ -84,9 +91,6 @@ def bench(model: str | Path, *, progress: Progress | None = None, options: Mappi
             verification = _verify(model, v, runtimes or available_runtimes(), options, progress)
         else:
             verification = None
-        settings = BenchSettings(batches=tuple(v["batch"] or ()), iterations=v["iterations"] or DEFAULT_ITERATIONS,
-                                 seconds=v["seconds"], warmup=v["warmup"], rounds=v["rounds"], threads=v["threads"],
-                                 isolated=v["isolated"])
         source = source_of(v["source"], v, declared, options) if v["source"] is not None else None
         result = run_bench(Path(model), source=source, framework=v["framework"], runtimes=runtimes, settings=settings,
                            feeds=Path(v["feeds"]) if v["feeds"] else None,
@@ -96,6 +100,8 @@ def bench(model: str | Path, *, progress: Progress | None = None, options: Mappi
     result.verification = verification
     if v["report"]:
         write_bench_report(result.to_dict(), Path(v["report"]))
+    if not result.measured:  # every figure would be '-': a failed benchmark, not a result (exit 3)
+        raise BenchFailedError(f"no runtime ran {model}: {result.failure()}", result=result)
     return result
 
 

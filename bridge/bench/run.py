@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,16 @@ Progress = Callable[[str], None]
 DEFAULT_ITERATIONS = 50
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 10
+MAX_SECONDS = 86_400  # --time: a day per runner and batch size; past it a typo (1e308), not a benchmark
+
+
+class BenchFailedError(BridgeError):
+    """No runtime ran the model (each failed to load or to run it): a benchmark with no figure is a failure
+    (exit code 3), not a table of dashes. ``result`` holds what was measured (the source's figures, errors)."""
+
+    def __init__(self, message: str, result: BenchResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,23 @@ class BenchSettings:
     threads: int | None = None
     isolated: bool = True
     feeds: str = ""  # where the inputs came from
+
+    def __post_init__(self) -> None:
+        """Refuse settings that would never finish or measure nothing, before any runner starts."""
+        if self.iterations is not None and self.iterations < 1:
+            raise UsageError(f"--iterations {self.iterations}: at least 1 timed call")
+        if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise UsageError(f"--time {self.seconds}: must be a positive number of seconds")
+        if self.seconds is not None and self.seconds > MAX_SECONDS:
+            raise UsageError(f"--time {self.seconds:g}: at most {MAX_SECONDS} s per runner and batch size")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup {self.warmup}: cannot be negative")
+        if self.rounds < 1:
+            raise UsageError(f"--rounds {self.rounds}: at least 1 round")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"--threads {self.threads}: at least 1 thread")
+        if any(b < 1 for b in self.batches):
+            raise UsageError(f"--batch {','.join(map(str, self.batches))}: batch sizes must be positive")
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": list(self.batches), "iterations": self.iterations, "seconds": self.seconds,
@@ -116,6 +144,18 @@ class BenchResult:
 
     def cell(self, runner: str, batch: int) -> Cell | None:
         return next((c for c in self.cells if c.runner == runner and c.batch == batch), None)
+
+    @property
+    def measured(self) -> bool:
+        """Whether any runtime running the model produced a figure (the source alone measures nothing of it)."""
+        kinds = {r.name: r.kind for r in self.runners}
+        return any(c.latency is not None and kinds.get(c.runner) == "runtime" for c in self.cells)
+
+    def failure(self) -> str:
+        """Why nothing was measured: each runner's (or runner and batch size's) error."""
+        errors = [f"{r.name}: {r.error}" for r in self.runners if r.error]
+        errors += [f"{c.runner} at batch {c.batch}: {c.error}" for c in self.cells if c.error]
+        return "; ".join(errors) or "no runtime ran the model"
 
     def ratio(self, runner: str, batch: int) -> float | None:
         """Source median latency / ``runner``'s at ``batch`` (> 1: the runtime is faster); None without both."""
@@ -278,7 +318,8 @@ def run_bench(
     progress: Progress | None = None,
 ) -> BenchResult:
     """Benchmark ``model`` in ``runtimes`` (default: every registered runtime that is installed here) and
-    the ``source`` framework on the same inputs. Naming a runtime that is not installed is a UsageError."""
+    the ``source`` framework on the same inputs. Naming a runtime that is not installed is an
+    AdapterUnavailableError (exit 4, naming its install command), an unknown name a UsageError."""
     from bridge.io import load_model
     from bridge.targets import candidate_runtime
 
@@ -289,8 +330,6 @@ def run_bench(
     batches = base.batches or (default_batch(metas, inputs, feeds),)
     if any(b < 1 for b in batches):
         raise UsageError(f"--batch {','.join(map(str, batches))}: batch sizes must be positive")
-    if (base.iterations is not None and base.iterations < 1) or (base.seconds is not None and base.seconds <= 0):
-        raise UsageError("--iterations and --time must be positive")
     from bridge.runtimes import available_runtimes
 
     explicit = runtimes is not None

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
 def bench_command(model: Path, as_json: bool = False, **values: Any) -> None:
     """Latency (min/p50/p90/p99/max), throughput, first run and peak memory of MODEL in each runtime and of
-    --source in its framework, in interleaved rounds, each runner in its own process."""
+    --source in its framework, in interleaved rounds, each runner in its own process. Exits 3 when no runtime
+    ran MODEL (each failed to load or run it; the --report is still written), 2 for settings that measure
+    nothing or never end (--iterations 0, --time nan)."""
     from bridge import api
     from bridge.bench.command import bench_options
     from bridge.conversion.options import from_cli

@@ -32,6 +32,9 @@ def validate_command(model: Path, localize: bool = False, **values: Any) -> None
             _warnings(exc.result)
             render.print_sizes(exc.result.sizes or [exc.result.inputs], exc.result.second_size_skipped)
             render.print_comparisons(exc.result.comparisons)
+            render.print_dataset(exc.result.dataset)
+        if isinstance(exc.result, api.ValidateResult) and all(c.passed for c in exc.result.comparisons):
+            raise  # only the dataset's accuracy budget failed: the outputs agree, there is nothing to localise
         source = values.get("source")
         if localize and source is not None:  # compare MODEL's intermediates with the source's, name the culprit
             localize_failure(source, model=model, **debug_values(values))
@@ -45,6 +48,7 @@ def validate_command(model: Path, localize: bool = False, **values: Any) -> None
     _warnings(result)
     render.print_sizes(result.sizes or [result.inputs], result.second_size_skipped)
     render.print_comparisons(result.comparisons)
+    render.print_dataset(result.dataset)
     if result.saved_reference:
         out.print(f"reference saved to {result.saved_reference}")
 
@@ -74,4 +78,7 @@ def register(app: typer.Typer) -> None:
         "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --input data:2,3,64,64 --localize",
         "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --feeds "
         "examples/mxnet_ssd/sample_inputs.npz --save-reference out/ref.npz",
-        "bridge validate out/ssd.onnx --reference out/ref.npz --runtime onnxruntime,tensorflow"))(validate_command)
+        "bridge validate out/ssd.onnx --reference out/ref.npz --runtime onnxruntime,tensorflow",
+        "python examples/mxnet_ssd/make_dataset.py out/shapes --count 40",
+        "bridge validate out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --dataset out/shapes/images "
+        "--labels out/shapes/labels.json --report out/dataset.json"))(validate_command)

@@ -60,11 +60,16 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """``bridge.api.convert`` (see there): the option values as a ConvertConfig, run under ``max_memory``."""
     from bridge.conversion.options import build_config
+    from bridge.conversion.preflight import check_outputs
     from bridge.validation.detection.layouts import as_detection_specs
 
     with memory_limit(values.get("max_memory")):
         cfg = build_config(source, output, values, raw_options=options)
         as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
+        from bridge.validation.dataset import dataset_settings
+
+        dataset_settings(cfg.values)  # so is a bad --dataset option (issue 33)
+        check_outputs(cfg)  # a read-only --report folder fails now, not after the model was written
         return run_recipe(cfg, progress or (lambda _msg: None))
 
 
@@ -178,6 +183,8 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
     result.validation_skipped = reason
     if cause != SKIP_DISABLED:
         result.warnings.append(reason)
+    if result.config is not None and result.config.values.get("dataset"):  # --dataset (issue 33)
+        result.warnings.append(f"--dataset was not run: {reason}")
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
@@ -194,6 +201,9 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
         return _skip(result, f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime runs; "
                      "they need lowering before validation", SKIP_UNRUNNABLE)
+    from bridge.conversion.dataset_check import dataset_judges
+    from bridge.validation.dataset.run import DatasetCancelled
+
     start = time.perf_counter()
     target = get_target(cfg.to, **cfg.target_options)
     # an artefact is validated in the runtimes that run it; every other runtime validates the .onnx itself
@@ -203,10 +213,19 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
     check = Check(SourceReference(adapter.framework, cfg.source, export, worker=worker), candidates,
                   feed_source(cfg, export, proto), cfg.tolerance, detections=saved_detection_outputs(proto),
                   model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict, isolation=isolation,
-                  artefact_runtimes=by_runtime, workdir=workdir, progress=progress)
+                  artefact_runtimes=by_runtime, workdir=workdir, progress=progress,
+                  target=(cfg.to, dict(cfg.target_options)) if target.artefact else None,
+                  judges=dataset_judges(cfg.values, adapter, {s.name: s.shape for s in export.inputs if s.shape}))
     try:
         progress(f"validating in {', '.join(runtimes)} against the {adapter.framework} source")
         checked = run_check(check)
+    except DatasetCancelled as exc:  # --dataset stopped by Ctrl-C: the report says where, with what was measured
+        result.dataset = exc.result
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
+        raise
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         reason = str(exc)
         _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",
@@ -220,6 +239,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         result.second_size_skipped = checked.second_size_skipped
         result.second_input_skipped = checked.second_input_skipped
         result.validation_feeds = checked.run.input_summary(check.feeds.describe())
+        result.dataset = checked.dataset
     result.timings["validate_s"] = time.perf_counter() - start
 
 
@@ -249,7 +269,10 @@ def _files(cfg: ConvertConfig, target: Any, artefacts: dict[str, Path], result: 
                       "validated_by": [c.candidate for c in result.validation if c.candidate in on_artefact]})
     for f in files:
         verdicts = [c for c in result.validation if c.candidate in f["validated_by"]]
-        f["verdict"] = ("not validated" if not verdicts else "pass" if all(c.passed for c in verdicts) else "fail")
+        # --dataset's accuracy budget judges the same runtimes: a runtime outside it fails its file too (issue 33)
+        budget = [] if result.dataset is None else [result.dataset.candidate_passed(n) for n in f["validated_by"]]
+        f["verdict"] = ("not validated" if not verdicts else
+                        "pass" if all(c.passed for c in verdicts) and False not in budget else "fail")
     return files
 
 
@@ -282,6 +305,10 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         return (f"validation could not run ({result.validation_skipped}) and {why} asks for it; "
                 f"{cfg.output} was not written")
     failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+    if result.dataset is not None and not result.dataset.passed:  # --dataset's accuracy budget (issue 33)
+        failing = "; ".join([*([failing] if failing else []), *result.dataset.failures])
+        if all(c.passed for c in result.validation):
+            return f"converted model fails the dataset's accuracy budget ({failing}); {cfg.output} was not written"
     if all(c.passed for c in result.validation) and not (cfg.strict and result.vacuous):
         # only the second size or the second input is missing, and --strict fails that
         failing = str(result.second_size_skipped or result.second_input_skipped)

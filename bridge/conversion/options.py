@@ -108,11 +108,11 @@ TIMEOUT_BOUNDS = Bounds(gt=0, le=MAX_TIMEOUT_S, validate=check_timeout)
 COUNT_BOUNDS = Bounds(gt=0, integer=True)
 
 # the groups a command subscribes to, in the order convert's --help lists them; adapters and targets add theirs
-GROUPS = ("source", "inputs", "tolerance", "check", "isolation", "report", "convert")
+GROUPS = ("source", "inputs", "tolerance", "check", "dataset", "isolation", "report", "convert")
 ADAPTERS, TARGETS = "adapters", "targets"  # every registered adapter's / target's own group
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "convert": (*GROUPS, ADAPTERS, TARGETS),
-    "validate": ("source", "inputs", "tolerance", "check", "isolation", "report"),
+    "validate": ("source", "inputs", "tolerance", "check", "dataset", "isolation", "report"),
     "bench": ("source", "inputs", "tolerance", "check", "isolation", "report"),
     "shapes fix": ("tolerance", "isolation"),
     "shapes dynamic": ("tolerance", "isolation"),
@@ -141,8 +141,8 @@ CORE: tuple[Option, ...] = (
     Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
            metavar="FILE", source_specific=True, group="source"),
     Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
-           "keep their names as the model's outputs; MXNet symbols and TensorFlow GraphDefs)", cli_type=str | None,
-           route="source", metavar="NAMES", source_specific=True, parse=_comma_list),
+           "keep their names as the model's outputs; MXNet symbols, TensorFlow GraphDefs and .tflite files)",
+           cli_type=str | None, route="source", metavar="NAMES", source_specific=True, parse=_comma_list),
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
            cli_type=str | None, metavar="NAMES", source_specific=True, parse=_comma_list),
     Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",
@@ -154,7 +154,7 @@ CORE: tuple[Option, ...] = (
     Option("to", str, "onnx", "delivery format; a target's artefact is validated in its runtimes", choices=_targets,
            debug=False, metavar="TARGET"),
     Option("artefact_dir", Path | None, None, "folder for the target's artefacts (default: beside the .onnx)",
-           debug=False, metavar="DIR"),
+           debug=False, manifest=None, metavar="DIR"),  # a migration writes them in the model's folder under --out
     Option("seed", int, 0, "seed for generated validation inputs", metavar="N", group="inputs", bounds=SEED_BOUNDS),
     Option("trust_source", bool, False, "run the source for validation even if its graph has side effects "
            "(file writes, Python callbacks)", route="source", group="source"),
@@ -203,6 +203,10 @@ def group_options(*groups: str) -> list[Option]:
     if unknown:
         raise AssertionError(f"no option group {', '.join(sorted(unknown))} (groups: {', '.join(GROUPS)})")
     found: list[Option] = [o for o in CORE if o.group in wanted]
+    if "dataset" in wanted:  # declared in its own package (the dataset run's options, issue 33)
+        from bridge.validation.dataset.options import DATASET_OPTIONS
+
+        found += DATASET_OPTIONS
     if ADAPTERS in wanted:
         for framework in _frameworks():
             found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")
@@ -362,7 +366,7 @@ def _tolerance(values: Mapping[str, Any]) -> Tolerance:
     if isinstance(given, Tolerance):
         atol = given.atol if values["atol"] == DEFAULT_TOLERANCE.atol else values["atol"]
         rtol = given.rtol if values["rtol"] == DEFAULT_TOLERANCE.rtol else values["rtol"]
-        return Tolerance(atol, rtol, given.per_output)
+        return Tolerance(atol, rtol, given.per_output, given.scale_rule)
     if isinstance(given, Mapping):  # NAME -> (ATOL, RTOL)
         return Tolerance(values["atol"], values["rtol"], dict(given))
     return Tolerance.parse_override(Tolerance(values["atol"], values["rtol"]), list(given or ()))

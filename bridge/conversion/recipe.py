@@ -1,14 +1,17 @@
 """The one conversion recipe: pick the adapter, export, run the ONNX stage, record the detection groups,
 build the validation inputs - each with a status (as torch.onnx reports one status per stage).
 
-``convert``, ``validate``, ``debug`` (and ``--localize``) and the migrate worker all go through these
-functions, so they export with the same inputs, generate the same feeds (graph-derived values for
-indices, shapes, axes) and compare the same detection groups. ``bridge.conversion.delivery`` runs
-the rest of ``convert`` (target artefacts, validation of every written file, writing) and is its entry.
+``convert``, ``debug`` (and ``--localize``) and the migrate worker go through these functions, so they
+export with the same inputs, generate the same feeds (graph-derived values for indices, shapes, axes) and
+compare the same detection groups; ``validate`` reads an existing model's detection groups and output names
+here too (``detection_groups(trusted=False)``). ``bridge.conversion.delivery`` runs the rest of ``convert``
+(target artefacts, validation of every written file through ``bridge.conversion.check``, writing) and is its
+entry.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -28,6 +31,7 @@ from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, saved_detection_outputs
 
+logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 STAGES = ("adapter", "export", "onnx_stage", "target", "validation", "write")
 # why validation did not run: asked not to / the source cannot run here / the model holds ops no runtime runs
@@ -103,13 +107,14 @@ class ConvertResult:
     files: list[dict[str, Any]] = field(default_factory=list)  # every delivered file and the verdicts covering it
     validation_required: bool = False  # --strict or an explicit --validate: a validation that cannot run fails
     bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
+    dataset: Any = None  # --dataset: bridge.validation.dataset.DatasetResult (its verdict is part of ``passed``)
     config: ConvertConfig | None = field(default=None, repr=False, compare=False)  # what ran (not reported)
 
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
                 and not (self.strict and (self.second_size_skipped or self.second_input_skipped))
-                and not self.unproved)
+                and not self.unproved and (self.dataset is None or self.dataset.passed))
 
     @property
     def vacuous(self) -> bool:
@@ -135,6 +140,8 @@ class ConvertResult:
             "detections": self.detections, "validation_feeds": self.validation_feeds,
             "export_inputs": self.export_inputs, "warning_details": self.warning_details,
             "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files, "bench": self.bench,
+            **({} if self.dataset is None else {"dataset": self.dataset.to_dict(),  # --dataset (issue 33)
+                                                "dataset_run": self.dataset.run_dict()}),
         }
 
 
@@ -230,18 +237,31 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
     still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
     as long as it takes; the heartbeat says so) and the reference's memory limit. ``keep``: the child is
     kept there once the export succeeded (the reference runs in it next); the file is then read while it waits,
-    freed of the export's leftovers, smaller than when it runs the reference next to this process."""
+    freed of the export's leftovers, smaller than when it runs the reference next to this process. An adapter
+    whose first attempt failed may ask for its fallback in a fresh child (``adapters.base.ExportRetry``): the
+    export runs once more there, with the source options it names."""
     import shutil
     import tempfile
 
+    from adapters.base import ExportRetry
     from bridge.runtimes.isolated import call_isolated
 
     adapter.require_framework()  # a missing framework is named here, before a child starts
     folder = Path(tempfile.mkdtemp(prefix="bridge-export-"))
+    source = cfg.source
     try:
-        exported = call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export, folder / "exported.onnx"),
-                                 stage=f"the {adapter.framework} export", timeout=None,
-                                 max_memory=child_memory_limit(), keep=keep)
+        for attempt in range(2):
+            try:
+                exported = call_isolated(partial(_export, adapter.framework, source, cfg.export,
+                                                 folder / "exported.onnx"),
+                                         stage=f"the {adapter.framework} export", timeout=None,
+                                         max_memory=child_memory_limit(), keep=keep)
+                break
+            except ExportRetry as retry:  # the adapter's fallback, in a fresh child: its first try's leftovers died
+                if attempt:
+                    raise
+                logger.info("%s", retry)
+                source = replace(source, options={**source.options, **retry.options})
         exported.model = onnx.load(str(folder / "exported.onnx"))  # external data (over 2 GiB) read back too
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -249,10 +269,16 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
 
 
 def _export(framework: str, source: Any, spec: Any, path: Path | None = None) -> Any:
-    """The export (in the child): with ``path``, the model is written there and sent back without it."""
+    """The export (in the child): with ``path``, the model is written there and sent back without it, and the
+    adapter may ask for its fallback in a fresh child (``adapters.base.ExportRetry``)."""
     from adapters import get_adapter
+    from adapters.base import FRESH_RETRY
 
-    exported = get_adapter(framework).export(source, spec)
+    token = FRESH_RETRY.set(path is not None)
+    try:
+        exported = get_adapter(framework).export(source, spec)
+    finally:
+        FRESH_RETRY.reset(token)
     if path is not None:
         from bridge.io import save_model
 

@@ -26,11 +26,14 @@ from bridge.conversion.check import (
     model_candidates,
     run_check,
 )
+from bridge.conversion.dataset_check import dataset_judges
 from bridge.conversion.options import command_options, resolve, runtime_list, source_of, tolerance_of
 from bridge.conversion.recipe import detection_groups, source_output_names
 from bridge.errors import UsageError, ValidationMismatch
-from bridge.io import load_model
+from bridge.io import check_writable, load_model
 from bridge.validation.compare import Comparison
+from bridge.validation.dataset.run import DatasetCancelled
+from bridge.validation.inputs import check_reference_fits
 from bridge.validation.results import RunResults
 from bridge.validation.run import FeedSource
 
@@ -53,11 +56,13 @@ class ValidateResult:
     # why MODEL ran on one input only (the source failed on the second, or the saved reference holds none)
     second_input_skipped: str | None = None
     random_outputs: list[str] = field(default_factory=list)  # compared by shape only, as the reference side says
+    dataset: Any = None  # --dataset: bridge.validation.dataset.DatasetResult (its budget is part of ``passed``)
 
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.comparisons) and not (self.strict and self.vacuous)
-                and not (self.strict and (self.second_size_skipped or self.second_input_skipped)))
+                and not (self.strict and (self.second_size_skipped or self.second_input_skipped))
+                and (self.dataset is None or self.dataset.passed))
 
     @property
     def vacuous(self) -> bool:
@@ -69,7 +74,9 @@ class ValidateResult:
                 "second_input_skipped": self.second_input_skipped, "random_outputs": self.random_outputs,
                 "inputs": self.inputs, "sizes": self.sizes, "warnings": self.warnings,
                 "comparisons": [c.to_dict() for c in self.comparisons],
-                "saved_reference": self.saved_reference}
+                "saved_reference": self.saved_reference,
+                **({} if self.dataset is None else {"dataset": self.dataset.to_dict(),  # --dataset (issue 33)
+                                                    "dataset_run": self.dataset.run_dict()})}
 
 
 def _runtime_choices() -> list[str]:
@@ -137,8 +144,17 @@ def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | Non
     source, reference = v["source"], v["reference"]
     if (source is None) == (reference is None):
         raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
+    from bridge.validation.dataset import dataset_settings
+
+    dataset_run = dataset_settings(v)  # a bad --dataset option is a usage error before any work (issue 33)
+    if dataset_run is not None and source is None:
+        raise UsageError("--dataset runs the source on the images: give --source (a saved --reference holds only "
+                         "its own inputs)")
     runtimes = _runtimes(v["runtime"])
     tolerance = tolerance_of(v)
+    for path, flag in ((v["report"], "--report"), (v["save_reference"], "--save-reference")):
+        if path:  # before the work: a read-only folder fails now, not after the runs
+            check_writable(Path(path), flag)
     say(f"loading {model}")
     proto = load_model(model)
     specs = [i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in v["inputs"] or ()]
@@ -147,7 +163,7 @@ def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | Non
     check_names("--tolerance", tolerance.per_output,
                 [*(o.name for o in proto.graph.output), *source_output_names(proto, groups)], "output")
     values_kind = InputValues.parse(v["input_kind"], v["input_range"])
-    if source is not None and not v["feeds"]:  # before the source is loaded (seconds): its inputs need sizes
+    if source is not None and not v["feeds"] and dataset_run is None:  # before the source loads: inputs need sizes
         _check_sample_sizes(proto, specs)
     isolation = Isolation(v["isolated"], v["timeout"])
     meta: dict[str, Any] | None = None
@@ -155,6 +171,10 @@ def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | Non
         candidates = model_candidates(proto, runtimes, Path(workdir), isolation)
         if reference is not None:
             saved = RunResults.load(Path(reference))
+            check_reference_fits(saved, proto, Path(reference))
+            if saved.ignored:
+                warnings.append(f"--reference {reference}: members {saved.ignored[:5]} are not part of a RunResults "
+                                "file and were not read")
             check = Check(SavedReference(saved, f"{saved.runtime} ({reference})"), candidates,
                           tolerance=tolerance, detections=groups, model=proto, strict=v["strict"], isolation=isolation,
                           progress=say)
@@ -172,13 +192,31 @@ def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | Non
             # source's own export, so nothing random is declared from it (the source's runs say what is)
             export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
                                   output_names=source_output_names(proto, groups))
-            feed_source = FeedSource(Path(v["feeds"]) if v["feeds"] else None, model_specs, v["seed"],
+            feeds = v["feeds"]
+            sample_shapes = {s.name: s.shape for s in specs if s.shape}
+            if dataset_run is not None and feeds is None:  # --dataset: its first batch, not noise (issue 33)
+                from bridge.validation.dataset.options import first_batch
+
+                feeds = first_batch(dataset_run, proto, Path(workdir) / "dataset_feeds.npz",
+                                    framework=adapter.framework,
+                                    defaults=getattr(adapter, "dataset_preprocessing", None),
+                                    sample_shapes=sample_shapes)
+            feed_source = FeedSource(Path(feeds) if feeds else None, model_specs, v["seed"],
                                      vary_dynamic=False, model=proto, values=values_kind)
             check = Check(SourceReference(adapter.framework, src, export), candidates, feed_source, tolerance,
                           detections=groups, model=proto, strict=v["strict"], isolation=isolation,
-                          workdir=Path(workdir), progress=say)
+                          workdir=Path(workdir), progress=say,
+                          judges=dataset_judges(v, adapter, sample_shapes))
             ref_name, meta = f"{adapter.framework} ({src.describe()})", {"source": src.describe(), "seed": v["seed"]}
-        checked = run_check(check)
+        try:
+            checked = run_check(check)
+        except DatasetCancelled as exc:  # Ctrl-C in the dataset run: the report says where, with what was measured
+            if v["report"]:
+                from bridge.report import write_report
+
+                write_report(ValidateResult(str(model), ref_name, [], {}, dataset=exc.result).to_dict(),
+                             Path(v["report"]))
+            raise
         if v["save_reference"] is not None and meta is not None:
             checked.reference_results(checked.reference, meta).save(Path(v["save_reference"]))
     saved_to = str(v["save_reference"]) if v["save_reference"] and meta is not None else None
@@ -186,7 +224,7 @@ def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | Non
                             strict=v["strict"], sizes=checked.sizes, warnings=[*warnings, *checked.warnings],
                             second_size_skipped=checked.second_size_skipped,
                             second_input_skipped=checked.second_input_skipped,
-                            random_outputs=list(checked.random_outputs))
+                            random_outputs=list(checked.random_outputs), dataset=checked.dataset)
     if v["report"]:
         from bridge.report import write_report
 

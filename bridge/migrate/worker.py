@@ -17,8 +17,10 @@ orphan converting on), and calls the convert function. That function is named by
 ("module:qualname", or a file path for modules off ``sys.path``) and imported inside the child: this
 is the one place bridge.migrate reaches ``bridge.api`` (by default), and it does so lazily because the
 import order puts migrate below api. Outputs go straight to ``<out>/models/<name>/``; every file there
-is written atomically (temp + rename), the folder is cleared before the model starts, and the result
-only counts once the supervisor has read the child's atomically written ``outcome.json``.
+is written atomically (temp + rename) or created after removing a link at its path (the log), what an
+earlier run of the model wrote there is removed before it starts (``outdir.clear_model_folder``: only
+that, a user's file stays), the files it writes are recorded once it ends (``outdir.record_written``),
+and the result only counts once the supervisor has read the child's atomically written ``outcome.json``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import importlib.util
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bridge.migrate.outdir import MARKER
+from bridge.migrate.outdir import clear_model_folder, record_written
 from bridge.runtimes.isolated import SAFE_PATH
 
 OUTCOME = "outcome.json"
@@ -98,18 +99,21 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
     """Run one model in a child interpreter with its time and memory limits; always returns an outcome."""
     entry = task["entry"]
     name = entry["name"]
-    folder = model_dir(task["out_dir"], name)
-    shutil.rmtree(folder, ignore_errors=True)  # a redone model never mixes with an earlier attempt's files
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).touch()  # bridge's folder from its first moment: a run killed here may still clear it
+    # a model's folder; a dataset shard's (bridge.migrate.shards): its own, inside the model's
+    folder = Path(task["folder"]) if task.get("folder") else model_dir(task["out_dir"], name)
+    # a redone model never mixes with an earlier attempt's files: those are removed (only those: a file a user
+    # put here stays), and the record kept from here on tells a run killed half way from the user's files
+    from bridge.io import atomic_write_text, create_nofollow
+
+    before = clear_model_folder(folder)
     task_file = folder / ".task.json"
-    task_file.write_text(json.dumps({**task, "supervisor_pid": os.getpid()}), encoding="utf-8")
+    atomic_write_text(task_file, json.dumps({**task, "supervisor_pid": os.getpid()}))
     if on_start is not None:
-        on_start(name)
+        on_start(task.get("label") or name)
     timeout = entry.get("timeout")
     started = time.perf_counter()
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
-    with (folder / LOG).open("wb") as log:
+    with os.fdopen(create_nofollow(folder / LOG), "wb") as log:
         proc = subprocess.Popen([sys.executable, *SAFE_PATH, "-c", _CHILD, str(task_file)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         _CHILDREN[proc.pid] = proc
@@ -132,6 +136,7 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
         outcome_file.unlink()
     else:
         outcome = _failure(entry, proc.returncode, timed_out, folder / LOG)
+    outcome["written"], outcome["kept"] = record_written(folder, before)
     outcome["elapsed_s"] = elapsed
     outcome["host"] = os.uname().nodename
     return outcome
@@ -247,6 +252,10 @@ def _convert_one(task: dict[str, Any]) -> dict[str, Any]:
     folder = model_dir(root, entry["name"])
     convert = _load_callable(task["convert"])
     source, output, kwargs = convert_kwargs(entry, folder)
+    if task.get("dataset_deferred"):  # the dataset runs in shards after this (bridge.migrate.shards)
+        from bridge.migrate.shards import without_dataset
+
+        kwargs = without_dataset(kwargs)
     outcome: dict[str, Any] = {"name": entry["name"], "status": "failed", "kind": None, "reason": None,
                                "conversion": None}
     result: Any = None
@@ -284,13 +293,35 @@ def _convert_one(task: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
+def _shard_one(task: dict[str, Any]) -> dict[str, Any]:
+    """A dataset shard (``bridge.migrate.shards.run_shard``), its failures as a model's are."""
+    from bridge.errors import BridgeError
+    from bridge.migrate.shards import run_shard
+
+    shard = task["shard"]
+    where = f"dataset shard (images {shard['start']}-{shard['stop'] - 1})"
+    outcome: dict[str, Any] = {"name": task["entry"]["name"], "status": "failed", "kind": None, "reason": None,
+                               "conversion": None}
+    try:
+        outcome = run_shard(task, *convert_kwargs(task["entry"], model_dir(task["out_dir"], task["entry"]["name"])))
+    except BridgeError as exc:
+        outcome.update(kind="usage" if exc.exit_code == 2 else "conversion", reason=f"{where}: {type(exc).__name__}: {exc}")
+    except MemoryError:
+        outcome.update(kind="memory", reason=f"{where}: out of memory (max_memory {_mib(task['entry'].get('max_memory'))})")
+    except Exception as exc:  # a bug in bridge or a framework: the batch goes on, the reason names it
+        traceback.print_exc()
+        outcome.update(kind="internal", reason=f"{where}: internal error {type(exc).__name__}: {exc}")
+    outcome["peak_memory_mb"] = _peak_mb()
+    return outcome
+
+
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: ``main([TASK.json])`` writes ``outcome.json`` beside the task file."""
     task_file = Path((argv or sys.argv[1:])[0])
     task = json.loads(task_file.read_text(encoding="utf-8"))
     _die_with_parent(int(task["supervisor_pid"]))
     _limit_memory(task["entry"].get("max_memory"))
-    outcome = _convert_one(task)
+    outcome = _shard_one(task) if task.get("kind") == "shard" else _convert_one(task)
     from bridge.io import atomic_write_text
 
     atomic_write_text(task_file.with_name(OUTCOME), json.dumps(outcome, default=str))

@@ -31,7 +31,7 @@ from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, Topologica
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, Tolerance
 from bridge.conversion.check import Isolation
 from bridge.errors import ExportError, UsageError, ValidationMismatch
-from bridge.io import refuse_overwriting_inputs, save_model
+from bridge.io import check_writable, refuse_overwriting_inputs, save_model
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import BakedShape, ReleaseAxesPass, ResetShapesPass, RewriteBakedShapesPass
@@ -162,6 +162,7 @@ def make_dynamic(
     say = progress or quiet
     if output is not None and not isinstance(model, onnx.ModelProto):
         refuse_overwriting_inputs(output, [model])  # a failed run must not destroy its own source
+        check_writable(output, "-o")  # before the work, not after it
     proto, name = load(model)
     parsed = _parse_axes(axes)
     for vi in graph_inputs(proto):

@@ -27,7 +27,7 @@ from onnx_ir.passes.common import CheckerPass, TopologicalSortPass
 from bridge.config import DEFAULT_TOLERANCE, InputSpec, Tolerance
 from bridge.conversion.check import Isolation
 from bridge.errors import UsageError, ValidationMismatch
-from bridge.io import refuse_overwriting_inputs
+from bridge.io import check_writable, refuse_overwriting_inputs
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.pipeline import Step, run_pipeline
@@ -164,6 +164,7 @@ def fix_shapes(
     say = progress or quiet
     if output is not None and not isinstance(model, onnx.ModelProto):
         refuse_overwriting_inputs(output, [model])  # a failed run must not destroy its own source
+        check_writable(output, "-o")  # before the work, not after it
     proto, name = load(model)
     specs = complete_specs(proto, parse_specs(inputs))
     timings: dict[str, float] = {}

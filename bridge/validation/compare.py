@@ -1,14 +1,17 @@
 """Per-output comparison of a candidate run against a reference run, against a Tolerance.
 
 For every output name: shape and dtype match, max absolute and relative error, the fraction of
-elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics), and a pass/fail verdict.
+elements outside the tolerance, and a pass/fail verdict. Which difference is within the tolerance is decided by
+``bridge.validation.tolerance`` (``atol + rtol * scale``: the scale rule, or ``atol + rtol * |ref|`` for an
+explicit per-output tolerance); ``tolerance_rule`` says which applied and why, ``scaled_elements`` how many
+elements only the scale let through.
 Outputs present on one side only fail with a note. Detector outputs named by ``DetectionSpec``s
 are compared detection-aware instead (``bridge.validation.detection.matching``; scores judged against the
 same tolerance as tensors: ``atol + rtol * |ref score|``).
 
 Non-finite values are judged, not skipped: NaN, inf and -inf match the same value at the same
 position on the other side (NaN == NaN here); anywhere else they are mismatches, counted in
-``nonfinite_mismatch``. ``max_abs`` is over positions where both sides are finite (None if none).
+``nonfinite_mismatch`` and named in the note (e.g. "NaN in the reference where the candidate is finite"). ``max_abs`` is over positions where both sides are finite (None if none).
 ``max_rel`` is ``|cand - ref| / |ref|`` over finite positions with ``ref != 0``; where the reference
 is 0 the relative error is undefined and left out (an error there is judged by ``atol`` alone and
 shows in ``max_abs``). With no such position it is 0.0 if nothing differs, else None ("n/a"). An
@@ -17,7 +20,8 @@ numpy warning escapes (errors are computed under ``np.errstate``).
 
 A verdict can pass and still prove little: it is **vacuous** (``vacuous`` + ``vacuous_reason`` per
 output, ``Comparison.vacuous`` / ``vacuous_reasons`` overall) when an output has no elements (a
-0-sized dimension), is entirely NaN/inf on either side, or the reference holds NaN; when the output's
+0-sized dimension), is entirely NaN/inf on both sides, or both sides hold NaN at the same positions (NaN
+against a finite value is a mismatch, not a vacuous pass); when the output's
 magnitude is within the tolerance everywhere (an all-zero candidate would pass: ~1e-5 logits at atol
 1e-4 prove nothing); when a detector
 output has no detections on either side (or only tie-ambiguous differences); when the caller
@@ -40,6 +44,7 @@ import numpy as np
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
 from bridge.validation.detection.matching import compare_detections
+from bridge.validation.tolerance import ElementwiseRule, decide
 
 
 @dataclass
@@ -74,6 +79,8 @@ class OutputComparison:
     detection: dict[str, Any] | None = None
     covers: list[str] = field(default_factory=list)
     within_tolerance: str = ""  # the vacuous reason "the whole reference is within the tolerance", when it holds
+    tolerance_rule: str = ""  # which elementwise tolerance applied and why (bridge.validation.tolerance)
+    scaled_elements: int = 0  # elements within the tolerance only by their scale (what the scale rule excused)
 
     def add_vacuous(self, reason: str) -> None:
         self.vacuous = True
@@ -152,6 +159,9 @@ class Comparison:
                 values = [v for v in (getattr(first, figure), getattr(o, figure)) if v is not None]
                 setattr(first, figure, max(values) if values else None)
             first.nonfinite_mismatch += o.nonfinite_mismatch
+            if o.scaled_elements and not first.scaled_elements:  # say the rule where it excused something
+                first.tolerance_rule = f"{o.tolerance_rule} (at {where})"
+            first.scaled_elements += o.scaled_elements
             if not o.passed:
                 first.passed = False
                 first.shape_match &= o.shape_match
@@ -212,7 +222,7 @@ class Comparison:
         if self.second_input:
             ties += ", and on a second input"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
-        ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
+        ties += f" over finite positions, {nonfinite} positions NaN/inf vs finite (mismatches)" if nonfinite else ""
         if self.pinning:
             ties += f" [{self.pinning.get('text', '')}]"
         return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
@@ -304,14 +314,18 @@ def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: M
         item.passed = item.dtype_match
         item.add_vacuous(f"no elements to compare (shape {list(ref.shape)} has a 0-sized dimension)")
     else:
-        _judge_elements(item, ref, cand, atol, rtol)
+        rule = ElementwiseRule.for_output(tolerance, name)
+        if rule.scaled and (ref.dtype.kind not in "fc" or cand.dtype.kind not in "fc"):  # counts, ids, indices
+            rule = ElementwiseRule(rule.atol, rule.rtol, False, "elementwise: not a float output")
+        _judge_elements(item, ref, cand, rule)
     if not item.dtype_match:
         item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
     return item
 
 
-def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: float) -> None:
+def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, rule: ElementwiseRule) -> None:
     """Fill the error figures, the verdict and the vacuous flag of a same-shape elementwise comparison."""
+    atol, rtol = rule.atol, rule.rtol
     r = ref.astype(np.float64)
     c = cand.astype(np.float64)
     with np.errstate(all="ignore"):
@@ -322,7 +336,8 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
         nonfinite_bad = ~both & ~same_nonfinite
         diff = np.where(both, np.abs(c - r), 0.0)
         abs_ref = np.where(r_fin, np.abs(r), 0.0)
-        bad = nonfinite_bad | (both & ~(diff <= atol + rtol * abs_ref))
+        decision = decide(diff, abs_ref, both, rule)
+        bad = nonfinite_bad | (both & ~decision.within)
         defined = both & (abs_ref > 0)
         rel = np.divide(diff, abs_ref, out=np.zeros_like(diff), where=defined)
     big = float(np.finfo(np.float64).max)  # an error too large for float64 is reported as the largest float64
@@ -334,16 +349,18 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
     item.mismatch_fraction = float(bad.mean())
     item.nonfinite_mismatch = int(nonfinite_bad.sum())
     item.passed = item.dtype_match and not bad.any()
+    item.tolerance_rule, item.scaled_elements = decision.rule, decision.by_scale
     if item.nonfinite_mismatch:
-        item.note = f"{item.nonfinite_mismatch} positions NaN/inf on one side only (or of another kind)"
+        item.note = nonfinite_mismatch_text(r, c, nonfinite_bad, finite_agree=bool(both.any()))
     if ref.dtype.kind not in "fc" and cand.dtype.kind not in "fc":
         return
+    # NaN/inf proves little only where both sides hold it: NaN against a finite value is a mismatch (above)
     for side, fin in (("reference", r_fin), ("candidate", c_fin)):
-        if not fin.any():
+        if not fin.any() and not nonfinite_bad.any():
             item.add_vacuous(f"the {side} output is entirely NaN/inf")
-    n_nan = int(np.isnan(r).sum())
+    n_nan = int((np.isnan(r) & np.isnan(c)).sum())
     if n_nan and r_fin.any():
-        item.add_vacuous(f"the reference has {n_nan} NaN values of {r.size}: those positions prove nothing")
+        item.add_vacuous(f"both sides have NaN at {n_nan} positions of {r.size}: those positions prove nothing")
     if reference_within_tolerance(r, atol, rtol):
         # an all-zero candidate would pass: the tolerance is as large as the output itself
         scale = float(abs_ref[r_fin].max())
@@ -352,6 +369,19 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
                                  (f" (check it with --tolerance {item.name}={scale / 100:.1g},{rtol:g})"
                                   if scale > 0 else ""))
         item.add_vacuous(item.within_tolerance)
+
+
+def nonfinite_mismatch_text(r: np.ndarray, c: np.ndarray, bad: np.ndarray, *, finite_agree: bool) -> str:
+    """What differs at the ``bad`` positions (NaN/inf on one side only, or of another kind), named as the
+    mismatch it is; the error figures cover only positions finite on both sides, which the note says."""
+    with np.errstate(all="ignore"):
+        r_nan, c_nan, r_fin, c_fin = np.isnan(r), np.isnan(c), np.isfinite(r), np.isfinite(c)
+    kinds = [(int((bad & r_nan & c_fin).sum()), "NaN in the reference where the candidate is finite"),
+             (int((bad & c_nan & r_fin).sum()), "NaN in the candidate where the reference is finite")]
+    other = int(bad.sum()) - kinds[0][0] - kinds[1][0]
+    kinds.append((other, "inf on one side only or NaN/inf of another kind"))
+    text = "mismatch: " + ", ".join(f"{n} positions {what}" for n, what in kinds if n)
+    return text + ("; max abs/rel are over the positions finite on both sides" if finite_agree else "")
 
 
 def reference_within_tolerance(reference: np.ndarray, atol: float, rtol: float) -> bool:
@@ -384,6 +414,9 @@ def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tole
     item.max_abs = max((p.max_abs or 0.0 for p in parts), default=0.0)
     item.max_rel = max((p.max_rel or 0.0 for p in parts), default=0.0)
     item.mismatch_fraction = max((p.mismatch_fraction or 0.0 for p in parts), default=0.0)
+    item.scaled_elements = sum(p.scaled_elements for p in parts)
+    item.tolerance_rule = next((p.tolerance_rule for p in parts if p.scaled_elements), parts[0].tolerance_rule
+                               if parts else "")
     bad = [f"[{i}] {p.note}" for i, p in enumerate(parts) if not p.passed]
     item.note = f"sequence of {len(ref)} elements" + (f"; {'; '.join(bad)}" if bad else "")
     if not parts:

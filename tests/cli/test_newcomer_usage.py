@@ -97,3 +97,15 @@ def test_a_node_is_named_once() -> None:
     assert at_node("bn", "BatchNorm", "node 'bnx': y") == "node 'bn' (BatchNorm): node 'bnx': y"
     proc = run_cli("convert", SSD, "-o", "/tmp/never.onnx")
     assert proc.returncode == 2 and proc.stderr.count("node 'stage1_bn'") == 1, proc.stderr
+
+
+def test_validate_with_a_dataset_takes_its_sizes_from_the_images(tmp_path: Path) -> None:
+    """--dataset feeds the images' batches: a dynamic model needs no --input then (no early 'give the size')."""
+    model = _dynamic_ssd(tmp_path)
+    made = subprocess.run([sys.executable, str(REPO / "examples/mxnet_ssd/make_dataset.py"), str(tmp_path / "shapes"),
+                           "--count", "8"], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    proc = run_cli("validate", str(model), "--source", SSD, "--dataset", str(tmp_path / "shapes/images"),
+                   "--labels", str(tmp_path / "shapes/labels.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "dataset: PASS" in proc.stdout and "give the size" not in proc.stderr

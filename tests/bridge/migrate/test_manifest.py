@@ -122,3 +122,30 @@ def test_published_schema_matches_the_validating_models() -> None:
         write_schema()
         pytest.fail(f"{SCHEMA_PATH} was stale and has been regenerated from the option declarations: commit it")
 
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("    tolerance: {atol: .inf}\n", "models[0] 'a'.tolerance.atol"),
+    ("    tolerance: {rtol: .nan}\n", "models[0] 'a'.tolerance.rtol"),
+    ("    tolerance: {outputs: {y: {atol: .inf}}}\n", "models[0] 'a'.tolerance.outputs.y.atol"),
+    ("    timeout: .inf\n", "models[0] 'a'.timeout"),
+    ("    step_timeout: .nan\n", "models[0] 'a'.step_timeout"),
+])
+def test_a_number_that_is_not_finite_is_refused_by_the_manifest_check(tmp_path: Path, text: str, where: str) -> None:
+    """YAML's .inf passes a ``>= 0`` bound, and used to reach the worker as JSON null ("--atol None")."""
+    path = tmp_path / "manifest.yaml"
+    path.write_text("models:\n  - name: a\n    source: a.onnx\n" + text, encoding="utf-8")
+    with pytest.raises(ManifestError) as err:
+        load_manifest(path)
+    assert err.value.problems == [f"{where}: Input should be a finite number"]
+
+
+@pytest.mark.parametrize("field", ["artefact_dir", "report"])
+@pytest.mark.parametrize("value", ["/tmp/elsewhere", "../../..", "inside"])
+def test_where_outputs_go_is_the_migrations_and_is_refused_by_name(tmp_path: Path, field: str, value: str) -> None:
+    """Absolute, escaping or not: a manifest cannot place a model's files (they went to its folder regardless)."""
+    for data in ({"models": [{"name": "a", "source": "a.onnx", field: value}]},
+                 {"defaults": {field: value}, "models": [{"name": "a", "source": "a.onnx"}]}):
+        with pytest.raises(ManifestError) as err:
+            load_manifest(_write(tmp_path, data))
+        assert len(err.value.problems) == 1 and f"{field}: a migration writes" in err.value.problems[0]
