@@ -301,15 +301,16 @@ _NUMBERS = (int, float, int | None, float | None)
 
 def _is_value(word: str, kind: Any) -> bool:
     """Whether ``word``, after a flag in a message, is that flag's value: not another flag, not a connective, and
-    a number where the option takes one (``--iterations or`` is prose)."""
-    if word.startswith("-") or word.rstrip(":;,.)") in _PROSE:
+    a number where the option takes one (``--iterations or`` is prose, ``--warmup -1`` a value)."""
+    text = word.rstrip(":;,.)").strip("'\"")
+    try:
+        float(text)
+        number = True
+    except ValueError:
+        number = False
+    if (word.startswith("-") and not number) or text in _PROSE:
         return False
-    if kind in _NUMBERS:
-        try:
-            float(word.rstrip(":;,.)").strip("'\""))
-        except ValueError:
-            return False
-    return True
+    return number or kind not in _NUMBERS
 
 
 def api_words(message: str, options: Sequence[Option] = (), keywords: Sequence[str] = (),

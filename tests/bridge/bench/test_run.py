@@ -4,6 +4,7 @@ repeated, a fixed batch (exit 2) and a runtime that is not installed (exit 4) ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -214,23 +215,32 @@ def test_ratios_are_source_median_over_runtime_median() -> None:
     assert result.to_dict()["ratios_vs_source"] == {"onnxruntime@4": pytest.approx(10.5 / 2.25)}
 
 
-@pytest.mark.parametrize(("settings", "words"), [
-    ({"iterations": 0}, "--iterations 0: at least 1"), ({"iterations": -2}, "--iterations -2"),
-    ({"seconds": float("nan")}, "--time nan: must be a positive number"),
-    ({"seconds": float("inf")}, "--time inf: must be a positive number"), ({"seconds": 0.0}, "--time 0.0"),
-    ({"seconds": 1e308}, "--time 1e\\+308: at most 86400 s"), ({"rounds": 0}, "--rounds 0"),
-    ({"warmup": -1}, "--warmup -1"), ({"threads": 0}, "--threads 0"),
+@pytest.mark.parametrize(("settings", "words", "api_words"), [
+    ({"iterations": 0}, "--iterations 0: at least 1", "iterations=0: at least 1"),
+    ({"iterations": -2}, "--iterations -2", "iterations=-2"),
+    ({"seconds": float("nan")}, "--time nan: must be a positive number", "seconds=nan: must be a positive number"),
+    ({"seconds": float("inf")}, "--time inf: must be a positive number", "seconds=inf: must be a positive number"),
+    ({"seconds": 0.0}, "--time 0.0", "seconds=0.0"),
+    ({"seconds": 1e308}, "--time 1e\\+308: at most 86400 s", "seconds=1e\\+308: at most 86400 s"),
+    ({"rounds": 0}, "--rounds 0", "rounds=0"), ({"warmup": -1}, "--warmup -1", "warmup=-1"),
+    ({"threads": 0}, "--threads 0", "threads=0"),
 ])
 def test_settings_that_measure_nothing_or_never_end_are_refused_before_any_runner(
-        tmp_path: Path, settings: dict[str, Any], words: str) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], settings: dict[str, Any], words: str,
+        api_words: str) -> None:
     from bridge import api
 
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match=words):
+    with pytest.raises(UsageError, match=api_words):  # a Python caller reads its keywords
         api.bench(model, runtime="fake_a", isolated=False, **settings)
     assert LOG == []
     with pytest.raises(UsageError, match=words):  # the settings type itself, whoever builds one
         BenchSettings(batches=(1,), **settings)
+    flags = {"iterations": "--iterations", "seconds": "--time", "rounds": "--rounds", "warmup": "--warmup",
+             "threads": "--threads"}
+    argv = [a for k, v in settings.items() for a in (flags[k], str(v))]
+    assert main(["bench", str(model), "--runtime", "fake_a", "--no-isolate", *argv]) == 2  # the CLI: its flags
+    assert re.search(words, capsys.readouterr().err)
 
 
 def test_a_bench_in_which_no_runtime_ran_the_model_fails_and_still_writes_its_report(tmp_path: Path) -> None:
