@@ -76,6 +76,9 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
         from bridge.validation.dataset import dataset_settings
 
         dataset_settings(cfg.values)  # so is a bad --dataset option (issue 33)
+        from bridge.precision import check_precision
+
+        check_precision(cfg.values)  # and a --precision the target cannot build (issue 34)
         return run_recipe(cfg, progress or (lambda _msg: None))
 
 
@@ -151,6 +154,8 @@ def _deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progr
             with staged(stages, "validation"):
                 _validate(cfg, adapter, exported, proto, runtimes, artefacts, Path(workdir), result, progress,
                           worker)
+            _precision(cfg, adapter, exported, proto, target, artefacts, Path(workdir), result, staging,
+                       progress)  # --precision (issue 34)
             worker.close()
             result.files = _files(cfg, target, artefacts, result)
             _write(cfg, target, proto, artefacts, result)
@@ -284,6 +289,56 @@ def _dataset(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPro
 # --- end dataset validation ---
 
 
+# --- reduced precision (issue 34): the variant built from the validated fp32 model, judged on --dataset ---
+def _precision(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, target: Any,
+               artefacts: dict[str, Path], workdir: Path, result: ConvertResult, staging: list[Path],
+               progress: Progress) -> None:
+    from adapters import reference_runner
+    from bridge.precision import check_precision, variant_builder
+    from bridge.precision.run import deliver_variant
+    from bridge.targets import candidate_runtime
+    from bridge.validation.dataset import dataset_settings
+
+    settings = check_precision(cfg.values)
+    if settings is None or result.dataset is None or not result.passed:
+        if settings is not None:
+            result.warnings.append(f"--precision {settings.precision} was not built: the fp32 model "
+                                   + ("did not pass validation" if result.validation else "was not validated on --dataset"))
+        return
+    builder = variant_builder(cfg.to, settings.precision, **cfg.target_options)
+    fp32 = workdir / "candidate.onnx"
+    if not fp32.exists():
+        from bridge.io import save_model
+
+        save_model(proto, fp32)
+    by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
+    destination = builder.destination(cfg.output, cfg.artefacts, settings.precision)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    staging.append(folder)
+
+    def load(name: str, model: Any, found: dict[str, Any], stage: str) -> Any:
+        return isolate(partial(candidate_runtime, name, model, workdir, found), name=name, stage=stage,
+                       enabled=cfg.isolate, timeout=cfg.timeout, max_memory=child_memory_limit())
+
+    reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
+                        stage=f"the {adapter.framework} reference", enabled=cfg.isolate and cfg.source.obj is None,
+                        timeout=cfg.timeout, max_memory=child_memory_limit())
+    runtime = builder.runtime
+    result.precision = deliver_variant(
+        settings, dataset_settings(cfg.values), builder, fp32_onnx=fp32,
+        fp32_artefact=by_runtime.get(runtime, fp32), reference=reference,
+        fp32_candidate=partial(load, runtime, fp32, by_runtime, f"the fp32 {runtime} candidate"),
+        load_variant=lambda path: partial(load, runtime, path, {runtime: path}, f"the {settings.precision} {runtime} "
+                                          "candidate"),
+        model=proto, detections=saved_detection_outputs(proto), destination=destination, staging=folder,
+        workdir=workdir / "precision", framework=adapter.framework,
+        preprocessing_defaults=getattr(adapter, "dataset_preprocessing", None),
+        sample_shapes={s.name: s.shape for s in export.inputs if s.shape}, progress=progress)
+    result.notes.append(f"--precision {settings.precision}: {result.precision.summary()}")
+# --- end reduced precision ---
+
+
 class _Loader:
     """A candidate's loader and, when known without loading it, its inputs (``declared_inputs``, which
     ``run_and_compare`` reads instead of loading the first candidate once more only to ask them)."""
@@ -337,6 +392,14 @@ def _write(cfg: ConvertConfig, target: Any, proto: onnx.ModelProto, artefacts: d
                 placed = target.commit(staged_path, cfg.artefacts[name])
                 if result.target is not None:
                     result.target["path"] = str(placed)
+            if result.precision is not None and result.precision.final is not None:  # --precision (issue 34)
+                from bridge.precision import variant_builder
+
+                variant = result.precision
+                builder = variant_builder(cfg.to, variant.precision, **cfg.target_options)
+                assert variant.final.build is not None  # a variant that passed was built
+                variant.destination = builder.commit(variant.final.build.path, variant.destination)
+                variant.written = True
             result.written = True
         else:
             stage.status, stage.reason = "skipped", "validation did not pass"
@@ -354,6 +417,9 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         return (f"validation could not run ({result.validation_skipped}) and {why} asks for it; "
                 f"{cfg.output} was not written")
     failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+    if result.precision is not None and not result.precision.passed:  # --precision's budget (issue 34)
+        return (f"the --precision {result.precision.precision} variant fails: {result.precision.failure}; "
+                f"nothing was written")
     if result.dataset is not None and not result.dataset.passed:  # --dataset's accuracy budget (issue 33)
         failing = "; ".join([*([failing] if failing else []), *result.dataset.failures])
         if all(c.passed for c in result.validation):

@@ -73,7 +73,8 @@ def _runtime_list(text: Any) -> Any:
     return _comma_list(text)
 
 
-PARSERS = {"validate": _runtime_list, "output_names": _comma_list, "outputs": _comma_list}
+PARSERS = {"validate": _runtime_list, "output_names": _comma_list, "outputs": _comma_list,
+           "keep_float": _comma_list}  # keep_float: --precision (issue 34)
 
 CORE: tuple[Option, ...] = (
     Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks, metavar="NAME"),
@@ -146,6 +147,9 @@ def convert_options() -> list[Option]:
 
     found += DATASET_OPTIONS
     # --- end dataset validation ---
+    from bridge.precision.options import PRECISION_OPTIONS  # --precision (issue 34): its own option group
+
+    found += PRECISION_OPTIONS
     for framework in _frameworks():
         found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")
                   for o in getattr(get_adapter(framework), "options", ())]
