@@ -81,6 +81,12 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
     """
     result = _convert(source, output, progress=progress, options=options, **values)
     cfg = result.config
+    if result.precision is not None and result.precision.written and cfg is not None:  # --precision (issue 34)
+        _bench_precision(cfg, result, progress)
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
     if values.get("bench") and result.written and cfg is not None:  # the written model's speed, vs the source
         result.bench = _bench_converted(cfg, progress)
         if cfg.report:
@@ -88,6 +94,66 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
 
             write_report(result.to_dict(), cfg.report)
     return result
+
+
+def _variants(given: dict[str, tuple[str, str | Path]] | Sequence[str] | None) -> dict[str, tuple[str, Path]]:
+    """``bench``'s variants as label -> (runtime, file); ``RUNTIME=FILE`` strings are labelled ``RUNTIME [FILE]``."""
+    if isinstance(given, dict):
+        return {label: (runtime, Path(path)) for label, (runtime, path) in given.items()}
+    found: dict[str, tuple[str, Path]] = {}
+    for text in given or ():
+        runtime, sep, path = text.partition("=")
+        if not sep or not runtime or not path:
+            raise UsageError(f"--variant {text}: expected RUNTIME=FILE, e.g. onnxruntime=model.int8.onnx")
+        found[f"{runtime} [{Path(path).name}]"] = (runtime, Path(path))
+    return found
+
+
+def _bench_precision(cfg: ConvertConfig, result: ConvertResult, progress: Progress | None) -> None:
+    """--precision (issue 34): the fp32 artefact and the variant timed in the variant's runtime, in the same
+    interleaved rounds, at batch 1 and 4 (the model's own batch when it is fixed); figures into ``variant.speed``."""
+    from bridge.bench.run import model_inputs
+
+    variant = result.precision
+    # the written fp32 artefact the variant's runtime runs: the .onnx, or the target's own (IR, .tflite)
+    fp32 = Path(result.target["path"]) if variant.target != "onnx" and result.target else cfg.output
+    metas = model_inputs(load_model(cfg.output))
+    fixed = [m.shape[0] for m in metas if m.shape and isinstance(m.shape[0], int)]
+    batches = (fixed[0],) if fixed else (1, 4)
+    fp32_label, variant_label = f"{variant.runtime} fp32", f"{variant.runtime} {variant.precision}"
+    with tempfile.TemporaryDirectory(prefix="bridge-precision-bench-") as tmp:
+        try:
+            # the dataset's first images as inputs: a detector's run time depends on how many boxes reach NMS
+            feeds = cfg.feeds or _dataset_feeds(cfg, result, Path(tmp) / "feeds.npz")
+            data = bench(cfg.output, runtime=[], batch=batches, iterations=20, rounds=5, isolated=cfg.isolate,
+                         timeout=cfg.timeout, max_memory=max_memory(), feeds=feeds,
+                         inputs=[s for s in cfg.export.inputs if s.shape], seed=cfg.seed, progress=progress,
+                         variants={fp32_label: (variant.runtime, fp32),
+                                   variant_label: (variant.runtime, variant.destination)})
+        except BridgeError as exc:
+            variant.notes.append(f"speed not measured: {exc}")
+            return
+    p50 = {label: {b: (round(c.latency.p50 * 1e3, 3) if c is not None and c.latency is not None else None)
+                   for b in batches for c in [data.cell(name, b)]}
+           for label, name in (("fp32", fp32_label), (variant.precision, variant_label))}
+    variant.speed = {"batches": list(batches), "p50_ms": p50,
+                     "speedup": {b: data.relative(variant_label, fp32_label, b) for b in batches},
+                     "threads": data.settings.threads, "iterations": data.settings.iterations,
+                     "rounds": data.settings.rounds, "load_avg": data.machine.get("load_avg"),
+                     "load_avg_end": data.machine.get("load_avg_end")}
+
+
+def _dataset_feeds(cfg: ConvertConfig, result: ConvertResult, path: Path) -> Path:
+    """The first batch of --dataset, preprocessed as the dataset run does, as an .npz of inputs."""
+    from adapters import get_adapter
+    from bridge.validation.dataset import dataset_settings
+    from bridge.validation.dataset.options import first_batch
+
+    settings = dataset_settings(cfg.values)
+    assert settings is not None  # --precision requires --dataset
+    return first_batch(settings, load_model(cfg.output), path, framework=result.framework,
+                       defaults=getattr(get_adapter(result.framework), "dataset_preprocessing", None),
+                       sample_shapes={s.name: s.shape for s in cfg.export.inputs if s.shape})
 
 
 def _bench_converted(cfg: ConvertConfig, progress: Progress | None) -> dict[str, Any]:
@@ -455,12 +521,15 @@ def bench(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     max_memory: int | str | None = None,
     progress: Progress | None = None,
+    variants: dict[str, tuple[str, str | Path]] | Sequence[str] | None = None,
 ) -> Any:
     """How fast ``model`` (ONNX) runs in each runtime (default: every installed one) and, with ``source``, in
     its source framework on the same inputs: a ``bridge.bench.BenchResult`` (latency min/p50/p90/p99/max,
     throughput, first run, peak memory per runner and batch size; ``.ratio(runtime, batch)`` against the
     source). ``iterations`` timed calls (default 50) or ``seconds`` per runner and batch size, in
-    ``rounds`` interleaved rounds; ``report``: .json, .md or .html."""
+    ``rounds`` interleaved rounds; ``report``: .json, .md or .html. ``variants``: other files of the model
+    timed in the same rounds (label -> (runtime, file), or ``RUNTIME=FILE`` strings), each compared with
+    its runtime on ``model``."""
     from bridge.bench.report import report_format, write_bench_report
     from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
 
@@ -475,7 +544,8 @@ def bench(
                            framework=framework, runtimes=[runtime] if isinstance(runtime, str) else runtime,
                            settings=settings, feeds=Path(feeds) if feeds else None, inputs=tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs),
                            seed=seed,
-                           timeout=timeout, max_memory=child_memory_limit(), progress=progress)
+                           timeout=timeout, max_memory=child_memory_limit(), progress=progress,
+                           variants=_variants(variants))
     if report:
         write_bench_report(result.to_dict(), Path(report))
     return result

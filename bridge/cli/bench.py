@@ -67,6 +67,10 @@ def bench_command(
     max_memory: MaxMemoryOpt = None,
     seed: SeedOpt = 0,
     as_json: AsJsonOpt = False,
+    variant: Annotated[list[str] | None, typer.Option(metavar="RUNTIME=FILE", help="also time another file of the "
+                                                      "model in RUNTIME in the same rounds (an int8 .onnx, an IR "
+                                                      ".xml, a .tflite), compared with RUNTIME on MODEL "
+                                                      "(repeatable)")] = None,
 ) -> None:
     """Latency (min/p50/p90/p99/max), throughput, first run and peak memory of MODEL in each runtime and of
     --source in its framework, in interleaved rounds, each runner in its own process."""
@@ -78,7 +82,7 @@ def bench_command(
                            iterations=iterations, seconds=time_s, rounds=rounds, feeds=feeds, inputs=input,
                            framework=framework, weights=weights, seed=seed, report=report, timeout=timeout,
                            options={"trust_source": "1"} if trust_source else None, max_memory=max_memory,
-                           isolated=isolate, progress=progress)
+                           isolated=isolate, progress=progress, variants=variant or None)
     if as_json:
         render.print_json(result)
         return
@@ -116,4 +120,6 @@ def _render(result: BenchResult) -> None:
 def register(app: typer.Typer) -> None:
     app.command("bench", epilog=examples(
         "bridge bench out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --batch 1,4",
-        "bridge bench out/ssd.onnx --runtime onnxruntime,openvino --time 5 --report out/bench.html"))(bench_command)
+        "bridge bench out/ssd.onnx --runtime onnxruntime,openvino --time 5 --report out/bench.html",
+        "bridge bench out/ssd.onnx --runtime onnxruntime --variant onnxruntime=out/ssd.int8.onnx --batch 1,4 "
+        "--threads 2"))(bench_command)

@@ -335,7 +335,6 @@ def _precision(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelP
         workdir=workdir / "precision", framework=adapter.framework,
         preprocessing_defaults=getattr(adapter, "dataset_preprocessing", None),
         sample_shapes={s.name: s.shape for s in export.inputs if s.shape}, progress=progress)
-    result.notes.append(f"--precision {settings.precision}: {result.precision.summary()}")
 # --- end reduced precision ---
 
 
