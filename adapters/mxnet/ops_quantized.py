@@ -258,8 +258,9 @@ def _folded(ctx: ConversionContext, node: MXNode, ops: dict[str, MXNode], inputs
         gamma, beta, mean, var = (np.asarray(v, np.float32) for v in values)
         if bn.optional_bool("fix_gamma", True):
             gamma = np.ones_like(gamma)
-        eps = np.float32(bn.optional_float("eps", 1e-3) or 0.0)
-        alpha = (gamma / np.sqrt(var + eps)).astype(np.float32)
+        # BatchNormParam.eps is a double and ::sqrt computes in double: alpha is rounded to float once
+        eps = float(bn.optional_float("eps", 1e-3) or 0.0)
+        alpha = (gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
         b = (beta + alpha * (b - mean)).astype(np.float32) if not no_bias else (beta - alpha * mean).astype(np.float32)
         w = (w * alpha.reshape(-1, *([1] * (w.ndim - 1)))).astype(np.float32)
         used += 4
