@@ -28,7 +28,7 @@ src/operator/subgraph/mkldnn/mkldnn_conv.cc):
 - quantized_concat: the output range is (min(0, mins), max(0, maxs)), int8 when any input is int8, each
   input rescaled into it (rounded); DQ each -> Concat -> Q;
 - quantized_flatten / pooling / act(relu): the int8 values as they are (max pooling, relu and reshapes
-  commute with a positive scale); average pooling rounds its mean: DQ -> AveragePool -> Q.
+  commute with a positive scale); average pooling averages the integers and rounds to nearest even.
 
 Checked element by element against MXNet 1.9.1's own int8 run (``tests/adapters/mxnet/test_quantized.py``):
 the int8 tensors agree exactly but for rounding where MXNet multiplies by a scale and ONNX divides by its
@@ -107,6 +107,12 @@ def _dequantized(ctx: ConversionContext, node: MXNode, q: str, lo: float, hi: fl
     return ctx.emit("DequantizeLinear", [q, scale, zero], 1, name=f"{hint}__dequantize")[0]
 
 
+def _calibrated(node: MXNode) -> tuple[float | None, float | None]:
+    """The node's ``min_calib_range`` / ``max_calib_range`` attributes (None when absent)."""
+    lo, hi = node.attrs.optional_float("min_calib_range", None), node.attrs.optional_float("max_calib_range", None)
+    return (None if lo is None else float(lo)), (None if hi is None else float(hi))
+
+
 def _quantized_input(ctx: ConversionContext, node: MXNode, x: str) -> None:
     if ctx.elem(x) not in _QUANTIZED_TYPES:
         raise ExportError(f"node '{node.name}' ({node.op}): its data input is not an int8/uint8 tensor of MXNet's "
@@ -117,7 +123,7 @@ def _quantized_input(ctx: ConversionContext, node: MXNode, x: str) -> None:
 def _contrib_quantize_v2(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     a = node.attrs
     x = inputs[0]
-    lo_attr, hi_attr = a.optional_float("min_calib_range", None), a.optional_float("max_calib_range", None)
+    lo_attr, hi_attr = _calibrated(node)
     if ctx.elem(x) in _QUANTIZED_TYPES:  # already quantized: passed through with the calibrated or full range
         unsigned = ctx.elem(x) == TensorProto.UINT8
         lo, hi = (lo_attr, hi_attr) if lo_attr is not None and hi_attr is not None else \
@@ -129,7 +135,7 @@ def _contrib_quantize_v2(ctx: ConversionContext, node: MXNode, inputs: list[str]
                           "max_calib_range): MXNet then picks the range and output type per input at run time; "
                           "quantize with calib_mode='naive' or 'entropy'")
     out_type = (a.optional_str("out_type", "int8") or "int8").lower()
-    unsigned = out_type == "uint8" or (out_type == "auto" and lo_attr >= 0)
+    unsigned = out_type == "uint8" or (out_type == "auto" and bool(lo_attr >= 0))
     if out_type not in ("auto", "int8", "uint8"):
         raise ExportError(f"node '{node.name}' (_contrib_quantize_v2): out_type {out_type} is not int8, uint8 or auto")
     span = float(_maxabs(lo_attr, hi_attr))
@@ -170,6 +176,20 @@ def _contrib_quantized_act(ctx: ConversionContext, node: MXNode, inputs: list[st
     return [y, *_ranges(ctx, node, lo, hi)]
 
 
+def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, lo: float, hi: float) -> str:
+    """oneDNN's int8 average pooling: the integers averaged and rounded to nearest even (on exact float integers)."""
+    from adapters.mxnet.ops_nn import Pooling
+
+    unsigned = ctx.elem(q) == TensorProto.UINT8
+    ints = ctx.emit("Cast", [q], 1, name=f"{node.name}__to_float", to=TensorProto.FLOAT)[0]
+    mean = ctx.emit("Round", [Pooling(ctx, shadow, [ints])[0]], 1, name=f"{node.name}__round")[0]
+    low, high = (0, 255) if unsigned else (-128, 127)
+    mean = ctx.emit("Clip", [mean, ctx.const(np.float32(low), f"{node.name}__low"),
+                             ctx.const(np.float32(high), f"{node.name}__high")], 1, name=f"{node.name}__saturate")[0]
+    return ctx.emit("Cast", [mean], 1, name=f"{node.name}__to_int",
+                    to=TensorProto.UINT8 if unsigned else TensorProto.INT8)[0]
+
+
 @translator("_contrib_quantized_pooling")
 def _contrib_quantized_pooling(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
     from adapters.mxnet.ops_nn import Pooling
@@ -178,15 +198,9 @@ def _contrib_quantized_pooling(ctx: ConversionContext, node: MXNode, inputs: lis
     _quantized_input(ctx, node, q)
     lo, hi = _const_range(ctx, node, lo_name, hi_name)
     pool = (node.attrs.optional_str("pool_type", "max") or "max").lower()
-    if pool == "max":  # max pooling commutes with a positive scale: on the integers as they are
-        x = q
-    else:
-        x = _dequantized(ctx, node, q, lo, hi, f"{node.name}__in")
     shadow = MXNode(node.index, "Pooling", f"{node.name}__pool", node.inputs, dict(node.raw_attrs))
-    pooled = Pooling(ctx, shadow, [x])[0]
-    if pool != "max":
-        scale, zero = _qparams(ctx, f"{node.name}__out", lo, hi, ctx.elem(q) == TensorProto.UINT8)
-        pooled = ctx.emit("QuantizeLinear", [pooled, scale, zero], 1, name=f"{node.name}__requantize")[0]
+    # max pooling commutes with a positive scale: on the integers as they are
+    pooled = Pooling(ctx, shadow, [q])[0] if pool == "max" else average_pool(ctx, node, shadow, q, lo, hi)
     y = ctx.emit("Identity", [pooled], [_data_out(ctx, node)], name=node.name)[0]
     return [y, *_ranges(ctx, node, lo, hi)]
 
@@ -231,6 +245,12 @@ def _subgraph_ops(node: MXNode) -> dict[str, MXNode]:
     return ops
 
 
+def bn_alpha(gamma: np.ndarray, var: np.ndarray, eps: float) -> np.ndarray:
+    """BatchNorm's per-channel factor ``gamma / sqrt(var + eps)`` as MXNet folds it: BatchNormParam.eps is a
+    double and ::sqrt computes in double, so alpha is rounded to float32 once."""
+    return (gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
+
+
 def _folded(ctx: ConversionContext, node: MXNode, ops: dict[str, MXNode], inputs: Sequence[str]
             ) -> tuple[np.ndarray, np.ndarray, int]:
     """The convolution's float32 weight and bias with BatchNorm folded in as MXNet folds it
@@ -258,9 +278,7 @@ def _folded(ctx: ConversionContext, node: MXNode, ops: dict[str, MXNode], inputs
         gamma, beta, mean, var = (np.asarray(v, np.float32) for v in values)
         if bn.optional_bool("fix_gamma", True):
             gamma = np.ones_like(gamma)
-        # BatchNormParam.eps is a double and ::sqrt computes in double: alpha is rounded to float once
-        eps = float(bn.optional_float("eps", 1e-3) or 0.0)
-        alpha = (gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
+        alpha = bn_alpha(gamma, var, float(bn.optional_float("eps", 1e-3) or 0.0))
         b = (beta + alpha * (b - mean)).astype(np.float32) if not no_bias else (beta - alpha * mean).astype(np.float32)
         w = (w * alpha.reshape(-1, *([1] * (w.ndim - 1)))).astype(np.float32)
         used += 4
@@ -307,7 +325,7 @@ def _sg_mkldnn_conv(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
     # saturated to int8 as oneDNN's reorder does (the channel's extreme, 127.5 x, rounds to 128 -> 127)
     qw = np.clip(_round_away(w * wscale.reshape(-1, *([1] * (w.ndim - 1)))), -128, 127).astype(np.int8)
     qb = np.clip(_round_away((b * (wscale * data_scale)).astype(np.float32)), -2**31, 2**31 - 1).astype(np.int32)
-    lo_out, hi_out = a.optional_float("min_calib_range", None), a.optional_float("max_calib_range", None)
+    lo_out, hi_out = _calibrated(node)
     if lo_out is None or hi_out is None:
         raise ExportError(f"node '{node.name}' (_sg_mkldnn_conv): a quantized convolution without a calibrated "
                           "output range (its int32 output's range is found at run time); quantize with "
@@ -325,9 +343,8 @@ def _sg_mkldnn_conv(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> 
     if relu:
         y = ctx.emit("Relu", [y], 1, name=f"{node.name}__relu")[0]
     unsigned = relu  # oneDNN's output is uint8 after a fused relu (IsOutputUInt8), else int8
-    span = float(_maxabs(lo_out, hi_out))
-    lo, hi = (float(lo_out), float(hi_out)) if unsigned else (float(lo_out), float(hi_out))
-    scale, zero = _qparams(ctx, f"{node.name}__out", -span if not unsigned else 0.0, span, unsigned)
+    lo, hi = float(lo_out), float(hi_out)  # reported as calibrated; the scale is MaxAbs(lo, hi) / range
+    scale, zero = _qparams(ctx, f"{node.name}__out", lo, hi, unsigned)
     q = ctx.emit("QuantizeLinear", [y, scale, zero], [_data_out(ctx, node)], name=node.name)[0]
     return [q, *_ranges(ctx, node, lo, hi)]
 
