@@ -96,7 +96,7 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
     return result
 
 
-def _variants(given: dict[str, tuple[str, str | Path]] | Sequence[str] | None) -> dict[str, tuple[str, Path]]:
+def parse_variants(given: dict[str, tuple[str, str | Path]] | Sequence[str] | None) -> dict[str, tuple[str, Path]]:
     """``bench``'s variants as label -> (runtime, file); ``RUNTIME=FILE`` strings are labelled ``RUNTIME [FILE]``."""
     if isinstance(given, dict):
         return {label: (runtime, Path(path)) for label, (runtime, path) in given.items()}
@@ -545,7 +545,7 @@ def bench(
                            settings=settings, feeds=Path(feeds) if feeds else None, inputs=tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs),
                            seed=seed,
                            timeout=timeout, max_memory=child_memory_limit(), progress=progress,
-                           variants=_variants(variants))
+                           variants=parse_variants(variants))
     if report:
         write_bench_report(result.to_dict(), Path(report))
     return result

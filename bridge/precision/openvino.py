@@ -83,7 +83,7 @@ class OpenVinoVariants:
             from bridge.errors import AdapterUnavailableError
 
             raise AdapterUnavailableError("nncf", "--precision int8 --to openvino", "nncf (pip install "
-                                          "'bridge[openvino]')") from exc
+                                          "'bridge[precision]')") from exc
         prepared = prepared_once(fp32, workdir)
         found = unsupported_nodes(prepared.path)
         if found:

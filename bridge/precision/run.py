@@ -211,7 +211,7 @@ def measure_costs(fp32: Path, calibration: Calibration, keep_float: Sequence[str
     prepared, region, _info = int8_qdq(fp32, qdq_path, calibration, keep_float, workdir)
     qdq = onnx.load(str(qdq_path))
     done = set(quantized_nodes(qdq))
-    layers = [n for n in region.quantized if n in done]
+    layers = [n for n in region.quantized if n in done]  # the --keep-float nodes are not in region.quantized
     return layer_costs(onnx.load(str(prepared.path)), qdq, region.head_tensors, calibration.samples(COST_SAMPLES),
                        layers=layers, progress=progress)
 

@@ -141,9 +141,15 @@ def _session(model: onnx.ModelProto) -> Any:
 
 def layer_costs(fp32: onnx.ModelProto, qdq: onnx.ModelProto, heads: Sequence[str], samples: Sequence[dict[str, np.ndarray]],
                 *, progress: Progress | None = None, layers: Sequence[str] | None = None) -> list[LayerCost]:
-    """The cost of every quantized node of ``qdq`` (or of ``layers``), most costly first (module docstring)."""
+    """The cost of every node of ``qdq`` the region rule quantizes and the quantizer did (or of ``layers``), most
+    costly first (module docstring)."""
+    from bridge.precision.regions import split_region
+
     say = progress or (lambda _m: None)
-    names = list(layers) if layers is not None else quantized_nodes(qdq)
+    if layers is None:
+        done = set(quantized_nodes(qdq))
+        layers = [n for n in split_region(fp32).quantized if n in done]
+    names = list(layers)
     fp32_names = {n.name for n in fp32.graph.node}
     names = [n for n in names if n in fp32_names]
     ops = {n.name: n.op_type for n in fp32.graph.node}
