@@ -3,7 +3,9 @@
 Steps (``onnxruntime.quantization``): ``quant_pre_process`` (ONNX and symbolic shape inference, then
 onnxruntime's basic graph optimisations, e.g. BatchNormalization folded into Conv; when symbolic shape
 inference cannot finish - an NMS output has a data-dependent size - it is skipped and the ONNX shape
-inference alone is used, with a note); then ``quantize_static`` in QDQ format with per-channel int8 weights
+inference alone is used, with a note; onnxruntime then saves its partial model as ``sym_shape_infer_temp.onnx``
+plus a ``<uuid>.data`` in the current directory, so pre-processing runs inside a temporary directory that is
+removed afterwards); then ``quantize_static`` in QDQ format with per-channel int8 weights
 and uint8 activations, MinMax calibration on the calibration images, and every node of the float region
 (``bridge.precision.regions``) plus the nodes the fallback keeps float in ``nodes_to_exclude``.
 
@@ -16,7 +18,9 @@ round, which only excludes more nodes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -55,7 +59,11 @@ def pre_process(model: Path, out: Path) -> Prepared:
     from onnxruntime.quantization import quant_pre_process
 
     notes: list[str] = []
-    with quiet(["onnxruntime", "root"], "onnxruntime quantization pre-processing"):
+    model, out = model.resolve(), out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # onnxruntime's symbolic shape inference dumps its partial model into the cwd when it gives up
+    with quiet(["onnxruntime", "root"], "onnxruntime quantization pre-processing"), \
+            tempfile.TemporaryDirectory(prefix="quant-pre-", dir=out.parent) as scratch, contextlib.chdir(scratch):
         try:
             quant_pre_process(str(model), str(out))
         except Exception as exc:  # symbolic shape inference gives up on data-dependent shapes

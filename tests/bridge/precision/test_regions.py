@@ -121,3 +121,21 @@ def test_the_converted_ssd_quantizes_its_convolutions_only(ssd_onnx: onnx.ModelP
     float_ops = {ops[n] for n in region.float}
     assert {"NonMaxSuppression", "TopK", "Softmax", "Exp"} <= float_ops  # decode and NMS
     assert len(region.head_tensors) == 4  # loc and cls of both feature layers
+
+
+def test_pre_processing_an_nms_model_leaves_nothing_in_the_cwd(ssd_onnx: onnx.ModelProto, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime's symbolic shape inference gives up on NMS's data-dependent shapes and dumps
+    sym_shape_infer_temp.onnx + <uuid>.data into the cwd; pre_process runs it in a temporary directory."""
+    from bridge.precision.onnx_int8 import pre_process
+
+    model = tmp_path / "in" / "ssd.onnx"
+    model.parent.mkdir()
+    onnx.save(ssd_onnx, str(model))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    prepared = pre_process(Path("../in/ssd.onnx"), Path("../work/ssd.pre.onnx"))
+    assert any("symbolic shape inference could not finish" in note for note in prepared.notes)  # the dump path ran
+    assert prepared.path == (tmp_path / "work" / "ssd.pre.onnx") and prepared.path.is_file()
+    assert list(cwd.iterdir()) == [] and [p.name for p in (tmp_path / "work").iterdir()] == ["ssd.pre.onnx"]
