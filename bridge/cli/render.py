@@ -96,7 +96,7 @@ def print_comparisons(comparisons: list[Any]) -> None:
                 figures = " ".join(f"{k} {v:.3g}" for k, v in (("max_abs", o.max_abs), ("max_rel", o.max_rel),
                                                               ("mismatch", o.mismatch_fraction)) if v is not None)
                 out.print(f"  {escape(o.name)}: {'ok' if o.passed else '[red]NO[/red]'} shape {o.cand_shape} {figures}"
-                          + (f" - {escape(o.note)}" if o.note else ""), soft_wrap=True)
+                          + (f" - {escape(o.note)}" if o.note else "") + _tolerance_text(o), soft_wrap=True)
             continue
         table = Table(title=title, title_justify="left")
         for col in ("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"):
@@ -105,7 +105,8 @@ def print_comparisons(comparisons: list[Any]) -> None:
             table.add_row(escape(o.name), "yes" if o.passed else "[red]NO[/red]", str(o.cand_shape),
                           f"{o.max_abs:.3g}" if o.max_abs is not None else "-",
                           f"{o.max_rel:.3g}" if o.max_rel is not None else "-",
-                          f"{o.mismatch_fraction:.3g}" if o.mismatch_fraction is not None else "-", escape(o.note))
+                          f"{o.mismatch_fraction:.3g}" if o.mismatch_fraction is not None else "-",
+                          escape(o.note) + _tolerance_text(o))
         out.print(table)
 
 
@@ -177,6 +178,12 @@ def print_precision(precision: Any) -> None:
 
 _DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement", "miou", "map50",
                     "map50_95", "top1_accuracy", "top5_accuracy")
+
+
+def _tolerance_text(o: Any) -> str:
+    """`` [tolerance: ...]``: which elementwise tolerance judged an output and why (bridge.validation.tolerance)."""
+    rule = getattr(o, "tolerance_rule", "")
+    return escape(f" [tolerance: {rule}]") if rule else ""
 
 
 def print_summaries(comparisons: list[Any]) -> None:

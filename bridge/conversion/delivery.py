@@ -17,15 +17,14 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from bridge.config import CONTRIB_DOMAIN, ConvertConfig, check_names
-from bridge.conversion.pinning import onnx_runtimes, pin_failures
+from bridge.conversion.check import Check, Isolation, SourceReference, model_candidates, run_check
 from bridge.conversion.recipe import (
     SKIP_DISABLED,
     SKIP_SOURCE,
@@ -33,7 +32,6 @@ from bridge.conversion.recipe import (
     ConvertResult,
     Progress,
     StageStatus,
-    child_memory_limit,
     container_of,
     detection_groups,
     export,
@@ -54,20 +52,15 @@ from bridge.errors import (
 )
 from bridge.inspection import graph_metas
 from bridge.limits import memory_limit
-from bridge.runtimes import Runtime, TensorMeta, declared_input_metadata
-from bridge.runtimes.isolated import KeptWorker, isolate
-from bridge.validation.run import (
-    nondeterministic_outputs,
-    run_and_compare,
-    saved_detection_outputs,
-    vacuous_warnings,
-)
+from bridge.runtimes.isolated import KeptWorker
+from bridge.validation.run import random_outputs, saved_detection_outputs
 
 
 def convert(source: Any, output: str | Path, *, progress: Progress | None = None,
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """``bridge.api.convert`` (see there): the option values as a ConvertConfig, run under ``max_memory``."""
     from bridge.conversion.options import build_config
+    from bridge.conversion.preflight import check_outputs
     from bridge.validation.detection.layouts import as_detection_specs
 
     with memory_limit(values.get("max_memory")):
@@ -79,6 +72,7 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
         from bridge.precision import check_precision
 
         check_precision(cfg.values)  # and a --precision the target cannot build (issue 34)
+        check_outputs(cfg)  # a read-only --report folder fails now, not after the model was written
         return run_recipe(cfg, progress or (lambda _msg: None))
 
 
@@ -153,9 +147,7 @@ def _deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progr
             artefacts = _stage_artefacts(cfg, target, proto, result, staging, progress)
             with staged(stages, "validation"):
                 _validate(cfg, adapter, exported, proto, runtimes, artefacts, Path(workdir), result, progress,
-                          worker)
-            _precision(cfg, adapter, exported, proto, target, artefacts, Path(workdir), result, staging,
-                       progress)  # --precision (issue 34)
+                          worker, staging)
             worker.close()
             result.files = _files(cfg, target, artefacts, result)
             _write(cfg, target, proto, artefacts, result)
@@ -196,13 +188,14 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
         result.warnings.append(reason)
     if result.config is not None and result.config.values.get("dataset"):  # --dataset (issue 33)
         result.warnings.append(f"--dataset was not run: {reason}")
+    if result.config is not None and result.config.values.get("precision") not in (None, "fp32"):  # issue 34
+        result.warnings.append(f"--precision {result.config.values['precision']} was not built: {reason}")
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
               artefacts: dict[str, Path], workdir: Path, result: ConvertResult, progress: Progress,
-              worker: KeptWorker | None = None) -> None:
-    from adapters import reference_runner
-    from bridge.targets import candidate_runtime, get_target
+              worker: KeptWorker | None = None, staging: list[Path] | None = None) -> None:
+    from bridge.targets import get_target
 
     leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
     if not runtimes:
@@ -213,140 +206,52 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
         return _skip(result, f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime runs; "
                      "they need lowering before validation", SKIP_UNRUNNABLE)
-    start = time.perf_counter()
-    # live framework objects (an nn.Module passed to the API) cannot go to a child process: run in-process
-    isolated = cfg.isolate and cfg.source.obj is None
-    # a child process gets the model as a file, not a pickled copy of the proto (the weights once more)
-    candidate_model: Any = proto
-    if cfg.isolate:
-        from bridge.io import save_model
+    from bridge.conversion.dataset_check import dataset_judges
+    from bridge.conversion.precision_check import precision_judges
+    from bridge.validation.dataset.run import DatasetCancelled
 
-        candidate_model = workdir / "candidate.onnx"
-        save_model(proto, candidate_model)
+    start = time.perf_counter()
     target = get_target(cfg.to, **cfg.target_options)
     # an artefact is validated in the runtimes that run it; every other runtime validates the .onnx itself
     by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
-    direct = onnx_runtimes(by_runtime)  # runtimes that run the .onnx itself: their inputs are the graph's
-    candidates = {name: _Loader(partial(isolate, partial(candidate_runtime, name, candidate_model, workdir, by_runtime),
-                                        name=name, stage=f"the {name} candidate", enabled=cfg.isolate,
-                                        timeout=cfg.timeout, max_memory=child_memory_limit()),
-                                declared_input_metadata(name, proto) if name in direct else None)
-                  for name in runtimes}
-    feeds = feed_source(cfg, export, proto)
+    isolation = Isolation(cfg.isolate, cfg.timeout)
+    candidates = model_candidates(proto, runtimes, workdir, isolation, artefacts=by_runtime)
+    shapes = {s.name: s.shape for s in export.inputs if s.shape}
+    check = Check(SourceReference(adapter.framework, cfg.source, export, worker=worker), candidates,
+                  feed_source(cfg, export, proto), cfg.tolerance, detections=saved_detection_outputs(proto),
+                  model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict, isolation=isolation,
+                  artefact_runtimes=by_runtime, workdir=workdir, progress=progress,
+                  judges=[*dataset_judges(cfg.values, adapter, shapes),  # --dataset, then --precision on its images
+                          *precision_judges(cfg.values, adapter, to=cfg.to, target_options=cfg.target_options,
+                                            output=cfg.output, artefact_paths=cfg.artefacts, artefacts=by_runtime,
+                                            workdir=workdir, staging=staging if staging is not None else [],
+                                            sample_shapes=shapes)])
     try:
-        reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
-                            stage=f"the {adapter.framework} reference", enabled=isolated, timeout=cfg.timeout,
-                            max_memory=child_memory_limit(), worker=worker)
-        progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-        run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
-                              detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
-                              check_sensitivity=True, second_size=True, progress=progress)
-        # a failure that is only a tie at a selection (TopK, NMS) upstream is proved so, or said not to be
-        pin_failures(run, framework=adapter.framework, source=cfg.source, export=export, model=proto, workdir=workdir,
-                     feeds=feeds, tolerance=cfg.tolerance, detections=saved_detection_outputs(proto),
-                     shape_only=nondeterministic_outputs(proto), isolated=cfg.isolate, timeout=cfg.timeout,
-                     max_memory=child_memory_limit(), artefact_runtimes=by_runtime, progress=progress)
-    except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
-        reason = str(exc)
-        _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",
-              SKIP_SOURCE)
-        _check_loads(candidates)  # with no reference, at least every runtime must load what bridge wrote
-    else:
-        result.warnings.extend(vacuous_warnings(run.comparisons))
-        result.validation = run.comparisons
-        result.validation_inputs = run.input_shapes()
-        result.validation_sizes = run.sizes
-        result.second_size_skipped = run.second_size_skipped
-        result.validation_feeds = run.input_summary(feeds.describe())
-        _dataset(cfg, adapter, export, proto, candidates, result, progress)  # --dataset (issue 33)
-    result.timings["validate_s"] = time.perf_counter() - start
-
-
-# --- dataset validation (issue 33): the source and every candidate on the user's images ---
-def _dataset(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, candidates: dict[str, Any],
-             result: ConvertResult, progress: Progress) -> None:
-    from adapters import reference_runner
-    from bridge.validation.dataset import DatasetCancelled, dataset_settings, validate_with_settings
-
-    settings = dataset_settings(cfg.values)
-    if settings is None:
-        return
-    reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
-                        stage=f"the {adapter.framework} reference", enabled=cfg.isolate and cfg.source.obj is None,
-                        timeout=cfg.timeout, max_memory=child_memory_limit())
-    try:
-        result.dataset = validate_with_settings(
-            settings, reference, candidates, proto, saved_detection_outputs(proto), framework=adapter.framework,
-            defaults=getattr(adapter, "dataset_preprocessing", None),
-            sample_shapes={s.name: s.shape for s in export.inputs if s.shape}, progress=progress)
-    except DatasetCancelled as exc:  # the report says where it stopped, with what was measured
+        progress(f"validating in {', '.join(runtimes)} against the {adapter.framework} source")
+        checked = run_check(check)
+    except DatasetCancelled as exc:  # --dataset stopped by Ctrl-C: the report says where, with what was measured
         result.dataset = exc.result
         if cfg.report:
             from bridge.report import write_report
 
             write_report(result.to_dict(), cfg.report)
         raise
-# --- end dataset validation ---
-
-
-# --- reduced precision (issue 34): the variant built from the validated fp32 model, judged on --dataset ---
-def _precision(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, target: Any,
-               artefacts: dict[str, Path], workdir: Path, result: ConvertResult, staging: list[Path],
-               progress: Progress) -> None:
-    from adapters import reference_runner
-    from bridge.precision import check_precision, variant_builder
-    from bridge.precision.run import deliver_variant
-    from bridge.targets import candidate_runtime
-    from bridge.validation.dataset import dataset_settings
-
-    settings = check_precision(cfg.values)
-    if settings is None or result.dataset is None or not result.passed:
-        if settings is not None:
-            result.warnings.append(f"--precision {settings.precision} was not built: the fp32 model "
-                                   + ("did not pass validation" if result.validation else "was not validated on --dataset"))
-        return
-    builder = variant_builder(cfg.to, settings.precision, **cfg.target_options)
-    fp32 = workdir / "candidate.onnx"
-    if not fp32.exists():
-        from bridge.io import save_model
-
-        save_model(proto, fp32)
-    by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
-    destination = builder.destination(cfg.output, cfg.artefacts, settings.precision)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
-    staging.append(folder)
-
-    def load(name: str, model: Any, found: dict[str, Any], stage: str) -> Any:
-        return isolate(partial(candidate_runtime, name, model, workdir, found), name=name, stage=stage,
-                       enabled=cfg.isolate, timeout=cfg.timeout, max_memory=child_memory_limit())
-
-    reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
-                        stage=f"the {adapter.framework} reference", enabled=cfg.isolate and cfg.source.obj is None,
-                        timeout=cfg.timeout, max_memory=child_memory_limit())
-    runtime = builder.runtime
-    result.precision = deliver_variant(
-        settings, dataset_settings(cfg.values), builder, fp32_onnx=fp32,
-        fp32_artefact=by_runtime.get(runtime, fp32), reference=reference,
-        fp32_candidate=partial(load, runtime, fp32, by_runtime, f"the fp32 {runtime} candidate"),
-        load_variant=lambda path: partial(load, runtime, path, {runtime: path}, f"the {settings.precision} {runtime} "
-                                          "candidate"),
-        model=proto, detections=saved_detection_outputs(proto), destination=destination, staging=folder,
-        workdir=workdir / "precision", framework=adapter.framework,
-        preprocessing_defaults=getattr(adapter, "dataset_preprocessing", None),
-        sample_shapes={s.name: s.shape for s in export.inputs if s.shape}, progress=progress)
-# --- end reduced precision ---
-
-
-class _Loader:
-    """A candidate's loader and, when known without loading it, its inputs (``declared_inputs``, which
-    ``run_and_compare`` reads instead of loading the first candidate once more only to ask them)."""
-
-    def __init__(self, load: Callable[[], Runtime], declared_inputs: list[TensorMeta] | None) -> None:
-        self.load, self.declared_inputs = load, declared_inputs
-
-    def __call__(self) -> Runtime:
-        return self.load()
+    except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
+        reason = str(exc)
+        _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",
+              SKIP_SOURCE)
+        _check_loads(candidates)  # with no reference, at least every runtime must load what bridge wrote
+    else:
+        result.warnings.extend(checked.warnings)
+        result.validation = checked.comparisons
+        result.validation_inputs = checked.input_shapes()
+        result.validation_sizes = checked.sizes
+        result.second_size_skipped = checked.second_size_skipped
+        result.second_input_skipped = checked.second_input_skipped
+        result.validation_feeds = checked.run.input_summary(check.feeds.describe())
+        result.dataset = checked.dataset
+        result.precision = checked.precision
+    result.timings["validate_s"] = time.perf_counter() - start
 
 
 def _check_loads(candidates: dict[str, Any]) -> None:
@@ -424,8 +329,10 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         if all(c.passed for c in result.validation):
             return f"converted model fails the dataset's accuracy budget ({failing}); {cfg.output} was not written"
     if all(c.passed for c in result.validation) and not (cfg.strict and result.vacuous):
-        failing = str(result.second_size_skipped)  # only the second size is missing, and --strict fails that
+        # only the second size or the second input is missing, and --strict fails that
+        failing = str(result.second_size_skipped or result.second_input_skipped)
     what = ("does not match the source" if not all(c.passed for c in result.validation)
             else "was only checked vacuously (--strict)" if result.vacuous
-            else "was checked at one size of its dynamic axes only (--strict)")
+            else "was checked at one size of its dynamic axes only (--strict)" if result.second_size_skipped
+            else "was checked on one input only (--strict)")
     return f"converted model {what} ({failing}); {cfg.output} was not written"

@@ -136,6 +136,8 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
             second = feeds.at_second_size(run.feeds, graph_metas(model.graph.input, model))
             if second:
                 sizes.append((second, None))
+        if comp.second_input and run.second_input is not None:  # a pass must cover the second input too
+            sizes.append((run.second_input.inputs, run.second_input.outputs))
         progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
         try:
             explain_by_pinning(comp, model, taps, candidate_runner(

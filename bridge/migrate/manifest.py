@@ -15,6 +15,7 @@ import glob as globlib
 import hashlib
 import json
 import re
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,8 +31,9 @@ from pydantic import (
     model_validator,
 )
 
-from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, InputSpec, Option, canonical_dtype
+from bridge.config import DEFAULT_TOLERANCE, TOLERANCE_BOUNDS, DynamicAxis, InputSpec, Option, canonical_dtype
 from bridge.errors import UsageError
+from bridge.io import require_file
 from bridge.limits import parse_size as limits_parse_size
 from bridge.migrate.loading import check_raw, read_yaml
 
@@ -49,21 +51,26 @@ class ManifestError(UsageError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # no NaN or infinity in any number (tolerances, timeouts): YAML's .inf would pass ``ge=0`` and then travel
+    # to the worker as JSON null ("--atol None"); the Tolerance type refuses it too, whichever layer builds one
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+_TOL = TOLERANCE_BOUNDS.schema()  # the bounds the atol / rtol options declare: finite, >= 0
 
 
 class OutputTolerance(_Strict):
     """Tolerance of one output: |candidate - reference| <= atol + rtol * |reference|; unset = the global one."""
 
-    atol: Annotated[float, Field(ge=0)] | None = None
-    rtol: Annotated[float, Field(ge=0)] | None = None
+    atol: Annotated[float, Field(**_TOL)] | None = None
+    rtol: Annotated[float, Field(**_TOL)] | None = None
 
 
 class ToleranceSpec(_Strict):
     """Global tolerance plus per-output overrides (``outputs: {boxes: {atol: 1e-3}}``)."""
 
-    atol: Annotated[float, Field(ge=0, description="absolute tolerance for every output")] = DEFAULT_TOLERANCE.atol
-    rtol: Annotated[float, Field(ge=0, description="relative tolerance for every output")] = DEFAULT_TOLERANCE.rtol
+    atol: Annotated[float, Field(description="absolute tolerance for every output", **_TOL)] = DEFAULT_TOLERANCE.atol
+    rtol: Annotated[float, Field(description="relative tolerance for every output", **_TOL)] = DEFAULT_TOLERANCE.rtol
     outputs: dict[str, OutputTolerance] = Field(default_factory=dict, description="per output name")
 
 
@@ -153,16 +160,14 @@ class DatasetEntry(_Strict):
 # --- end dataset validation ---
 
 
-# manifest fields whose form differs from the option's API type (objects, bounds); every other convert option
-# appears under its manifest name with its declared type (bridge.conversion.options: one declaration each)
+# manifest fields whose form differs from the option's API type (objects, lists); every other convert option
+# appears under its manifest name with its declared type and bounds (bridge.conversion.options: one declaration
+# each; ``Option.bounds`` become the field's constraints)
 _FIELD_TYPES: dict[str, Any] = {
     "inputs": list[str | InputEntry],
     "tolerance": ToleranceSpec,
-    "opset": Annotated[int, Field(ge=7, le=23)] | None,
     "outputs": list[str],
     "runtimes": list[str],
-    "max_detections": Annotated[int, Field(gt=0)],
-    "step_timeout": Annotated[float, Field(gt=0)],
     "max_memory": int | str,
     "dataset": DatasetEntry,  # --dataset (issue 33)
 }
@@ -185,6 +190,20 @@ _OWN_FIELDS: dict[str, Any] = {
     "timeout": (Annotated[float, Field(gt=0)] | None, Field(default=None, description="seconds before the worker is "
                                                             "killed")),
 }
+
+
+# convert options a manifest cannot set: the migration decides where each model's files go
+_PLACED = {
+    "artefact_dir": "a migration writes each model's artefacts into its own folder under --out "
+                    "(models/<name>/), so a manifest cannot place them elsewhere",
+    "report": "a migration writes each model's report as models/<name>/conversion.json under --out",
+}
+
+
+def _not_none(kind: Any) -> Any:
+    """``int | None`` -> ``int`` (the field is optional anyway; the bounds constrain the value)."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    return args[0] if len(args) == 1 and type(None) in typing.get_args(kind) else kind
 
 
 def _plain(kind: Any) -> Any:
@@ -212,6 +231,8 @@ def _entry_fields() -> type[BaseModel]:
         if first.choices is not None:  # the registry's names now, as the schema's enum
             choice = Literal[tuple(first.choices())]  # type: ignore[misc, valid-type]
             kind = list[choice] if "list" in str(kind) else choice  # type: ignore[valid-type]
+        if first.bounds is not None and field not in _FIELD_TYPES:
+            kind = Annotated[_not_none(kind), Field(**first.bounds.schema())]
         definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help)))
     return create_model("EntryFields", __base__=_EntryBase, **definitions)  # type: ignore[call-overload, no-any-return]
 
@@ -240,6 +261,17 @@ class _EntryBase(_Strict):
         if v is not None:
             parse_size(v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _placed_by_the_migration(cls, data: Any) -> Any:
+        """Where outputs go is the migration's: refused by name rather than as an unknown field (or, as
+        before, accepted and ignored)."""
+        if isinstance(data, Mapping):
+            for key, why in _PLACED.items():
+                if key in data:
+                    raise ValueError(f"{key}: {why}; remove it")
+        return data
 
     @model_validator(mode="after")
     def _one_weights(self) -> Any:
@@ -471,8 +503,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
     if isinstance(manifest, (str, Path)):
         path = Path(manifest)
         where = str(path)
-        if not path.is_file():
-            raise UsageError(f"no such manifest: {path}")
+        require_file(path, "manifest", missing=f"no such manifest: {path}")  # a FIFO or a folder named as such
         try:
             data = read_yaml(path)  # bounded and decoded before the schema sees it (bridge.migrate.loading)
         except yaml.YAMLError as exc:
@@ -492,6 +523,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
         problems.extend(_format_errors("", exc))
     raw_defaults = data.get("defaults")  # validated above (Manifest.defaults); merged raw so entries can override
     raw_defaults = raw_defaults if isinstance(raw_defaults, Mapping) else {}
+    raw_defaults = {k: v for k, v in raw_defaults.items() if k not in _PLACED}  # refused once, there
     models = data.get("models")
     if not isinstance(models, list):
         raise ManifestError(where, problems or ["models: expected a list of model entries"])

@@ -102,6 +102,10 @@ def to_markdown(batch: BatchResult) -> str:
                      f"{_num(m.convert_s, '.1f')} | "
                      f"{_num(m.validate_s, '.1f')} | {_num(m.peak_memory_mb, '.0f')} | "
                      f"{', '.join(f'`{v}`' for v in m.outputs.values()) or '-'} |")
+    kept = [m for m in batch.models if m.kept]
+    if kept:
+        lines += ["", "Files in model folders that bridge did not write (left in place):", ""]
+        lines += [f"- {m.name}: {', '.join(f'`{f}`' for f in m.kept)}" for m in kept]
     return "\n".join(lines) + "\n"
 
 
@@ -208,5 +212,9 @@ def _model_page(m: ModelResult) -> str:
 
             parts.append(dataset_html(conv["dataset"], conv.get("dataset_run") or {}))
     parts.append("<h2>Outputs</h2><ul>" + "".join(f"<li>{_e(k)}: <code>{_e(v)}</code></li>" for k, v in m.outputs.items())
-                 + "</ul></section>")
+                 + "</ul>")
+    if m.kept:
+        parts.append("<h2>Files bridge did not write (left in place)</h2><ul>"
+                     + "".join(f"<li><code>{_e(f)}</code></li>" for f in m.kept) + "</ul>")
+    parts.append("</section>")
     return "\n".join(parts)

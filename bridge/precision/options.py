@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bridge.config import Option
+from bridge.config import Bounds, Option
 from bridge.errors import UsageError
 
 GROUP = "precision"
@@ -41,12 +41,13 @@ PRECISION_OPTIONS: tuple[Option, ...] = tuple(replace(o, group=GROUP, debug=Fals
     Option("calibration", Path | None, None, "--precision int8: calibrate on these images (same forms as --dataset; "
            "default: the first --calibration-limit images of --dataset)", metavar="IMAGES"),
     Option("calibration_limit", int, DEFAULT_CALIBRATION_IMAGES, "--precision int8: calibration images used",
-           metavar="N"),
+           metavar="N", bounds=Bounds(gt=0, integer=True)),
     Option("fallback_rounds", int, DEFAULT_FALLBACK_ROUNDS, "--precision int8: when the variant breaks the budget, "
            "rounds that keep the layers whose quantization costs most in float and judge again (0: none)",
-           metavar="N"),
+           metavar="N", bounds=Bounds(ge=0, integer=True)),
     Option("keep_float", list[str], [], "--precision int8: comma-separated node names that stay float besides "
-           "those the region rule keeps (bridge.precision.regions)", cli_type=str | None, metavar="NODES"),
+           "those the region rule keeps (bridge.precision.regions)", cli_type=str | None, metavar="NODES",
+           parse=_comma_list),
 ))
 OPTION_NAMES = tuple(o.name for o in PRECISION_OPTIONS)
 

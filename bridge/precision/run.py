@@ -2,9 +2,10 @@
 
 ``deliver_variant`` is the one entry (``convert`` calls it once the fp32 artefact passed its elementwise
 validation). Round 0 builds the variant with the float region of ``bridge.precision.regions`` (plus
-``--keep-float``) and judges it with ``bridge.validation.dataset.validate_on_dataset``: the source framework
-is the reference, the fp32 artefact and the variant are the candidates (side by side, same images), and the
-variant passes when its agreement with the source (AP@0.5) and its mAP drop (with ``--labels``) stay within
+``--keep-float``) and judges it with the dataset judge's run (``bridge.validation.dataset.validate_with_settings``,
+what ``bridge.conversion.dataset_check`` runs; ``convert`` calls this from its check as
+``bridge.conversion.precision_check.PrecisionJudge``): the source framework is the reference, the fp32 artefact
+and the variant are the candidates (side by side, same images), and the variant passes when its agreement with the source (AP@0.5) and its mAP drop (with ``--labels``) stay within
 the reduced-precision budget.
 
 When it fails and the builder can keep chosen layers float, the cost of quantizing each layer is measured
@@ -237,7 +238,9 @@ def deliver_variant(
     progress: Progress | None = None,
 ) -> PrecisionResult:
     """Build the variant, judge it on the dataset, fall back while it fails (module docstring)."""
-    from bridge.validation.dataset import AccuracyBudget, validate_on_dataset
+    from dataclasses import replace
+
+    from bridge.validation.dataset import AccuracyBudget, validate_with_settings
 
     say = progress or (lambda _m: None)
     start = time.perf_counter()
@@ -245,7 +248,6 @@ def deliver_variant(
                              fp32_artefact=fp32_artefact)
     weights = {i.name for i in model.graph.initializer}
     inputs = [TensorMeta.from_value_info(vi) for vi in model.graph.input if vi.name not in weights]
-    outputs = [TensorMeta.from_value_info(vi) for vi in model.graph.output]
     preprocessing = dataset_settings.preprocessing(preprocessing_defaults, framework)
     loaded: list[Calibration] = []
 
@@ -262,6 +264,7 @@ def deliver_variant(
         return loaded[0]
 
     budget = AccuracyBudget(settings.min_agreement, settings.max_map_drop)
+    judged_with = replace(dataset_settings, budget=budget)  # the dataset run, under the reduced-precision budget
     cached = CachedReference(reference)
     # tflite's int8 is dynamic range: its build takes no calibration
     calibrated = settings.precision == "int8" and builder.target != "tflite"
@@ -287,9 +290,9 @@ def deliver_variant(
                 candidates[result.fp32_key] = fp32_candidate
             candidates[result.variant_key] = load_variant(this.build.path)
             try:
-                judged = validate_on_dataset(cached, candidates, dataset_settings.spec, preprocessing, inputs=inputs,
-                                             outputs=outputs, detections=list(detections), budget=budget,
-                                             sample_shapes=sample_shapes, progress=say)
+                judged = validate_with_settings(judged_with, cached, candidates, model, detections,
+                                                framework=framework, defaults=preprocessing_defaults,
+                                                sample_shapes=sample_shapes, progress=say)
             except BridgeError as exc:
                 if type(exc).__name__ == "DatasetCancelled":
                     raise

@@ -114,9 +114,15 @@ def _comparisons(comparisons: Sequence[dict[str, Any]], skipped: str | None) -> 
                  [f"<td>{_e(o['name'])}</td>", f"<td>{'yes' if o['passed'] else '<b>NO</b>'}</td>",
                   f"<td>{_e(o.get('cand_shape'))}</td>", f"<td class=num>{_num(o.get('max_abs'))}</td>",
                   f"<td class=num>{_num(o.get('max_rel'))}</td>", f"<td class=num>{_num(o.get('mismatch_fraction'))}</td>",
-                  f"<td>{_e(o.get('note', ''))}</td>"]) for o in comp["outputs"]]
+                  f"<td>{_e(_note_and_tolerance(o))}</td>"]) for o in comp["outputs"]]
         out.append(_table(("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"), rows))
     return "\n".join(out)
+
+
+def _note_and_tolerance(o: dict[str, Any]) -> str:
+    """An output's note and the elementwise tolerance that judged it (bridge.validation.tolerance)."""
+    rule = o.get("tolerance_rule")
+    return "; ".join(x for x in (o.get("note", ""), f"tolerance: {rule}" if rule else "") if x)
 
 
 def _verdict(data: dict[str, Any]) -> str:
