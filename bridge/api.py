@@ -83,8 +83,9 @@ def _bench_precision(cfg: ConvertConfig, result: ConvertResult, progress: Progre
     from bridge.bench.run import model_inputs
 
     variant = result.precision
-    # the written fp32 artefact the variant's runtime runs: the .onnx, or the target's own (IR, .tflite)
-    fp32 = Path(result.target["path"]) if variant.target != "onnx" and result.target else cfg.output
+    # the written fp32 artefact the variant's runtime runs: the target's own (IR, .tflite; ``result.target`` is set
+    # only for a target that writes one), else the .onnx
+    fp32 = Path(result.target["path"]) if result.target and result.target.get("path") else cfg.output
     metas = model_inputs(load_model(cfg.output))
     fixed = [m.shape[0] for m in metas if m.shape and isinstance(m.shape[0], int)]
     batches = (fixed[0],) if fixed else (1, 4)
