@@ -84,7 +84,7 @@ def test_a_missing_variant_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_the_cli_parses_runtime_equals_file(tmp_path: Path) -> None:
-    from bridge.api import parse_variants
+    from bridge.bench.command import parse_variants
 
     assert parse_variants(["recording=out/m.int8.onnx"]) == {"recording [m.int8.onnx]": ("recording",
                                                                                   Path("out/m.int8.onnx"))}
