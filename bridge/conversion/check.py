@@ -215,6 +215,9 @@ class CheckResult:
     warnings: list[str] = field(default_factory=list)
     # what a dataset judge found (bridge.conversion.dataset_check: a DatasetResult); its budget is part of the verdict
     dataset: Any = None
+    # what a precision judge delivered (bridge.conversion.precision_check: a PrecisionResult); its budget is part of
+    # the verdict
+    precision: Any = None
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -248,7 +251,8 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return (self.matched and not (self.strict and self.unproved_by_strict())
-                and (self.dataset is None or self.dataset.passed))
+                and (self.dataset is None or self.dataset.passed)
+                and (self.precision is None or self.precision.passed))
 
     def unproved_by_strict(self) -> list[str]:
         """What ``--strict`` fails although every comparison passed: a vacuous verdict, one size, one input."""
@@ -262,6 +266,8 @@ class CheckResult:
             failing += [f"{why} (--strict)" for why in (self.second_size_skipped, self.second_input_skipped) if why]
         if self.dataset is not None and not self.dataset.passed:
             failing.append("dataset accuracy budget: " + "; ".join(self.dataset.failures))
+        if self.precision is not None and not self.precision.passed:
+            failing.append(f"the --precision {self.precision.precision} variant: {self.precision.failure}")
         return "; ".join(failing)
 
     def input_shapes(self) -> dict[str, list[int]]:

@@ -299,8 +299,15 @@ def _keep_onnx_names(model: Any, names: Mapping[str, Mapping[str, str]]) -> None
         setattr(graph, side, [e.tensorIndex for e in order])
 
 
-def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin") -> TargetResult:
-    """Convert ``model`` (ModelProto, bytes or .onnx path) to a .tflite at ``path`` (module docstring)."""
+REDUCED = ("int8", "fp16")  # --precision variants (bridge.precision.tflite): converter optimisations
+
+
+def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin", reduced: str | None = None) -> TargetResult:
+    """Convert ``model`` (ModelProto, bytes or .onnx path) to a .tflite at ``path`` (module docstring).
+
+    ``reduced`` (``--precision``, issue 34): ``int8`` is the converter's dynamic-range quantization (int8
+    weights of the layers with weights; their kernels quantize activations on the fly, everything else
+    stays float), ``fp16`` stores float weights as float16."""
     from bridge.targets.tensorflow import export_saved_model
 
     if ops not in OPS:
@@ -318,6 +325,10 @@ def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin") -> Targ
         converter = tf.lite.TFLiteConverter.from_saved_model(str(saved.path))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + (
             [tf.lite.OpsSet.SELECT_TF_OPS] if ops == "select" else [])
+        if reduced in REDUCED:  # --precision (issue 34)
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            if reduced == "fp16":
+                converter.target_spec.supported_types = [tf.float16]
         with quiet(["tensorflow", "absl"], "TFLite converter", stderr=True):
             try:
                 content = converter.convert()
