@@ -396,7 +396,7 @@ class TfliteTarget:
     options = (Option("tflite_ops", str, "builtin", "--to tflite: builtin (default) or select (also select TF ops, "
                       "which need the Flex delegate)", choices=lambda: OPS),
                Option("tflite_outputs", str, "model", "--to tflite: model (default: the model's outputs) or "
-                      "detection-postprocess (an SSD's detections as TFLite_Detection_PostProcess emits them: "
+                      "detection-postprocess (an SSD's detections as TFLite's detection post-process op emits them: "
                       "detection_boxes, detection_classes, detection_scores, num_detections; bridge's own decode "
                       "and NMS, needs --max-detections)", choices=lambda: OUTPUT_LAYOUTS, metavar="LAYOUT"))
 
