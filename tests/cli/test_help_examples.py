@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ class Example:
     index: int
     text: str
     exit_code: int
+    reads_slow_output: bool = False  # uses what an earlier slow example writes: runs only where that one ran
 
     @property
     def id(self) -> str:
@@ -40,7 +41,15 @@ class Example:
 
     @property
     def slow(self) -> bool:
-        return any(re.search(p, self.text) for p in SLOW)
+        return self.reads_slow_output or any(re.search(p, self.text) for p in SLOW)
+
+    @property
+    def writes(self) -> list[str]:
+        """The paths under ``out/`` this example writes (its -o, --report, --save-reference)."""
+        return re.findall(r"(?:-o|--output|--report|--save-reference) (out/\S*)", self.text)
+
+    def mentions(self, path: str) -> bool:
+        return any(t == path or t.startswith(path.rstrip("/") + "/") for t in re.findall(r"out/\S*", self.text))
 
 
 def _epilogs() -> dict[str, str]:
@@ -67,8 +76,22 @@ def _examples(epilog: str, command: str) -> list[Example]:
     return out
 
 
+def _in_order(examples: list[Example]) -> list[Example]:
+    """``examples`` with those that use an earlier slow example's output marked slow as well (in the fast run that
+    output does not exist)."""
+    slow_writes: list[str] = []
+    marked = []
+    for e in examples:
+        if not e.slow and any(e.mentions(path) for path in slow_writes):
+            e = replace(e, reads_slow_output=True)
+        if e.slow:
+            slow_writes += e.writes
+        marked.append(e)
+    return marked
+
+
 EPILOGS = _epilogs()
-EXAMPLES = [e for command in ORDER for e in _examples(EPILOGS.get(command, ""), command)]
+EXAMPLES = _in_order([e for command in ORDER for e in _examples(EPILOGS.get(command, ""), command)])
 
 
 def test_every_command_with_examples_is_run() -> None:
