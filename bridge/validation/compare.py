@@ -352,7 +352,7 @@ def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tole
 def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.ndarray],
                              candidate: Mapping[str, np.ndarray], tolerance: Tolerance, reference_name: str,
                              candidate_name: str) -> OutputComparison:
-    atol, rtol = _detection_tolerance(spec, tolerance)
+    atol, rtol = detection_tolerance(spec, tolerance)
     covers = list(dict.fromkeys([*spec.reference_names(), *spec.candidate_names()]))
     item = OutputComparison(spec.label, False, False, False, atol=atol, rtol=rtol, covers=covers)
     missing = [f"'{n}' from {reference_name}" for n in spec.reference_names() if n not in reference] + [
@@ -390,7 +390,7 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     return item
 
 
-def _detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
+def detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
     """Score tolerance of a detection group: a per-output override for the group or its scores output wins."""
     for key in (spec.label, spec.outputs.get("scores")):
         if key is not None and key in tolerance.per_output:

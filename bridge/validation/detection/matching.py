@@ -72,6 +72,7 @@ __all__ = [
     "match_pairs",
     "mean_average_precision",
     "pair_iou",
+    "problem_rows",
     "read_detections",
     "tie_tolerance",
     "voc_ap",
@@ -442,6 +443,21 @@ def compare_detections(
         reasons.append(f"{result.tie_ambiguous} rows differ only by tied scores, more than the {clean_total} clean matches")
     result.vacuous, result.vacuous_reason = bool(reasons), "; ".join(reasons)
     return result
+
+
+def problem_rows(reference: Sequence[Detections], candidate: Sequence[Detections], *, iou: float = DEFAULT_IOU,
+                 box_atol: float = DEFAULT_BOX_ATOL, score_tol: float = DEFAULT_SCORE_TOL, score_rtol: float = 0.0,
+                 match_iou: float = DEFAULT_MATCH_IOU, mask_tol: tuple[float, float] = (1e-4, 1e-3)
+                 ) -> list[tuple[set[int], set[int]]]:
+    """Per image, the output rows (``Detections.row_ids``) of each side that are problem rows - unmatched, or in
+    a matched pair that is not clean - before any tie rule: what a tie rule or the tie proof would have to
+    excuse. ``iou=1, box_atol=0, score_tol=0, mask_tol=(0, 0)`` finds every row that differs at all."""
+    out = []
+    for ref, cand in zip(reference, candidate, strict=True):
+        _m, _clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, mask_tol, box_atol)
+        out.append(({int(r) for r in ref.row_ids()[detail["ref_rows"]]},
+                    {int(c) for c in cand.row_ids()[detail["cand_rows"]]}))
+    return out
 
 
 def _row(side: str, image: int, d: Detections, k: int) -> DetectionRow:

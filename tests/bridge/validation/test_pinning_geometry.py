@@ -1,0 +1,97 @@
+"""Pinning never replaces geometry: a conversion whose anchors are scaled by 1.0005 on the way into the box decode
+(inside the elementwise tolerance at the anchors, 1.8% off in IoU at the boxes) FAILs in both SSD families -
+the legacy MultiBoxDetection SSD (the bundled trained example, its sample images) and a GluonCV-style box_nms
+SSD - although the upstream tie proof pins the selections' inputs; the unmutated conversions pass.
+
+Before the rule the proof pinned the anchors (a tensor that reaches the boxes without passing through any
+selection), the pinned run took the source's anchors, and the verdict was PASS with the note blaming near-ties.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from support import REPO, mxnet_available
+
+from bridge import api
+from bridge.errors import ValidationMismatch
+from bridge.model import ModelContainer
+
+pytestmark = pytest.mark.skipif(not mxnet_available(), reason="MXNet is not installed (pip install 'bridge[mxnet]')")
+
+SSD = REPO / "examples" / "mxnet_ssd"
+
+
+def _legacy(tmp: Path) -> tuple[Path, dict[str, Any], str]:
+    """The bundled trained SSD (MultiBoxPrior -> MultiBoxDetection) on its sample images; dynamic height and
+    width, so its anchors are computed in the graph (static ones are folded into a constant, which pinning
+    never pins) and validated at two sizes."""
+    return SSD / "model-symbol.json", {"inputs": ["data:4,3,64,64"], "dynamic": ["data:2=h", "data:3=w"],
+                                       "feeds": SSD / "sample_inputs.npz"}, "multibox_anchors_output"
+
+
+def _gluoncv(tmp: Path) -> tuple[Path, dict[str, Any], str]:
+    """A GluonCV-style SSD head (box_decode of the anchors, per-class box_nms) on a tiny random-weight backbone,
+    dynamic height and width (anchors computed in the graph)."""
+    from bench.gluoncv_like import build_gluoncv
+    from bench.ssd_models import mxnet_import
+
+    built = build_gluoncv(mxnet_import(1), "gluoncv_tiny", tmp / "cache")
+    nodes = json.loads(built.symbol.read_text())["nodes"]
+    decode = next(n for n in nodes if n["op"] == "_contrib_box_decode")
+    anchors = nodes[decode["inputs"][1][0]]["name"]  # the [1, N, 4] anchors box_decode reads
+    return built.symbol, {"inputs": ["data:1,3,64,64"], "dynamic": ["data:2=h", "data:3=w"]}, f"{anchors}_output"
+
+
+FAMILIES = {"legacy": _legacy, "gluoncv": _gluoncv}
+
+
+def _scale_anchors(monkeypatch: pytest.MonkeyPatch, tensor: str, factor: float) -> None:
+    """The converted model's anchors multiplied by ``factor`` where the source computes them (a lowering bug)."""
+    to_proto = ModelContainer.to_proto
+
+    def edited(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        proto = to_proto(self, *args, **kwargs)
+        _insert_mul(proto, tensor, np.float32(factor))
+        return proto
+
+    monkeypatch.setattr(ModelContainer, "to_proto", edited)
+
+
+def _insert_mul(proto: onnx.ModelProto, tensor: str, factor: np.float32) -> None:
+    # x * f == x + x * (f - 1): an Add of a tensor computed from x would need a Mul anyway; a Mul is plainer
+    g = proto.graph
+    at = next(k for k, n in enumerate(g.node) if tensor in n.output)
+    node = g.node[at]
+    node.output[:] = [f"{tensor}__scaled" if o == tensor else o for o in node.output]
+    g.initializer.append(onnx.numpy_helper.from_array(np.asarray(factor, np.float32), "anchor_factor"))
+    g.node.insert(at + 1, onnx.helper.make_node("Mul", [f"{tensor}__scaled", "anchor_factor"], [tensor],
+                                                name="anchor_scale"))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_anchors_scaled_into_the_decode_fail_although_pinned(family: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    source, extra, anchors = FAMILIES[family](tmp_path)
+    _scale_anchors(monkeypatch, anchors, 1.0005)
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(source, tmp_path / "out.onnx", **extra)
+    assert not (tmp_path / "out.onnx").exists()
+    (comp,) = caught.value.result.validation
+    assert not comp.passed
+    assert comp.pinning is not None and not comp.pinning["explained"]
+    boxes = comp.failures[0]
+    assert boxes.detection is not None and boxes.detection["min_iou"] < 0.999  # the boxes themselves are off
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_same_conversion_unmutated_passes(family: str, tmp_path: Path) -> None:
+    source, extra, _ = FAMILIES[family](tmp_path)
+    result = api.convert(source, tmp_path / "out.onnx", **extra)
+    assert result.passed and result.written
+
