@@ -95,3 +95,19 @@ def test_the_same_conversion_unmutated_passes(family: str, tmp_path: Path) -> No
     result = api.convert(source, tmp_path / "out.onnx", **extra)
     assert result.passed and result.written
 
+
+
+@pytest.mark.parametrize("detection_format", ["boxes-scores-classes", "indices"])
+def test_pinning_runs_for_every_lowered_detection_format(detection_format: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proof asks the source for its own output names at the second size (MXNet has one [B, N, 6]
+    ``detection_output`` where the candidate has ``detection_output_boxes``, ...): it runs, and the scaled
+    anchors still fail on their boxes (issue 37.5: it used to stop with "has no internal outputs")."""
+    source, extra, anchors = _legacy(tmp_path)
+    _scale_anchors(monkeypatch, anchors, 1.0005)
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(source, tmp_path / "out.onnx", detection_format=detection_format, **extra)
+    (comp,) = caught.value.result.validation
+    assert comp.pinning is not None and not comp.pinning["explained"]
+    assert "could not run" not in comp.pinning["text"] and "still differ" in comp.pinning["text"]
+    assert len(comp.sizes) == 2  # judged at both sizes, the second from the source's own outputs
