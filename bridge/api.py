@@ -234,6 +234,7 @@ def validate(
     input_kind: str | None = None,
     input_range: str | tuple[float, float] | None = None,
     max_memory: int | str | None = None,
+    pinning: bool = True,
     progress: Progress | None = None,
 ) -> ValidateResult:
     """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
@@ -247,8 +248,10 @@ def validate(
     A model with dynamic axes is checked at a second size of them too (the source run there as well);
     ``.sizes`` lists the input shapes of every size checked; ``.second_size_skipped`` says why a model with
     dynamic axes was checked at one size only (the source fails at the second, or the saved reference holds
-    one size): the verdict stands, ``strict`` fails it. ``progress`` hears each step (loading, the
-    reference run, each runtime). Raises ValidationMismatch (with ``.result``).
+    one size): the verdict stands, ``strict`` fails it. A failure on a model with selections gets the upstream
+    tie proof (``bridge.conversion.pinning``) unless ``pinning`` is False; ``strict`` lets it excuse rounding
+    ties only. ``progress`` hears each step (loading, the reference run, each runtime). Raises
+    ValidationMismatch (with ``.result``).
     """
     say = progress or (lambda _msg: None)
     if (source is None) == (reference is None):
@@ -297,7 +300,7 @@ def validate(
             pin_failures(run, framework=adapter.framework, source=src, export=export, model=proto,
                          workdir=Path(workdir), feeds=feed_source, tolerance=tolerance, detections=groups,
                          shape_only=nondeterministic_outputs(proto), isolated=isolated, timeout=timeout,
-                         max_memory=child_memory_limit(), progress=say)
+                         max_memory=child_memory_limit(), progress=say, strict=strict, enabled=pinning)
             ref_name = f"{runner.name} ({src.describe()})"
             if save_reference is not None:
                 run.results(runner.name, {"source": src.describe(), "seed": seed}).save(Path(save_reference))

@@ -44,7 +44,8 @@ MaxMemoryOpt = Annotated[str | None, typer.Option("--max-memory", metavar="SIZE"
                                                  "BRIDGE_MAX_MEMORY)")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="a vacuous verdict (nothing real compared: no detections, "
                                          "all-NaN outputs, a 0-sized dim) or dynamic axes checked at one size "
-                                         "only fail validation (exit 1)")]
+                                         "only fail validation (exit 1); pinning then excuses only choices on "
+                                         "inputs within 4 float32 ulps of the source's")]
 TrustOpt = Annotated[bool, typer.Option("--trust-source", help="run the source for validation even if its graph has "
                                         "side effects (file writes, Python callbacks)")]
 IsolateOpt = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run the source reference and each runtime "
@@ -70,7 +71,7 @@ def __getattr__(name: str) -> Any:
 
         return DEFAULT_TIMEOUT_S
     declared = {"DetectionsOpt": (list[str], "detections"), "InputKindOpt": (str | None, "input_kind"),
-                "InputRangeOpt": (str | None, "input_range")}
+                "InputRangeOpt": (str | None, "input_range"), "PinningOpt": (bool, "pinning")}
     if name in declared:
         kind, option = declared[name]
         return Annotated[kind, _convert_option(option)]

@@ -24,6 +24,7 @@ from bridge.cli.options import (
     InputRangeOpt,
     IsolateOpt,
     MaxMemoryOpt,
+    PinningOpt,
     ReportOpt,
     RtolOpt,
     SeedOpt,
@@ -63,6 +64,7 @@ def validate_command(
     detections: DetectionsOpt = [],  # noqa: B006
     input_kind: InputKindOpt = None,
     input_range: InputRangeOpt = None,
+    pinning: PinningOpt = True,
 ) -> None:
     """Run MODEL and compare it with --source (run now) or --reference (a saved RunResults)."""
     from bridge import api
@@ -75,7 +77,8 @@ def validate_command(
                                   save_reference=save_reference, report=report, feeds=feeds,
                                   options={"trust_source": "1"} if trust_source else None, isolated=isolate,
                                   timeout=timeout, strict=strict, max_memory=max_memory, detections=detections,
-                                  input_kind=input_kind, input_range=input_range, progress=progress)
+                                  input_kind=input_kind, input_range=input_range, pinning=pinning,
+                                  progress=progress)
     except ValidationMismatch as exc:
         if isinstance(exc.result, api.ValidateResult):
             render.print_sizes(exc.result.sizes or [exc.result.inputs], exc.result.second_size_skipped)

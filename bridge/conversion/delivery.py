@@ -235,7 +235,8 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         pin_failures(run, framework=adapter.framework, source=cfg.source, export=export, model=proto, workdir=workdir,
                      feeds=feeds, tolerance=cfg.tolerance, detections=saved_detection_outputs(proto),
                      shape_only=nondeterministic_outputs(proto), isolated=cfg.isolate, timeout=cfg.timeout,
-                     max_memory=child_memory_limit(), artefact_runtimes=by_runtime, progress=progress)
+                     max_memory=child_memory_limit(), artefact_runtimes=by_runtime, progress=progress,
+                     strict=cfg.strict, enabled=cfg.values.get("pinning", True))
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         reason = str(exc)
         _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",

@@ -114,8 +114,11 @@ CORE: tuple[Option, ...] = (
     Option("timeout", float, DEFAULT_TIMEOUT_S, "seconds each reference/runtime step may take in its child process",
            manifest="step_timeout", metavar="SECONDS"),
     Option("strict", bool, False, "a vacuous verdict (nothing real compared: no detections, all-NaN outputs, a "
-           "0-sized dim), dynamic axes checked at one size only or a validation that could not run fails (exit 1)",
-           debug=False),
+           "0-sized dim), dynamic axes checked at one size only or a validation that could not run fails (exit 1); "
+           "pinning then excuses only choices on inputs within 4 float32 ulps of the source's", debug=False),
+    Option("pinning", bool, True, "on a failed comparison of a model with selections (TopK, NMS, ArgMax, "
+           "comparisons), re-run it with the source's values deciding them; a pass is proved near-ties only "
+           "(README: Validation)", flags=("--pinning/--no-pinning",), debug=False),
     Option("max_memory", str | None, None, "limit for sizes files declare and for reference/runtime children, "
            "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)", metavar="SIZE"),
     Option("external_data", bool | None, None, "weights in <output>.data beside the model (default: only past "

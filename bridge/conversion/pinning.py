@@ -113,12 +113,20 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
                  workdir: Path, feeds: FeedSource, tolerance: Tolerance, detections: Sequence[DetectionSpec],
                  shape_only: Sequence[str], isolated: bool, timeout: float | None, max_memory: int | None,
                  artefact_runtimes: Mapping[str, Any] | None = None,
-                 progress: Callable[[str], None] = lambda _m: None) -> None:
+                 progress: Callable[[str], None] = lambda _m: None, strict: bool = False,
+                 enabled: bool = True) -> None:
     """Each failed comparison of ``run`` on a model with selection ops gets the upstream tie proof (or, for a
     runtime that runs another artefact, a note that it was not tried); a passing run returns at once.
-    ``isolated``: the source and the candidate run in child processes (a live framework object stays here)."""
+    ``isolated``: the source and the candidate run in child processes (a live framework object stays here).
+    ``strict`` (``--strict``): only rounding ties are excused (``bridge.validation.pinning.STRICT_TIE_ULPS``);
+    ``enabled`` False (``--no-pinning``): nothing is tried, each failure says so and stands as measured."""
     failing = [c for c in run.comparisons if not c.passed]
     if not failing or not has_selection_ops(model):
+        return
+    if not enabled:
+        for comp in failing:
+            comp.pinning = {"explained": False, "text": "the upstream tie proof by pinning is off (--no-pinning): "
+                            "the failure stands as measured"}
         return
     direct = onnx_runtimes(artefact_runtimes or {})
     taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
@@ -140,7 +148,7 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
         try:
             explain_by_pinning(comp, model, taps, candidate_runner(
                 comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory),
-                sizes, tolerance, detections=detections, shape_only=shape_only, say=progress)
+                sizes, tolerance, detections=detections, shape_only=shape_only, strict=strict, say=progress)
         except Exception as exc:  # extra evidence only: when it cannot be gathered the failure stands, said
             log.warning("pinning could not run for %s: %s", comp.candidate, exc, exc_info=not isinstance(exc, BridgeError))
             comp.pinning = {"explained": False, "text": f"pinning could not run ({type(exc).__name__}: {exc}); "

@@ -62,9 +62,23 @@ from bridge.validation.pinned_graph import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["COMPARISON_OPS", "MAX_ROOT_CHANGE_SHARE", "SELECTION_OPS", "STRICT_TIE_ULPS", "UNPINNED_SUFFIX",
-           "MIN_ROOT_CHANGES", "PinSource", "PinningResult", "SelectionPoint", "explain_by_pinning", "graph_input_names",
-           "has_selection_ops", "pinned_model", "selection_changes", "selection_points"]
+__all__ = [
+    "COMPARISON_OPS",
+    "MAX_ROOT_CHANGE_SHARE",
+    "MIN_ROOT_CHANGES",
+    "SELECTION_OPS",
+    "STRICT_TIE_ULPS",
+    "UNPINNED_SUFFIX",
+    "PinSource",
+    "PinningResult",
+    "SelectionPoint",
+    "explain_by_pinning",
+    "graph_input_names",
+    "has_selection_ops",
+    "pinned_model",
+    "selection_changes",
+    "selection_points",
+]
 
 # op -> (inputs whose values decide what is selected, the output holding the selected indices)
 SELECTION_OPS: dict[str, tuple[tuple[int, ...], int]] = {

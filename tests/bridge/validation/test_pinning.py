@@ -33,6 +33,8 @@ from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.validation.compare import compare_outputs
 from bridge.validation.graph import OnnxTaps
 from bridge.validation.pinning import (
+    MAX_ROOT_CHANGE_SHARE,
+    STRICT_TIE_ULPS,
     UNPINNED_SUFFIX,
     _tie_orders,
     explain_by_pinning,
@@ -232,11 +234,12 @@ def test_argmax_and_nms_are_selection_points() -> None:
     assert all(not p.pins for p in selection_points(model, set()))
 
 
-def _judge_with(source: onnx.ModelProto, candidate: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> tuple:
+def _judge_with(source: onnx.ModelProto, candidate: onnx.ModelProto, inputs: Mapping[str, np.ndarray],
+                strict: bool = False) -> tuple:
     ref = run(source, inputs)
     comparison = compare_outputs(ref, run(candidate, inputs), TOL, reference_name="src", candidate_name="onnxruntime")
     before = comparison.passed
-    result = explain_by_pinning(comparison, candidate, OnnxSource(source), run, [(inputs, ref)], TOL)
+    result = explain_by_pinning(comparison, candidate, OnnxSource(source), run, [(inputs, ref)], TOL, strict=strict)
     return before, comparison, result
 
 
@@ -347,3 +350,65 @@ def test_unchanged_comparisons_are_counted_not_listed() -> None:
           for k in range(3))])
     assert "Equal eq: 2 of 8 comparison results changed; 3 more comparison(s) unchanged" in result.text
     assert "lt0" not in result.text
+
+
+def _identity_scores(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its Sigmoid made an Identity: the input is the scores, to the ulp."""
+    for node in model.graph.node:
+        if node.op_type == "Sigmoid":
+            node.op_type = "Identity"
+    return model
+
+
+def _ulps_apart(n: int, start: float = 0.5) -> np.ndarray:
+    """``n`` descending float32 scores one ulp apart below ``start`` (ulps at 0.5 are 2**-24 below, 2**-23 above)."""
+    x = [np.float32(start)]
+    for _ in range(n - 1):
+        x.append(np.nextafter(x[-1], np.float32(0)))
+    return np.asarray(x, np.float32)[None]
+
+
+@pytest.mark.parametrize(("delta_ulps", "strict_passes"), [(2, True), (80, False)])
+def test_strict_excuses_rounding_ties_only(delta_ulps: int, strict_passes: bool) -> None:
+    """Scores one ulp apart at the top-3 cut; a nudge of 2 ulps and one of 80 ulps (still far inside atol 1e-4)
+    both swap the cut. By default both are near-ties the tolerance allows; under --strict only the rounding-sized
+    one is (at most STRICT_TIE_ULPS ulps of the scores' magnitude at the choices that changed)."""
+    scores = _ulps_apart(8)
+    source = _identity_scores(topk_model())
+    step = float(np.spacing(np.float32(scores.max())))
+    candidate = _identity_scores(topk_model())
+    nudge_scores(candidate, delta_ulps * step, element=3)
+    inputs = {"x": scores, "boxes": BOXES.copy()}
+    for strict in (False, True):
+        before, comparison, result = _judge_with(source, candidate, inputs, strict=strict)
+        assert not before  # the nudge swapped the cut
+        topk = next(s for s in result.selections if s["op"] == "TopK")
+        assert topk["root"] and topk["changed"] == 1 and abs(topk["ulps"] - delta_ulps) <= 1
+        passes = not strict or strict_passes
+        assert strict_passes is (delta_ulps <= STRICT_TIE_ULPS)
+        assert result.explained is passes and comparison.passed is passes
+        if not passes:
+            assert "--strict" in result.reason and "float32 ulps" in result.reason
+
+
+def test_a_root_selection_changing_more_than_its_share_is_not_a_tie() -> None:
+    """Within-tolerance noise (up to 200 ulps, atol 1e-4 is ~1,700) on 200 scores one ulp apart reshuffles half of
+    a top-100 cut: more choices than near-ties change, over MAX_ROOT_CHANGE_SHARE, so the failure stands."""
+    n, k = 200, 100
+    from support import make_model
+
+    nodes = [onnx.helper.make_node("Identity", ["x"], ["scores"], name="scores"),
+             onnx.helper.make_node("TopK", ["scores", "k"], ["top_scores", "top_idx"], name="topk", axis=-1)]
+    source = make_model(nodes, [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, n])],
+                        [onnx.helper.make_tensor_value_info("top_idx", onnx.TensorProto.INT64, [1, k])],
+                        initializers=[onnx.numpy_helper.from_array(np.array([k], np.int64), "k")])
+    candidate = onnx.ModelProto()
+    candidate.CopyFrom(source)
+    scores = _ulps_apart(n)
+    noise = np.random.default_rng(0).integers(0, 200, n) * np.spacing(np.float32(0.5))
+    insert_add(candidate, "scores", noise.astype(np.float32)[None], "noise")
+    before, comparison, result = _judge_with(source, candidate, {"x": scores})
+    assert not before and not result.explained and not comparison.passed
+    topk = next(s for s in result.selections if s["op"] == "TopK")
+    assert topk["root"] and topk["changed"] > MAX_ROOT_CHANGE_SHARE * k
+    assert "more than the 5 (5%)" in result.reason
