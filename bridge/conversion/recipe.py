@@ -285,7 +285,11 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[De
     """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
     ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
     those a lowering pass recorded plus those found fed by NonMaxSuppression."""
-    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
+    from bridge.validation.detection.layouts import (
+        detect_detection_outputs,
+        dump_detection_specs,
+        with_nms_thresholds,
+    )
 
     outputs = [o.name for o in proto.graph.output]
     if declared:
@@ -302,7 +306,7 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[De
         props = {p.key: p for p in proto.metadata_props}
         entry = props.get(DETECTION_META) or proto.metadata_props.add(key=DETECTION_META)
         entry.value = dump_detection_specs(specs)
-    return specs
+    return with_nms_thresholds(proto, specs)  # the tie rules' NMS threshold: read from the graph each time
 
 
 def _has_op(graph: onnx.GraphProto, op_type: str) -> bool:

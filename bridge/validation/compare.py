@@ -369,7 +369,8 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
         return item
     mask_atol, mask_rtol = tolerance.for_output(spec.outputs.get("masks", spec.label))
     det = compare_detections(ref_dets, cand_dets, score_tol=atol, score_rtol=rtol, mask_tol=mask_atol,
-                             mask_rtol=mask_rtol, reference_name=reference_name, candidate_name=candidate_name)
+                             mask_rtol=mask_rtol, reference_name=reference_name, candidate_name=candidate_name,
+                             nms_iou=spec.nms_iou)
     item.passed = det.passed
     item.shape_match = item.dtype_match = True
     item.max_abs = det.max_score_diff
@@ -385,6 +386,12 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     if det.tie_ambiguous:
         item.note += (f"; {det.tie_ambiguous} rows tie-ambiguous (scores tied within float32 rounding: "
                       "NMS may keep either)")
+        if det.bare_tied:
+            item.note += (f", {det.bare_tied} of them not listed by the other side (judged by where they sit; at "
+                          f"most {det.bare_bound} may be)")
+    if det.bare_refused:
+        item.note += (f"; {det.bare_refused} near-tie rows the other side does not list were refused: more than the "
+                      f"{det.bare_bound} such rows a tie explains")
     if det.vacuous:
         item.add_vacuous(det.vacuous_reason)
     return item

@@ -40,7 +40,12 @@ from bridge.validation.compare import (
     reference_within_tolerance,
 )
 from bridge.validation.constraints import constrained_consumers
-from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
+from bridge.validation.detection.layouts import (
+    DetectionSpec,
+    as_detection_specs,
+    load_detection_specs,
+    with_nms_thresholds,
+)
 from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, other_size, true_inputs
 from bridge.validation.results import FORMAT, RunResults, SizedRun
 
@@ -200,7 +205,7 @@ def saved_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
     """The detection outputs recorded in the model (``DETECTION_META``, written by the pass that produced
     them, or by convert for detected/declared ones): compared detection by detection."""
     raw = next((p.value for p in model.metadata_props if p.key == DETECTION_META), None)
-    return load_detection_specs(raw)
+    return with_nms_thresholds(model, load_detection_specs(raw))  # the threshold from the graph, not metadata
 
 
 def nondeterministic_outputs(model: onnx.ModelProto) -> list[str]:

@@ -92,7 +92,9 @@ class DetectionSpec:
 
     ``reference_layout`` / ``reference_outputs`` / ``reference_box_format`` default to the candidate's
     (a source framework run names its outputs as the export does). ``name`` labels the group in
-    reports (default: the detections or boxes output).
+    reports (default: the detections or boxes output). ``nms_iou``: the IoU threshold of the NMS that
+    selects the group's rows, read from the graph at validation time (``with_nms_thresholds``), never from
+    metadata (not serialised): the tie rules need it as evidence.
     """
 
     layout: str
@@ -102,6 +104,7 @@ class DetectionSpec:
     name: str | None = None
     box_format: str = "xyxy"
     reference_box_format: str | None = None
+    nms_iou: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", canonical_layout(self.layout))
@@ -494,6 +497,51 @@ def detect_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
     return specs
 
 
+def with_nms_thresholds(model: onnx.ModelProto, specs: Sequence[DetectionSpec]) -> list[DetectionSpec]:
+    """``specs`` each with the IoU threshold of the NMS that selects its candidate outputs (``nms_threshold``)."""
+    return [replace(s, nms_iou=nms_threshold(model, s.candidate_names())) for s in specs]
+
+
+def nms_threshold(model: onnx.ModelProto, outputs: Sequence[str]) -> float | None:
+    """The IoU threshold of the NonMaxSuppression nodes nearest ``outputs`` (those no other NMS feeding them
+    lies downstream of): the largest when they differ (the stricter evidence for a tie rule), None without an
+    NMS or with a threshold that is not a constant. ONNX's default threshold is 0."""
+    graph = model.graph
+    nms_nodes = [n for n in _all_nodes(graph) if n.op_type in _NMS_OPS and n.domain in ("", "ai.onnx")]
+    if not nms_nodes:
+        return None
+    sources = _nms_sources(graph, nms_nodes)
+    feeding: set[int] = set().union(*(sources.get(o, set()) for o in outputs))
+    upstream: set[int] = set()
+    for k in feeding:  # an NMS whose output another NMS of the group reads is not the last selection
+        upstream |= sources.get(nms_nodes[k].output[0], set()) - {k}
+    values = [_constant(model, nms_nodes[k], 3) for k in sorted(feeding - upstream)]
+    if not values or any(v is None for v in values):
+        return None
+    return max(float(v) for v in values if v is not None)
+
+
+def _constant(model: onnx.ModelProto, node: onnx.NodeProto, position: int) -> float | None:
+    """The scalar constant at ``node``'s input ``position`` (an initializer or a Constant node anywhere in the
+    model), the op's default 0.0 when the input is absent, None when it is computed."""
+    if position >= len(node.input) or not node.input[position]:
+        return 0.0
+    name = node.input[position]
+    for graph in [model.graph, *(g for n in _all_nodes(model.graph) for g in _subgraphs(n))]:
+        for t in graph.initializer:
+            if t.name == name:
+                return float(np.asarray(onnx.numpy_helper.to_array(t)).reshape(-1)[0])
+        for n in graph.node:
+            if n.op_type == "Constant" and name in n.output:
+                value = next((a for a in n.attribute if a.name in ("value", "value_float")), None)
+                if value is None:
+                    return None
+                if value.name == "value_float":
+                    return float(value.f)
+                return float(np.asarray(onnx.numpy_helper.to_array(value.t)).reshape(-1)[0])
+    return None
+
+
 def _all_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
     for node in graph.node:
         yield node
@@ -645,4 +693,5 @@ def _batched(roles: Mapping[str, str], rank: Any) -> bool:
 
 
 __all__ = ["BOX_FORMATS", "LAYOUTS", "DetectionSpec", "as_detection_specs", "canonical_layout",
-           "detect_detection_outputs", "dump_detection_specs", "load_detection_specs", "read_detection_pair"]
+           "detect_detection_outputs", "dump_detection_specs", "load_detection_specs", "nms_threshold",
+           "read_detection_pair", "with_nms_thresholds"]

@@ -86,6 +86,10 @@ NONFINITE_RTOL = 1e-5  # finite values of two rows that saturate at the same pla
 PAIR_CHUNK = 1 << 20  # candidate pairs examined at once: bounds the matcher's memory
 POOL_LIMIT = 1 << 20  # unselected ONNX NMS candidates listed per image as tie evidence (the highest-scored)
 MAX_LISTED = 50  # rows listed per category in a DetectionComparison (counts are always complete)
+# rows the tie rules may excuse without the other side listing them (by where they sit): a tie is rare, one
+# swap and its cascade a handful of rows; past this share of all detections (at least MIN_BARE) none is
+MAX_BARE_SHARE = 0.02
+MIN_BARE = 4
 
 
 def _detections(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, rows: np.ndarray | None = None,
@@ -337,6 +341,11 @@ class DetectionComparison:
     vacuous: bool = False
     vacuous_reason: str = ""
     tie_margin: float = 0.0  # scores closer than this (the score error of clean matches) count as tied
+    corner_error: float = 0.0  # the largest corner difference of clean matches (IoU-at-threshold ties)
+    nms_iou: float | None = None  # the NMS threshold read from the graph (tie rules b and d need it without a pool)
+    bare_tied: int = 0  # tie-ambiguous rows the other side does not list (judged by where they sit)
+    bare_bound: int = 0  # at most this many may be (MAX_BARE_SHARE of the detections, at least MIN_BARE)
+    bare_refused: int = 0  # rows over the bound: not excused
     box_tolerance: float = DEFAULT_BOX_ATOL  # corners this close (share of the coordinate scale): the same box
     tied_rows: list[DetectionRow] = field(default_factory=list)
     mismatched_rows: list[DetectionRow] = field(default_factory=list)
@@ -349,6 +358,10 @@ class DetectionComparison:
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         ties = f", {self.tie_ambiguous} tie-ambiguous" if self.tie_ambiguous else ""
+        if self.bare_tied or self.bare_refused:
+            ties += f" ({self.bare_tied} of them unlisted by the other side, at most {self.bare_bound} may be)"
+        if self.bare_refused:
+            ties += f", {self.bare_refused} unlisted near-tie rows refused (over the bound)"
         vacuous = f" (vacuous: {self.vacuous_reason})" if self.vacuous else ""
         return (f"{self.candidate} vs {self.reference}: {verdict}{vacuous}, {self.matched} matched, "
                 f"{self.unmatched_reference} only in reference, {self.unmatched_candidate} only in candidate{ties}, "
@@ -376,15 +389,19 @@ def compare_detections(
     mask_rtol: float = 1e-3,
     reference_name: str = "reference",
     candidate_name: str = "candidate",
+    nms_iou: float | None = None,
 ) -> DetectionComparison:
     """Match detections image by image (module docstring) and judge them, ties and non-finite rows included.
 
     When both sides carry masks, a matched pair is clean only if its masks agree elementwise within
     ``mask_tol + mask_rtol * |reference mask|`` (and have the same shape); ``max_mask_diff`` reports the worst.
+    ``nms_iou``: the IoU threshold of the NMS that selected the rows (``DetectionSpec.nms_iou``, read from the
+    graph): without it, a row the other side does not list is never tie-ambiguous.
     """
     if len(reference) != len(candidate):
         raise ValueError(f"reference has {len(reference)} images, candidate {len(candidate)}")
-    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol, box_tolerance=box_atol)
+    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol, box_tolerance=box_atol,
+                                 nms_iou=nms_iou)
     problems: list[tuple[int, Detections, Detections, dict[str, Any]]] = []
     clean_total = 0
     nonfinite_reference = 0
@@ -409,10 +426,21 @@ def compare_detections(
     # near ties: the largest score difference among clean matches is the runtimes' own score error
     result.tie_margin = max((float(d["all_pair_diff"][:len(d["all_pair_diff"]) - len(d["pair_iou"])].max(initial=0.0))
                              for _i, _r, _c, d in problems), default=0.0)
-    for image, ref, cand, detail in problems:
+    result.corner_error = max((d["clean_corner_diff"] for _i, _r, _c, d in problems), default=0.0)
+    excuses = [excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou, detail["corner_atol"],
+                       nms_iou, result.corner_error) if clean_total else None for _i, ref, cand, detail in problems]
+    # the bound on rows excused by where they sit: over it, none of them is
+    result.bare_tied = sum(int(e.bare_ref.sum() + e.bare_cand.sum()) for e in excuses if e is not None)
+    result.bare_bound = max(MIN_BARE, int(MAX_BARE_SHARE * sum(len(r) + len(c) for _i, r, c, _d in problems)))
+    if result.bare_tied > result.bare_bound:
+        result.bare_refused = result.bare_tied
+        for e in excuses:
+            if e is not None:
+                e.ref &= ~e.bare_ref
+                e.cand &= ~e.bare_cand
+    for (image, ref, cand, detail), e in zip(problems, excuses, strict=True):
         m = result.images[image]
-        tied_r, tied_c = excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou,
-                                 detail["corner_atol"]) if clean_total else (
+        tied_r, tied_c = (e.ref, e.cand) if e is not None else (
             np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
         m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
         m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
@@ -510,6 +538,8 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
         "mask_diff": mask_diff,
         "nonfinite_matched": len(ni),
         "corner_atol": box_atol * scale,  # corners this close: the same box (tie evidence looks boxes up so)
+        "clean_ref": pi[clean], "clean_cand": pj[clean],  # the clean matches (rule d's detections both kept)
+        "clean_corner_diff": float(corners[clean].max(initial=0.0)),
     }
     matched = len(pi) + len(ni)
     m = ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, 0.0, 1.0, failed_pairs=int((~clean).sum()))
