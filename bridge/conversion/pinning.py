@@ -140,10 +140,12 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
             continue
         sizes: list[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]] = [
             (run.feeds, run.reference_outputs)]
-        if len(comp.sizes) > 1:
+        extra = list(run.extra_inputs)  # compared after the second size (bridge.validation.coverage)
+        if len(comp.sizes) > 1 + len(extra):
             second = feeds.at_second_size(run.feeds, graph_metas(model.graph.input, model))
             if second:
                 sizes.append((second, None))
+        sizes.extend(extra)
         progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
         try:
             explain_by_pinning(comp, model, taps, candidate_runner(

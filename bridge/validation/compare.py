@@ -101,12 +101,15 @@ class Comparison:
     # an upstream tie proof tried on a failure (bridge.validation.pinning.PinningResult.to_dict()): the verdict
     # is a pass only when it explained the failure; its "text" says what was pinned and why
     pinning: dict[str, Any] | None = None
+    # how much of each detection group the inputs exercised (bridge.validation.coverage.Coverage.to_dict())
+    coverage: list[dict[str, Any]] = field(default_factory=list)
 
-    def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]]) -> None:
-        """Take in the verdicts of the same candidate at another input size (``shapes``): an output passes only
-        when it passes at every size; its figures are the worst of them, and a failure there is said."""
+    def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]], label: str = "") -> None:
+        """Take in the verdicts of the same candidate at another input size (``shapes``), or on other inputs of
+        the same size (``label`` says which): an output passes only when it passes on every input set; its
+        figures are the worst of them, and a failure there is said."""
         self.sizes.append({k: list(v) for k, v in shapes.items()})
-        where = _shapes_text(shapes)
+        where = label or _shapes_text(shapes)
         mine = {o.name: o for o in self.outputs}
         for o in other.outputs:
             first = mine.get(o.name)
@@ -126,12 +129,14 @@ class Comparison:
                 first.note = "; ".join(n for n in (first.note, f"at {where}: FAIL ({figures}"
                                                    + (f"; {o.note})" if o.note else ")")) if n)
 
-    def fail_at_size(self, shapes: Mapping[str, Sequence[int]], error: str) -> None:
-        """The candidate raised at another input size where the reference ran: every output fails there."""
+    def fail_at_size(self, shapes: Mapping[str, Sequence[int]], error: str, label: str = "") -> None:
+        """The candidate raised at another input size (or on the other inputs ``label``) where the reference ran:
+        every output fails there."""
         self.sizes.append({k: list(v) for k, v in shapes.items()})
         for o in self.outputs:
             o.passed = False
-            o.note = "; ".join(n for n in (o.note, f"at {_shapes_text(shapes)} the candidate failed: {error}") if n)
+            o.note = "; ".join(n for n in (o.note, f"at {label or _shapes_text(shapes)} the candidate failed: {error}")
+                               if n)
 
     @property
     def passed(self) -> bool:
@@ -173,8 +178,11 @@ class Comparison:
         if self.vacuous:
             verdict += f" [vacuous: {'; '.join(self.vacuous_reasons)}]"
         ties = f", {self.tie_ambiguous} tie-ambiguous detections" if self.tie_ambiguous else ""
-        if len(self.sizes) > 1:
-            ties += f", at {len(self.sizes)} sizes ({' and '.join(_shapes_text(s) for s in self.sizes)})"
+        distinct = [s for k, s in enumerate(self.sizes) if s not in self.sizes[:k]]
+        if len(distinct) > 1:
+            ties += f", at {len(distinct)} sizes ({' and '.join(_shapes_text(s) for s in distinct)})"
+        if len(self.sizes) > len(distinct):  # more inputs of one size (bridge.validation.coverage)
+            ties += f", on {len(self.sizes)} input sets"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
         ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
         if self.pinning:
@@ -186,6 +194,7 @@ class Comparison:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
                 "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
                 "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "pinning": self.pinning,
+                "coverage": self.coverage,
                 "outputs": [asdict(o) for o in self.outputs]}
 
 

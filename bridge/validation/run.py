@@ -40,6 +40,7 @@ from bridge.validation.compare import (
     reference_within_tolerance,
 )
 from bridge.validation.constraints import constrained_consumers
+from bridge.validation.coverage import CoverageRuns
 from bridge.validation.detection.layouts import (
     DetectionSpec,
     as_detection_specs,
@@ -161,6 +162,9 @@ class ComparisonRun:
     # saved reference holds one): the verdict stands, but nothing was proved about those axes (--strict fails it)
     second_size_skipped: str | None = None
     reference_at_other_sizes: list[SizedRun] = field(default_factory=list)  # the reference's runs at sizes[1:]
+    # inputs added because the given ones exercised a detector too little, with the reference's outputs there
+    # (bridge.validation.coverage): every candidate is compared on them too, and the tie proof re-runs them
+    extra_inputs: list[tuple[dict[str, np.ndarray], dict[str, Any]]] = field(default_factory=list)
 
     def results(self, runtime: str, meta: Mapping[str, Any]) -> RunResults:
         """The reference's runs as RunResults (every size checked; ``--save-reference``), with ``meta`` and
@@ -306,6 +310,8 @@ def run_and_compare(
             _compare_small_outputs_wider(comparison, candidate, tolerance, refs.wider)
             if refs.second is not None:
                 refs.second.compare(comparison, candidate, tolerance, detections, shape_only, say)
+            if refs.coverage is not None:  # more inputs where the given ones were thin; thin checks said so
+                refs.coverage.compare(comparison, candidate, tolerance, detections, shape_only, say)
         run.comparisons.append(comparison)
     for comp in run.comparisons:
         comp.mark_vacuous(refs.insensitive_flags, INSENSITIVE_REASON)
@@ -375,6 +381,7 @@ class _ReferenceRuns:
     wider: WiderRuns = field(default_factory=dict)
     second: _SecondSize | None = None
     insensitive_flags: list[str] = field(default_factory=list)  # outputs whose verdicts are vacuous
+    coverage: CoverageRuns | None = None
 
     @classmethod
     def compute(cls, reference: Runtime, feeds: FeedSource, tolerance: Tolerance, metas: Sequence[TensorMeta] | None,
@@ -404,6 +411,8 @@ class _ReferenceRuns:
                 refs.second = _SecondSize.run(reference, feeds, refs.run, metas, say)
             if check_sensitivity:
                 refs._check_sensitivity(reference, feeds, specs)
+            refs.coverage = CoverageRuns.run(reference.infer, made, refs.run.reference_outputs, specs, say)
+            refs.run.extra_inputs = refs.coverage.extra_sizes()
             return refs
         finally:
             reference.deactivate()
