@@ -184,8 +184,10 @@ class CoverageRuns:
             return runs
         runs.coverage = [measure(s, outputs, "the validation inputs") for s in runs.specs]
         thin = [c for c in runs.coverage if c.thin]
-        for label, more in more_inputs(feeds) if thin and infer is not None else []:  # every kind: each exercises
-            say(f"thin feeds ({'; '.join(c.output for c in thin)}): running the reference on {label}")  # other cuts
+        if not thin or infer is None:
+            return runs
+        for label, more in more_inputs(feeds):  # every kind: each exercises other cuts
+            say(f"thin feeds ({'; '.join(c.output for c in thin)}): running the reference on {label}")
             try:
                 more_out = infer(more)
             except Exception as exc:  # extra evidence only: a reference refusing them leaves the measurement

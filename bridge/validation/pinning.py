@@ -9,7 +9,9 @@ achievable across runtimes, so this module proves the tie instead:
 
 1. ``selection_points``: the decision inputs of every selection op of the candidate graph (``SELECTION_OPS``;
    and the float data inputs of comparisons, ``COMPARISON_OPS``), each walked back to the nearest tensors the
-   source also returns (its *pins*);
+   source also returns (its *pins*) - by name, or as a *layout alias*: a tensor made by a node standing for a
+   source node (its provenance) whose values equal that node's output in another axis order (a softmax whose
+   Transpose a pass moved away), checked on the first feeds;
 2. the pins' values from the source and from the candidate (the unpinned model with the pins as extra
    outputs) on the same feeds must agree within the tolerance - the part of the model above the selections
    is proved by this, not assumed (a pin downstream of another is judged again with the selections above it
@@ -22,7 +24,7 @@ achievable across runtimes, so this module proves the tie instead:
 4. what it may excuse (``RowAccount``): only output rows (elements) that the decision pinning changed. The
    rows the unpinned comparison fails on must all be rows where the unpinned and the pinned run differ; each
    failing output's count of excused rows and of rows pinning changed is reported;
-5. the bound (``root_bound``): a *root* selection - none of the selections upstream of it changed - may change
+5. the bound (``_bound``): a *root* selection - none of the selections upstream of it changed or reordered - may change
    at most ``MAX_ROOT_CHANGE_SHARE`` of its choices (at least ``MIN_ROOT_CHANGES``), and with ``strict`` each choice it changed
    must sit on decision inputs that differ from the source's by at most ``STRICT_TIE_ULPS`` float32 ulps of
    the input's magnitude (a rounding tie, not merely a within-tolerance difference). Selections downstream of
@@ -455,6 +457,7 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
     if len(sizes) < len(comparison.sizes):  # a pass must cover every size the failure was measured at
         return PinningResult(False, f"the comparison covers {len(comparison.sizes)} input sizes, pinning could be "
                              f"run at {len(sizes)} only")
+    source = _with_layout_aliases(model, source, run_candidate, sizes[0][0], tolerance, say)
     points = selection_points(model, source.names())
     pins = list(dict.fromkeys(p for point in points for p in point.pins))
     if not pins:
@@ -548,6 +551,101 @@ def _explain(comparison: Comparison, model: onnx.ModelProto, source: PinSource, 
     return result
 
 
+MAX_ALIASES = 64  # candidate tensors tried as layout aliases of a source tensor (module docstring, step 1)
+
+
+class _AliasedSource:
+    """A PinSource that also returns candidate tensors which are a transpose of a source tensor (``aliases``:
+    candidate name -> (source name, axes)), e.g. a softmax whose Transpose a pass moved into its consumer."""
+
+    def __init__(self, base: PinSource, aliases: Mapping[str, tuple[str, tuple[int, ...]]]) -> None:
+        self.base, self.aliases = base, dict(aliases)
+
+    def names(self) -> set[str]:
+        return self.base.names() | set(self.aliases)
+
+    def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+        wanted = list(dict.fromkeys(self.aliases[n][0] if n in self.aliases else n for n in names))
+        out = []
+        for got in self.base.values(feeds, wanted):
+            values = dict(got)
+            for n in names:
+                if n in self.aliases and self.aliases[n][0] in got:
+                    src, axes = self.aliases[n]
+                    values[n] = np.transpose(np.asarray(got[src]), axes)
+            out.append(values)
+        return out
+
+
+def _source_names_of(node: onnx.NodeProto, names: set[str]) -> list[str]:
+    """The source tensors ``node`` may compute in another layout: those of the source node its provenance names."""
+    from bridge import provenance
+
+    prov = provenance.read(node)
+    if prov is None or not prov.node:
+        return []
+    return [n for n in (prov.node, f"{prov.node}_output", f"{prov.node}_output0") if n in names]
+
+
+def _with_layout_aliases(model: onnx.ModelProto, source: PinSource, run_candidate: RunCandidate,
+                         feeds: Mapping[str, np.ndarray], tolerance: Tolerance,
+                         say: Callable[[str], None]) -> PinSource:
+    """``source`` widened by layout aliases (step 1): a tensor upstream of a selection that the source does not
+    return under its name, made by a node standing for a source node (its provenance) whose output it equals
+    in another axis order - within the tolerance, checked on the first feeds. Without it a pass that moved a
+    Transpose (a softmax over the channel axis, then NMS) leaves the selection's scores unpinnable and its
+    rounding ties unproved."""
+    names = source.names()
+    points = selection_points(model, names)
+    index = GraphIndex(model)
+    region: set[str] = set()
+    for point in points:
+        for tensor in point.inputs:
+            region |= _upstream(index, tensor) | {tensor}
+    wanted: dict[str, list[str]] = {}
+    for tensor in sorted(region - names - index.initializers - set(index.inputs), key=lambda t: -index.position.get(t, -1)):
+        k = index.producer.get(tensor)
+        found = _source_names_of(model.graph.node[k], names) if k is not None else []
+        if found:
+            wanted[tensor] = found
+        if len(wanted) >= MAX_ALIASES:
+            break
+    if not wanted:
+        return source
+    say(f"pinning: comparing {len(wanted)} tensor(s) with the source's in other layouts")
+    try:
+        (src,) = source.values([feeds], list(dict.fromkeys(n for found in wanted.values() for n in found)))
+        cand = run_candidate(with_outputs(model, list(wanted)), feeds)
+    except Exception as exc:  # extra evidence only: without aliases the proof goes on with the names it has
+        log.info("pinning: layout aliases not measured: %s", exc)
+        return source
+    aliases: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for tensor, found in wanted.items():
+        if tensor not in cand:
+            continue
+        for name in found:
+            axes = _matching_axes(np.asarray(src[name]), np.asarray(cand[tensor]), tolerance) if name in src else None
+            if axes is not None:
+                aliases[tensor] = (name, axes)
+                break
+    return _AliasedSource(source, aliases) if aliases else source
+
+
+def _matching_axes(src: np.ndarray, cand: np.ndarray, tolerance: Tolerance) -> tuple[int, ...] | None:
+    """The axis order that makes ``src`` ``cand`` within the tolerance (the identity first), or None."""
+    from itertools import permutations
+
+    if src.ndim != cand.ndim or src.ndim > 6 or sorted(src.shape) != sorted(cand.shape):
+        return None
+    for axes in permutations(range(src.ndim)):
+        if tuple(src.shape[a] for a in axes) != cand.shape:
+            continue
+        with np.errstate(all="ignore"):
+            if np.allclose(np.transpose(src, axes), cand, atol=tolerance.atol, rtol=tolerance.rtol, equal_nan=True):
+                return tuple(axes)
+    return None
+
+
 def _judge_all_pins(result: PinningResult, sites: _Sites, src: Mapping[str, np.ndarray],
                     cand: Mapping[str, np.ndarray], pins: Sequence[str], feeds: Mapping[str, np.ndarray],
                     tolerance: Tolerance, run_candidate: RunCandidate) -> list[str]:
@@ -586,14 +684,15 @@ def _judge_all_pins(result: PinningResult, sites: _Sites, src: Mapping[str, np.n
 def _bound(sites: _Sites, changes: list[dict[str, Any]], decided: Sequence[DecisionSite],
            cand: Mapping[str, np.ndarray], after: Mapping[str, np.ndarray], strict: bool) -> str:
     """Step 5: mark root selections and check their changes against the bound; the reason it is broken, or ""."""
-    changed = {k for k, c in enumerate(changes) if c.get("compared") and _changed(c)}
+    # a reorder counts as a change for what lies downstream (NMS visits a TopK's output in its order)
+    changed = {k for k, c in enumerate(changes) if c.get("compared") and (_changed(c) or c.get("reordered"))}
     broken = []
     for k, (point, entry) in enumerate(zip(sites.points, changes, strict=True)):
         if not entry.get("compared"):
             continue
         root = not (set(sites.upstream_of(k)) & changed)
         entry["root"] = root
-        if not root or k not in changed:
+        if not root or not _changed(entry):
             continue
         entry["allowed"] = allowed = _allowed(int(entry.get("choices") or entry.get("selected") or 0))
         if _changed(entry) > allowed:
