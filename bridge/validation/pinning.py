@@ -263,7 +263,12 @@ def _decisive_mask(point: SelectionPoint, node: onnx.NodeProto, k: int, x: np.nd
             sel_a, sel_b = np.zeros(x.shape, bool), np.zeros(x.shape, bool)
             np.put_along_axis(sel_a, idx_a, True, axis)
             np.put_along_axis(sel_b, idx_b, True, axis)
-            return sel_a ^ sel_b
+            # and, for a TopK whose order is read downstream, the picks at positions whose index differs (each
+            # index appears once per slice on each side, so every element gets its own side's flag)
+            moved_a, moved_b = np.zeros(x.shape, bool), np.zeros(x.shape, bool)
+            np.put_along_axis(moved_a, idx_a, idx_a != idx_b, axis)
+            np.put_along_axis(moved_b, idx_b, idx_a != idx_b, axis)
+            return (sel_a ^ sel_b) | moved_a | moved_b
         if point.op in COMPARISON_OPS:
             flipped = before != after
             full = np.broadcast_to(np.zeros(x.shape, bool), out_shape) if x.shape != out_shape else None
@@ -346,7 +351,7 @@ class PinningResult:
                         + (f", {s['reordered']} positions reordered" if s.get("reordered") is not None else "")
                         + (f" (root: at most {s['allowed']} allowed" + (
                             f", {s['ulps']:.3g} ulps at the choices it changed" if s.get("ulps") is not None else "")
-                           + ")" if s.get("root") and _changed(s) else "")
+                           + ")" if s.get("root") and (_changed(s) or s.get("reordered")) else "")
                         for s in changed) + (f"{'; ' if changed else ''}{len(same)} more comparison(s) unchanged"
                                              if same else "")
         rows = "; ".join(f"{a.output}: {a.excused} {a.unit} excused, each among the {a.changed} {a.unit} the "
@@ -692,10 +697,10 @@ def _bound(sites: _Sites, changes: list[dict[str, Any]], decided: Sequence[Decis
             continue
         root = not (set(sites.upstream_of(k)) & changed)
         entry["root"] = root
-        if not root or not _changed(entry):
+        if not root or k not in changed:
             continue
         entry["allowed"] = allowed = _allowed(int(entry.get("choices") or entry.get("selected") or 0))
-        if _changed(entry) > allowed:
+        if _changed(entry) > allowed:  # set changes are bounded; a reorder is measured in ulps below
             broken.append(f"{point.op} {point.node} changed {_changed(entry)} of {entry.get('choices')} choices, more "
                           f"than the {allowed} ({MAX_ROOT_CHANGE_SHARE:.0%}) a near-tie may change at a selection whose "
                           "own inputs the candidate computes within the tolerance")
