@@ -608,9 +608,11 @@ def _with_layout_aliases(model: onnx.ModelProto, source: PinSource, run_candidat
         for tensor in point.inputs:
             region |= _upstream(index, tensor) | {tensor}
     wanted: dict[str, list[str]] = {}
+    present = set(index.order) | index.initializers | set(index.inputs)
     for tensor in sorted(region - names - index.initializers - set(index.inputs), key=lambda t: -index.position.get(t, -1)):
         k = index.producer.get(tensor)
-        found = _source_names_of(model.graph.node[k], names) if k is not None else []
+        # only a source tensor the candidate lost (its name is gone): one it still has is pinned by name
+        found = [n for n in _source_names_of(model.graph.node[k], names) if n not in present] if k is not None else []
         if found:
             wanted[tensor] = found
         if len(wanted) >= MAX_ALIASES:
