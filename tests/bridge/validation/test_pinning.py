@@ -412,3 +412,65 @@ def test_a_root_selection_changing_more_than_its_share_is_not_a_tie() -> None:
     topk = next(s for s in result.selections if s["op"] == "TopK")
     assert topk["root"] and topk["changed"] > MAX_ROOT_CHANGE_SHARE * k
     assert "more than the 5 (5%)" in result.reason
+
+
+def _softmax_sources() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """A source computing class probabilities [1, 3, 8] as a channel softmax of transposed logits (node "probs"),
+    and a conversion that computes them over the last axis of the logits instead (the Transpose moved away by a
+    pass), as [1, 8, 3] under another name - its nodes standing for the source's "probs" (provenance) - with a
+    few ulps of nudge, as another runtime's softmax has: the best-class scores of anchors 2 and 3 swap at the
+    top-3 cut."""
+    from onnx import TensorProto, helper
+    from support import make_model
+
+    from bridge import provenance
+
+    k = [numpy_helper_array(np.array([3], np.int64), "k"), numpy_helper_array(np.array([0], np.int64), "axis0")]
+    source = make_model(
+        [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1], name="xt"),
+         helper.make_node("Softmax", ["xt"], ["probs"], axis=1, name="probs"),
+         helper.make_node("ReduceMax", ["probs"], ["best"], axes=[1], keepdims=0, name="best"),
+         helper.make_node("TopK", ["best", "k"], ["top_scores", "top_idx"], axis=-1, name="topk"),
+         helper.make_node("Squeeze", ["top_idx", "axis0"], ["idx"], name="squeeze"),
+         helper.make_node("Gather", ["boxes", "idx"], ["det_boxes"], axis=0, name="gather")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 3]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [8, 4])],
+        [helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [3, 4])], initializers=k)
+    delta = np.zeros((1, 8, 3), np.float32)
+    delta[0, 3, 0] = 2.4e-7  # 4 ulps at the scores' magnitude: anchor 3 passes anchor 2 (tied to 2 ulps)
+    candidate = make_model(
+        [helper.make_node("Softmax", ["x"], ["probs/softmax"], axis=2, name="probs/softmax"),
+         helper.make_node("Add", ["probs/softmax", "delta"], ["probs/last_axis"], name="probs/nudge"),
+         helper.make_node("ReduceMax", ["probs/last_axis"], ["best/last_axis"], axes=[2], keepdims=0, name="best"),
+         helper.make_node("TopK", ["best/last_axis", "k"], ["top_scores", "top_idx"], axis=-1, name="topk"),
+         helper.make_node("Squeeze", ["top_idx", "axis0"], ["idx"], name="squeeze"),
+         helper.make_node("Gather", ["boxes", "idx"], ["det_boxes"], axis=0, name="gather")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 3]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [8, 4])],
+        [helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [3, 4])],
+        initializers=[*k, numpy_helper_array(delta, "delta")])
+    for node in candidate.graph.node[:2]:
+        provenance.write(node, provenance.Provenance("onnx", "probs", "Softmax", "pass SoftmaxLastAxisPass"))
+    return source, candidate
+
+
+def numpy_helper_array(value: np.ndarray, name: str) -> onnx.TensorProto:
+    return onnx.numpy_helper.from_array(value, name)
+
+
+def test_a_source_tensor_in_another_layout_is_pinned_as_its_transpose() -> None:
+    """issue 38.14's mechanism: the softmax feeding the cut exists in the conversion only transposed and renamed;
+    pinned as the source's "probs" transposed (a layout alias, checked by value), the swap is proved a tie.
+    Without its provenance nothing upstream of the cut is the source's, and the failure stands."""
+    source, candidate = _softmax_sources()
+    logits = np.zeros((1, 8, 3), np.float32)
+    logits[0, :, 0] = [4.0, 3.0, 1.0, 1.0, 0.0, -1.0, -2.0, -3.0]
+    logits[0, 3, 1] = 1e-7  # anchor 3's best class a hair less likely than anchor 2's (2 ulps)
+    inputs = {"x": logits, "boxes": BOXES.copy()}
+    before, comparison, result = _judge_with(source, candidate, inputs)
+    assert not before and result.explained and comparison.passed, result.reason
+    assert list(result.pins) == ["probs/last_axis"] and result.pins["probs/last_axis"]["max_abs"] < 1e-6
+    for node in candidate.graph.node:
+        del node.metadata_props[:]
+    before, comparison, result = _judge_with(source, candidate, inputs)
+    assert not before and not result.explained and "no tensor upstream" in result.reason

@@ -111,3 +111,47 @@ def test_pinning_runs_for_every_lowered_detection_format(detection_format: str, 
     assert comp.pinning is not None and not comp.pinning["explained"]
     assert "could not run" not in comp.pinning["text"] and "still differ" in comp.pinning["text"]
     assert len(comp.sizes) == 2  # judged at both sizes, the second from the source's own outputs
+
+
+def _near_uniform_ssd(tmp: Path) -> Path:
+    """bench.ssd_models' mobilenet_like_256 (24,512 anchors, force_suppress, nms_topk 400) with every weight
+    uniform in +-0.07 (seed 1): near-uniform class probabilities, the 400th and 401st best scores exactly tied."""
+    from bench.ssd_models import MODELS, mxnet_import, ssd_symbol
+
+    mx = mxnet_import(1)
+    spec = MODELS["mobilenet_like_256"]
+    sym = ssd_symbol(mx, spec)
+    arg_shapes, _, aux_shapes = sym.infer_shape(data=(1, 3, spec.size, spec.size))
+    rng = np.random.default_rng(1)
+    params = {}
+    for name, shape in zip(sym.list_arguments(), arg_shapes, strict=True):
+        if name == "data":
+            continue
+        value = (np.ones(shape) if name.endswith("gamma") else np.zeros(shape) if name.endswith("beta")
+                 else rng.uniform(-0.07, 0.07, shape))
+        params[f"arg:{name}"] = mx.nd.array(value.astype(np.float32))
+    for name, shape in zip(sym.list_auxiliary_states(), aux_shapes, strict=True):
+        params[f"aux:{name}"] = mx.nd.array(np.ones(shape, np.float32) if name.endswith("var")
+                                            else np.zeros(shape, np.float32))
+    sym.save(str(tmp / "near_uniform-symbol.json"))
+    mx.nd.save(str(tmp / "near_uniform-0000.params"), params)
+    return tmp / "near_uniform-symbol.json"
+
+
+@pytest.mark.slow
+def test_a_near_tie_cascade_behind_a_moved_softmax_is_proved(tmp_path: Path) -> None:
+    """Issue 38.14: onnxruntime's softmax differs from MXNet's by up to 3 ulps; with near-uniform scores that
+    reorders the nms_topk cut and the force-suppress NMS keeps other boxes (measured: a numpy MultiBoxDetection
+    reproduces each runtime's rows exactly from its own softmax). The softmax exists in the conversion only as
+    ``cls_prob/softmax_2`` ([B, N, C+1], its Transpose moved by a pass): pinned as MXNet's ``cls_prob_output``
+    transposed (a layout alias), the failure is proved a near-tie cascade - every excused row one the pinning
+    changed, the root TopK's changed choices within 4 ulps. Before, nothing upstream of the cut could be
+    pinned but the logits, and the verdict was FAIL."""
+    result = api.convert(_near_uniform_ssd(tmp_path), tmp_path / "out.onnx", inputs=["data:1,3,256,256"])
+    (comp,) = result.validation
+    assert comp.passed and result.written and comp.pinning is not None and comp.pinning["explained"]
+    assert "cls_prob/softmax_2" in comp.pinning["pins"]
+    topk = next(s for s in comp.pinning["selections"] if s["op"] == "TopK")
+    assert topk["root"] and topk["ulps"] <= 4
+    rows = comp.pinning["rows"]["detection_output"]
+    assert rows["excused"] > 0 and rows["outside"] == 0
