@@ -22,8 +22,9 @@ achievable across runtimes, so this module proves the tie instead:
    numbers at the source's choices, compared with the reference by the ordinary comparison (box tolerance,
    tie rules unchanged);
 4. what it may excuse (``RowAccount``): only output rows (elements) that the decision pinning changed. The
-   rows the unpinned comparison fails on must all be rows where the unpinned and the pinned run differ; each
-   failing output's count of excused rows and of rows pinning changed is reported;
+   rows the unpinned comparison fails on must all be rows where the unpinned and the pinned run differ (for
+   detections: or rows a changed row of their class overlaps, IoU >= 0.5, which greedy matching can pair
+   with them instead); each failing output's count of excused rows and of rows pinning changed is reported;
 5. the bound (``_bound``): a *root* selection - none of the selections upstream of it changed or reordered - may change
    at most ``MAX_ROOT_CHANGE_SHARE`` of its choices (at least ``MIN_ROOT_CHANGES``), and with ``strict`` each choice it changed
    must sit on decision inputs that differ from the source's by at most ``STRICT_TIE_ULPS`` float32 ulps of
@@ -50,7 +51,7 @@ import onnx
 from bridge.config import Tolerance
 from bridge.validation.compare import Comparison, OutputComparison, compare_outputs, detection_tolerance
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
-from bridge.validation.detection.matching import problem_rows
+from bridge.validation.detection.matching import DEFAULT_MATCH_IOU, iou_matrix, problem_rows
 from bridge.validation.graph import GraphIndex, with_outputs
 from bridge.validation.pinned_graph import (
     SOURCE_SUFFIX,
@@ -102,6 +103,7 @@ FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.T
 MAX_ROOT_CHANGE_SHARE = 0.05
 MIN_ROOT_CHANGES = 2  # one swap: a choice made and one given up (a peak moved to its tied neighbour flips two)
 STRICT_TIE_ULPS = 4  # the tie rules' DEFAULT_TIE_ULPS: a rounding tie, measured at the input's magnitude
+NEIGHBOUR_IOU = DEFAULT_MATCH_IOU  # a changed row this close can take an unchanged row's match
 
 RunCandidate = Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -758,17 +760,33 @@ def _account_rows(result: PinningResult, comparison: Comparison, reference: Mapp
 def _account_detections(account: RowAccount, spec: DetectionSpec, reference: Mapping[str, np.ndarray],
                         unpinned: Mapping[str, np.ndarray], pinned: Mapping[str, np.ndarray],
                         tolerance: Tolerance) -> None:
+    """A candidate row the unpinned comparison fails on is accounted for when the decision pinning changed it, or
+    changed a row of its class overlapping it (IoU >= 0.5): greedy matching pairs a row with its neighbours, so
+    a changed neighbour can leave an unchanged row unmatched. A reference row the candidate lacks stands for a
+    row the pinned run has and the unpinned lacks: counted against those, not named."""
     atol, rtol = detection_tolerance(spec, tolerance)
     ref, cand = read_detection_pair(spec, reference, unpinned)
     excused = problem_rows(ref, cand, score_tol=atol, score_rtol=rtol)
     decided = spec.read(pinned, "candidate")
     changed = problem_rows(decided, cand, iou=1.0, box_atol=0.0, score_tol=0.0, mask_tol=(0.0, 0.0))
-    for (ref_rows, cand_rows), (decided_rows, changed_rows) in zip(excused, changed, strict=True):
+    for image, ((ref_rows, cand_rows), (decided_rows, changed_rows)) in enumerate(zip(excused, changed, strict=True)):
         account.excused += len(ref_rows) + len(cand_rows)
         account.changed += len(decided_rows) + len(changed_rows)
-        # the candidate's own rows are named alike in both runs; a reference row the candidate lacks stands
-        # for a row the pinned run has and the unpinned lacks: counted, not named
-        account.outside += len(cand_rows - changed_rows) + max(0, len(ref_rows) - len(decided_rows))
+        left = sorted(cand_rows - changed_rows)
+        if left:
+            u, d = cand[image], decided[image]
+            at_u = {int(r): k for k, r in enumerate(u.row_ids())}
+            at_d = {int(r): k for k, r in enumerate(d.row_ids())}
+            moved = [(u.boxes[at_u[r]], u.classes[at_u[r]]) for r in changed_rows if r in at_u]
+            moved += [(d.boxes[at_d[r]], d.classes[at_d[r]]) for r in decided_rows if r in at_d]
+            boxes = np.asarray([b for b, _ in moved], np.float64).reshape(-1, 4)
+            classes = np.asarray([c for _, c in moved], np.int64)
+            for r in left:
+                k = at_u[r]
+                near = classes == u.classes[k]
+                if not near.any() or not (iou_matrix(u.boxes[k][None], boxes[near])[0] >= NEIGHBOUR_IOU).any():
+                    account.outside += 1
+        account.outside += max(0, len(ref_rows) - len(decided_rows))
 
 
 def _account_elements(account: RowAccount, name: str, reference: Mapping[str, np.ndarray],
