@@ -23,8 +23,9 @@ achievable across runtimes, so this module proves the tie instead:
    tie rules unchanged);
 4. what it may excuse (``RowAccount``): only output rows (elements) that the decision pinning changed. The
    rows the unpinned comparison fails on must all be rows where the unpinned and the pinned run differ (for
-   detections: or rows a changed row of their class overlaps, IoU >= 0.5, which greedy matching can pair
-   with them instead); each failing output's count of excused rows and of rows pinning changed is reported;
+   detections: or rows a changed row reaches through a chain of overlapping rows of their class - greedy
+   matching pairs only overlapping boxes, so a changed row can push its neighbours onto other partners); each
+   failing output's count of excused rows and of rows pinning changed is reported;
 5. the bound (``_bound``): a *root* selection - none of the selections upstream of it changed or reordered - may change
    at most ``MAX_ROOT_CHANGE_SHARE`` of its choices (at least ``MIN_ROOT_CHANGES``), and with ``strict`` each choice it changed
    must sit on decision inputs that differ from the source's by at most ``STRICT_TIE_ULPS`` float32 ulps of
@@ -51,7 +52,7 @@ import onnx
 from bridge.config import Tolerance
 from bridge.validation.compare import Comparison, OutputComparison, compare_outputs, detection_tolerance
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
-from bridge.validation.detection.matching import DEFAULT_MATCH_IOU, iou_matrix, problem_rows
+from bridge.validation.detection.matching import Detections, problem_rows
 from bridge.validation.graph import GraphIndex, with_outputs
 from bridge.validation.pinned_graph import (
     SOURCE_SUFFIX,
@@ -103,7 +104,7 @@ FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.T
 MAX_ROOT_CHANGE_SHARE = 0.05
 MIN_ROOT_CHANGES = 2  # one swap: a choice made and one given up (a peak moved to its tied neighbour flips two)
 STRICT_TIE_ULPS = 4  # the tie rules' DEFAULT_TIE_ULPS: a rounding tie, measured at the input's magnitude
-NEIGHBOUR_IOU = DEFAULT_MATCH_IOU  # a changed row this close can take an unchanged row's match
+MAX_CHAIN_ROWS = 50_000  # rows of one class searched for overlap chains (past it: counts against changed rows)
 
 RunCandidate = Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -761,9 +762,10 @@ def _account_detections(account: RowAccount, spec: DetectionSpec, reference: Map
                         unpinned: Mapping[str, np.ndarray], pinned: Mapping[str, np.ndarray],
                         tolerance: Tolerance) -> None:
     """A candidate row the unpinned comparison fails on is accounted for when the decision pinning changed it, or
-    changed a row of its class overlapping it (IoU >= 0.5): greedy matching pairs a row with its neighbours, so
-    a changed neighbour can leave an unchanged row unmatched. A reference row the candidate lacks stands for a
-    row the pinned run has and the unpinned lacks: counted against those, not named."""
+    when it overlaps, through a chain of overlapping rows of its class (either run's), a row pinning changed:
+    greedy matching only ever pairs overlapping boxes, so a changed row can push its unchanged neighbours, and
+    theirs, onto other partners. A reference row the candidate lacks stands for a row the pinned run has and the
+    unpinned lacks: counted against those, not named."""
     atol, rtol = detection_tolerance(spec, tolerance)
     ref, cand = read_detection_pair(spec, reference, unpinned)
     excused = problem_rows(ref, cand, score_tol=atol, score_rtol=rtol)
@@ -772,21 +774,49 @@ def _account_detections(account: RowAccount, spec: DetectionSpec, reference: Map
     for image, ((ref_rows, cand_rows), (decided_rows, changed_rows)) in enumerate(zip(excused, changed, strict=True)):
         account.excused += len(ref_rows) + len(cand_rows)
         account.changed += len(decided_rows) + len(changed_rows)
-        left = sorted(cand_rows - changed_rows)
+        left = cand_rows - changed_rows
         if left:
-            u, d = cand[image], decided[image]
-            at_u = {int(r): k for k, r in enumerate(u.row_ids())}
-            at_d = {int(r): k for k, r in enumerate(d.row_ids())}
-            moved = [(u.boxes[at_u[r]], u.classes[at_u[r]]) for r in changed_rows if r in at_u]
-            moved += [(d.boxes[at_d[r]], d.classes[at_d[r]]) for r in decided_rows if r in at_d]
-            boxes = np.asarray([b for b, _ in moved], np.float64).reshape(-1, 4)
-            classes = np.asarray([c for _, c in moved], np.int64)
-            for r in left:
-                k = at_u[r]
-                near = classes == u.classes[k]
-                if not near.any() or not (iou_matrix(u.boxes[k][None], boxes[near])[0] >= NEIGHBOUR_IOU).any():
-                    account.outside += 1
+            account.outside += _unreached(cand[image], decided[image], left, changed_rows, decided_rows)
         account.outside += max(0, len(ref_rows) - len(decided_rows))
+
+
+def _unreached(unpinned: Detections, decided: Detections, left: set[int], changed: set[int],
+               decided_changed: set[int]) -> int:
+    """How many rows ``left`` of ``unpinned`` no changed row reaches through overlapping rows of their class
+    (rows of both runs; more than ``MAX_CHAIN_ROWS`` in a class: counted against the changed rows instead)."""
+    ids_u, ids_d = [int(r) for r in unpinned.row_ids()], [int(r) for r in decided.row_ids()]
+    boxes = np.concatenate([unpinned.boxes, decided.boxes])
+    classes = np.concatenate([unpinned.classes, decided.classes])
+    seeds = np.asarray([r in changed for r in ids_u] + [r in decided_changed for r in ids_d], bool)
+    wanted = np.asarray([r in left for r in ids_u] + [False] * len(ids_d), bool)
+    missing = 0
+    for cls in np.unique(classes[wanted]):
+        members = np.flatnonzero(classes == cls)
+        need = wanted[members]
+        if len(members) > MAX_CHAIN_ROWS:
+            missing += max(0, int(need.sum()) - int(seeds[members].sum()))
+            continue
+        missing += int((need & ~_overlap_reach(boxes[members], seeds[members])).sum())
+    return missing
+
+
+def _overlap_reach(boxes: np.ndarray, seeds: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Per box: a seed reaches it through a chain of boxes overlapping with positive area (breadth first, the
+    frontier compared with every box ``chunk`` rows at a time: memory O(chunk x boxes))."""
+    reached = seeds.copy()
+    frontier = np.flatnonzero(seeds)
+    with np.errstate(invalid="ignore"):
+        while len(frontier):
+            hit = np.zeros(len(boxes), bool)
+            for start in range(0, len(frontier), chunk):
+                b = boxes[frontier[start:start + chunk]]
+                iw = np.minimum(b[:, None, 2], boxes[None, :, 2]) - np.maximum(b[:, None, 0], boxes[None, :, 0])
+                ih = np.minimum(b[:, None, 3], boxes[None, :, 3]) - np.maximum(b[:, None, 1], boxes[None, :, 1])
+                hit |= ((iw > 0) & (ih > 0)).any(axis=0)
+            new = hit & ~reached
+            reached |= new
+            frontier = np.flatnonzero(new)
+    return reached
 
 
 def _account_elements(account: RowAccount, name: str, reference: Mapping[str, np.ndarray],
