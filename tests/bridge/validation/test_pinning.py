@@ -100,6 +100,11 @@ def test_the_nudge_swaps_the_cut_and_pinning_explains_it() -> None:
     assert comparison.pinning is not None and comparison.pinning["explained"]
     assert "pinned" in comparison.summary() and comparison.summary().split(": ")[1].startswith("PASS")
     assert comparison.to_dict()["pinning"]["pins"]["scores"]["passed"]
+    # what it excused: the swapped box's 4 coordinates (and its score), each among what the pinning changed
+    rows = result.rows
+    assert rows["det_boxes"].to_dict() == {"output": "det_boxes", "excused": 4, "changed": 4, "outside": 0,
+                                           "unit": "elements"}
+    assert "det_boxes: 4 elements excused, each among the 4 elements" in boxes.note
 
 
 def test_wrong_after_the_cut_still_fails() -> None:
@@ -474,3 +479,21 @@ def test_a_source_tensor_in_another_layout_is_pinned_as_its_transpose() -> None:
         del node.metadata_props[:]
     before, comparison, result = _judge_with(source, candidate, inputs)
     assert not before and not result.explained and "no tensor upstream" in result.reason
+
+
+def test_a_failing_row_is_accounted_for_only_through_overlapping_changed_rows() -> None:
+    """Greedy matching can push an unchanged row off its partner when a changed row of its class overlaps it (or
+    overlaps one that overlaps it): such a row is accounted for; an unchanged failing row that no changed row
+    reaches is not - pinning excuses only what it changed."""
+    from bridge.validation.detection.matching import Detections
+    from bridge.validation.pinning import _unreached
+
+    boxes = np.array([[0, 0, 10, 10], [8, 0, 18, 10], [16, 0, 26, 10], [100, 100, 110, 110]], np.float64)
+    unpinned = Detections(boxes, np.array([0.9, 0.8, 0.7, 0.6]), np.zeros(4))
+    decided = Detections(boxes[[1, 2, 3]] + [[0, 0, 0, 0]] * 3, np.array([0.8, 0.7, 0.6]), np.zeros(3),
+                         rows=np.array([1, 2, 3]))
+    # row 0 changed by pinning; rows 1 and 2 (a chain from it) and row 3 (far away) unchanged but failing
+    assert _unreached(unpinned, decided, {1, 2}, {0}, set()) == 0
+    assert _unreached(unpinned, decided, {1, 2, 3}, {0}, set()) == 1
+    other_class = Detections(boxes, np.array([0.9, 0.8, 0.7, 0.6]), np.array([1, 0, 0, 0]))
+    assert _unreached(other_class, decided, {1, 2}, {0}, set()) == 2  # a changed row of another class: no chain
