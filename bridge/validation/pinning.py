@@ -319,10 +319,11 @@ class RowAccount:
     changed: int = 0
     outside: int = 0
     unit: str = "rows"
+    tied: int = 0  # of the excused: rows the pinned comparison's own tie rules excuse (with their evidence)
 
     def to_dict(self) -> dict[str, Any]:
         return {"output": self.output, "excused": self.excused, "changed": self.changed, "outside": self.outside,
-                "unit": self.unit}
+                "unit": self.unit, "tied": self.tied}
 
 
 @dataclass
@@ -358,7 +359,8 @@ class PinningResult:
                         for s in changed) + (f"{'; ' if changed else ''}{len(same)} more comparison(s) unchanged"
                                              if same else "")
         rows = "; ".join(f"{a.output}: {a.excused} {a.unit} excused, each among the {a.changed} {a.unit} the "
-                         "selections decided alike changed" for a in self.rows.values())
+                         "selections decided alike changed" + (f" or tie-ambiguous there too ({a.tied})" if a.tied
+                                                                else "") for a in self.rows.values())
         return (f"passed with the source's values pinned at {len(self.pins)} selection input(s): {pins}; each agrees "
                 f"with the source within the tolerance{' (--strict: changed choices within ' + str(STRICT_TIE_ULPS) + ' ulps)' if self.strict else ''}; "
                 "the pins feed the selections only (the outputs are the candidate's own values at the choices the "
@@ -769,15 +771,28 @@ def _account_detections(account: RowAccount, spec: DetectionSpec, reference: Map
     atol, rtol = detection_tolerance(spec, tolerance)
     ref, cand = read_detection_pair(spec, reference, unpinned)
     excused = problem_rows(ref, cand, score_tol=atol, score_rtol=rtol)
-    decided = spec.read(pinned, "candidate")
+    ref_again, decided = read_detection_pair(spec, reference, pinned)
     changed = problem_rows(decided, cand, iou=1.0, box_atol=0.0, score_tol=0.0, mask_tol=(0.0, 0.0))
-    for image, ((ref_rows, cand_rows), (decided_rows, changed_rows)) in enumerate(zip(excused, changed, strict=True)):
+    # rows the pinned comparison itself has as problem rows (it passed, so its tie rules excused them, with
+    # their own evidence): the same rows in the unpinned run are the tie rules' excuse, not pinning's
+    tied = problem_rows(ref_again, decided, score_tol=atol, score_rtol=rtol)
+    for image, ((ref_rows, cand_rows), (decided_rows, changed_rows), (ref_tied, decided_tied)) in enumerate(
+            zip(excused, changed, tied, strict=True)):
         account.excused += len(ref_rows) + len(cand_rows)
         account.changed += len(decided_rows) + len(changed_rows)
-        left = cand_rows - changed_rows
+        u, d = cand[image], decided[image]
+        same_as_tied = {_row_key(d, k) for k, r in enumerate(d.row_ids().tolist()) if r in decided_tied}
+        left = {r for k, r in enumerate(u.row_ids().tolist())
+                if r in cand_rows and r not in changed_rows and _row_key(u, k) not in same_as_tied}
+        account.tied += len(cand_rows - changed_rows) - len(left) + min(len(ref_rows), len(ref_tied))
         if left:
-            account.outside += _unreached(cand[image], decided[image], left, changed_rows, decided_rows)
-        account.outside += max(0, len(ref_rows) - len(decided_rows))
+            account.outside += _unreached(u, d, left, changed_rows, decided_rows)
+        account.outside += max(0, len(ref_rows) - len(decided_rows) - len(ref_tied))
+
+
+def _row_key(d: Detections, k: int) -> tuple[float, ...]:
+    """A detection as its class, score and box (an unchanged row is bit-identical in both runs)."""
+    return (float(d.classes[k]), float(d.scores[k]), *(float(v) for v in d.boxes[k]))
 
 
 def _unreached(unpinned: Detections, decided: Detections, left: set[int], changed: set[int],

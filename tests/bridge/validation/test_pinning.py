@@ -103,7 +103,7 @@ def test_the_nudge_swaps_the_cut_and_pinning_explains_it() -> None:
     # what it excused: the swapped box's 4 coordinates (and its score), each among what the pinning changed
     rows = result.rows
     assert rows["det_boxes"].to_dict() == {"output": "det_boxes", "excused": 4, "changed": 4, "outside": 0,
-                                           "unit": "elements"}
+                                           "unit": "elements", "tied": 0}
     assert "det_boxes: 4 elements excused, each among the 4 elements" in boxes.note
 
 
