@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from adapters.base import Adapter, ExportResult
 from bridge.config import Source
 from bridge.errors import UsageError
@@ -45,9 +47,12 @@ def detect_adapter(source: Source) -> Adapter:
         adapter = get_adapter(framework)
         if adapter.claims(source):
             return adapter
+    folder = source.location is not None and Path(source.location).is_dir()
     raise UsageError(
-        f"cannot tell which framework '{source.describe()}' belongs to; pass --framework "
-        f"({', '.join(_REGISTRY.names())})"
+        f"cannot tell which framework '{source.describe()}' belongs to"
+        + (" (a folder no adapter recognises: a TensorFlow SavedModel folder holds saved_model.pb; for a model "
+           "file, give the file inside it)" if folder else "")
+        + f"; pass --framework ({', '.join(_REGISTRY.names())})"
     )
 
 

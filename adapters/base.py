@@ -6,6 +6,7 @@ protocol - so validation can compare the converted model against the framework's
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +20,21 @@ from bridge.errors import BridgeError, InferenceError, ResourceLimitError, Usage
 from bridge.runtimes.base import Runtime
 
 FEEDS_HINT = "if these inputs are not valid for the model, give real ones with --feeds FILE.npz"
+
+# Set (by the recipe) while an adapter exports in a child process whose result travels back: the adapter may
+# then ask for its fallback to run in a fresh child (``ExportRetry``) instead of beside its first attempt.
+FRESH_RETRY: contextvars.ContextVar[bool] = contextvars.ContextVar("bridge_export_fresh_retry", default=False)
+
+
+class ExportRetry(BridgeError):
+    """An export whose first attempt failed asks to be run again in a fresh process with other source options
+    (``options``, merged into ``Source.options``): what the first attempt loaded and compiled stays in its
+    process (a failed dynamo export leaves ~75 MB beside the TorchScript fallback on a small T5 encoder:
+    the export's peak). Raised only under ``FRESH_RETRY``; the recipe runs the export again in a new child."""
+
+    def __init__(self, message: str, options: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.options = dict(options or {})
 
 
 @dataclass
@@ -38,7 +54,12 @@ class ExportResult:
 
 
 class Adapter(Protocol):
-    """Framework -> ONNX. ``claims`` must be cheap and must not import the framework for file sources."""
+    """Framework -> ONNX. ``claims`` must be cheap and must not import the framework for file sources.
+
+    Optional: ``reference_isolation(source, export) -> str | None``, why the framework must run this source's
+    reference in a child process even with isolation off (a native crash it is known to have on some models);
+    ``bridge.conversion.check`` honours it and says so.
+    """
 
     framework: str
 

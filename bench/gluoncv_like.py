@@ -41,9 +41,16 @@ GLUONCV_MODELS = {"gluoncv_vgg_like_300": "vgg_like_300", "gluoncv_mobilenet_lik
 YOLO_MODELS = {"gluoncv_yolo3_like_320": (320, 80)}
 
 
-def gluoncv_symbol(mx: Any, spec: SSDSpec) -> Any:
-    """Backbone + heads as ``bench.ssd_models.ssd_symbol``, then GluonCV's decoder, per-class layout and box_nms."""
-    data = mx.sym.var("data")
+def gluoncv_symbol(mx: Any, spec: SSDSpec, anchor_scale: float = 1.0) -> Any:
+    """Backbone + heads as ``bench.ssd_models.ssd_symbol``, then GluonCV's decoder, per-class layout and box_nms.
+
+    ``anchor_scale``: the anchors' unit (GluonCV's are in input pixels: the input side; 1 keeps them normalised)."""
+    return gluoncv_detector(mx, spec, *gluoncv_heads(mx, spec, mx.sym.var("data")), anchor_scale=anchor_scale)
+
+
+def gluoncv_heads(mx: Any, spec: SSDSpec, data: Any) -> tuple[Any, Any, Any]:
+    """Backbone and per-layer heads: class predictions [B, N, C+1], box predictions [B, N, 4], anchors [1, N, 4]
+    (MultiBoxPrior's, corner format, normalised): what GluonCV's SSD returns in training mode."""
     feats = spec.backbone(mx, data)
     c1 = spec.num_classes + 1
     locs, clss, anchors = [], [], []
@@ -58,19 +65,34 @@ def gluoncv_symbol(mx: Any, spec: SSDSpec) -> Any:
     cls_preds = mx.sym.reshape(mx.sym.concat(*clss, dim=1), shape=(0, -1, c1))  # [B, N, C+1]
     box_preds = mx.sym.reshape(mx.sym.concat(*locs, dim=1), shape=(0, -1, 4))
     anchor = mx.sym.reshape(mx.sym.concat(*anchors, dim=1), shape=(1, -1, 4))
+    return cls_preds, box_preds, anchor
+
+
+def gluoncv_detector(mx: Any, spec: SSDSpec, cls_preds: Any, box_preds: Any, anchor: Any,
+                     anchor_scale: float = 1.0) -> Any:
+    """GluonCV's inference head (``gluoncv_head``) on :func:`gluoncv_heads`' outputs, the anchors in units of
+    ``anchor_scale``."""
+    if anchor_scale != 1.0:
+        anchor = anchor * anchor_scale
+    return gluoncv_head(mx, box_preds, cls_preds, anchor, spec.num_classes)
+
+
+def gluoncv_head(mx: Any, box_preds: Any, cls_preds: Any, anchor: Any, num_classes: int) -> Any:
+    """GluonCV's SSD head on location predictions [B, N, 4], class logits [B, N, C+1] (background first) and
+    corner anchors [1, N, 4]: decoder, softmax, MultiPerClassDecoder, box_nms and the (ids, scores, bboxes) split."""
     bboxes = mx.sym.contrib.box_decode(box_preds, anchor, std0=STDS[0], std1=STDS[1], std2=STDS[2], std3=STDS[3],
                                        clip=math.log(1000.0 / 16), format="corner", name="box_decode")
     probs = mx.sym.softmax(cls_preds, axis=-1)
     # MultiPerClassDecoder (gluoncv/nn/coder.py)
     scores = mx.sym.slice_axis(probs, axis=-1, begin=1, end=None)  # [B, N, C]
     template = mx.sym.zeros_like(mx.sym.slice_axis(scores, axis=-1, begin=0, end=1))
-    cls_ids = mx.sym.broadcast_add(template, mx.sym.reshape(mx.sym.arange(spec.num_classes), shape=(1, 1, -1)))
+    cls_ids = mx.sym.broadcast_add(template, mx.sym.reshape(mx.sym.arange(num_classes), shape=(1, 1, -1)))
     mask = scores > SCORE_THRESH
     cls_ids = mx.sym.where(mask, cls_ids, mx.sym.ones_like(cls_ids) * -1)
     scores = mx.sym.where(mask, scores, mx.sym.zeros_like(scores))
     results = [mx.sym.concat(mx.sym.slice_axis(cls_ids, axis=-1, begin=i, end=i + 1),
                              mx.sym.slice_axis(scores, axis=-1, begin=i, end=i + 1), bboxes, dim=-1)
-               for i in range(spec.num_classes)]
+               for i in range(num_classes)]
     result = mx.sym.concat(*results, dim=1)  # [B, N * C, 6]
     result = mx.sym.contrib.box_nms(result, overlap_thresh=NMS_THRESH, topk=NMS_TOPK, valid_thresh=SCORE_THRESH,
                                     id_index=0, score_index=1, coord_start=2, force_suppress=False)
@@ -257,4 +279,5 @@ def bench_gluoncv(mx: Any, built: GluonBuilt, batch: int, *, threads: int, round
     return GluonRow(built.name, batch, t["mxnet"], t["ort"], parity)
 
 
-__all__ = ["GLUONCV_MODELS", "GluonRow", "bench_gluoncv", "build_gluoncv", "gluoncv_symbol"]
+__all__ = ["GLUONCV_MODELS", "GluonRow", "bench_gluoncv", "build_gluoncv", "gluoncv_detector", "gluoncv_head",
+           "gluoncv_heads", "gluoncv_symbol"]

@@ -11,7 +11,6 @@ import functools
 import inspect as _inspect
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,39 +18,21 @@ from typing import Any
 import onnx
 
 from bridge.config import (
-    DEFAULT_TOLERANCE,
     ConvertConfig,
-    InputSpec,
-    InputValues,
     Source,
-    Tolerance,
-    check_names,
 )
-from bridge.conversion.delivery import child_memory_limit
 from bridge.conversion.delivery import convert as _convert
 from bridge.conversion.options import api_signature, build_config
-from bridge.conversion.pinning import pin_failures
-from bridge.conversion.recipe import ConvertResult, detection_groups, source_output_names
-from bridge.errors import BadInputFileError, BridgeError, UsageError, ValidationMismatch
+from bridge.conversion.recipe import ConvertResult, child_memory_limit
+from bridge.conversion.validate import ValidateResult, validate_options
+from bridge.errors import BadInputFileError, BridgeError, UsageError
 from bridge.inspection import InspectReport, inspect_model
-from bridge.io import load_model, refuse_overwriting_inputs
+from bridge.io import check_writable, load_model, refuse_overwriting_inputs
 from bridge.limits import max_memory, memory_limit
-from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, call_isolated, isolate
-from bridge.validation.compare import Comparison
-from bridge.validation.results import RunResults
-from bridge.validation.run import FeedSource, nondeterministic_outputs, run_and_compare
+from bridge.runtimes.isolated import call_isolated
 
 Progress = Callable[[str], None]
-__all__ = ["ConvertResult", "child_memory_limit"]  # re-exported: callers and reports name them from here
-
-
-def _source(source: Any, weights: str | Path | None, options: dict[str, str] | None = None) -> Source:
-    if isinstance(source, Source):
-        return source
-    w = Path(weights) if weights else None
-    if isinstance(source, (str, Path)):
-        return Source(location=str(source), weights=w, options=options or {})
-    return Source(obj=source, weights=w, options=options or {})
+__all__ = ["ConvertResult", "ValidateResult", "child_memory_limit"]  # re-exported: callers name them from here
 
 
 def _under_memory_limit(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -121,22 +102,33 @@ def graft_nms(model: str | Path | onnx.ModelProto, **options: Any) -> onnx.Model
     return _graft(model, **options)
 
 
+def graft(model: str | Path, output: str | Path | None, **options: Any) -> Any:
+    """``bridge graft-nms``: plan, build, check that it detects, write (see ``bridge.graft.command.graft_file``)."""
+    from bridge.graft.command import graft_file
+
+    return graft_file(model, output, **options)
+
+
 # ---------------------------------------------------------------------------------------------- shapes
 # Entry points of `bridge shapes fix|dynamic|buckets`; the logic lives in bridge.shapes (imported lazily).
 
 
-def fix_shapes(model: str | Path, output: str | Path, **options: Any) -> Any:
-    """Make every dim concrete at the given input shapes (see ``bridge.shapes.fix_shapes``)."""
+def fix_shapes(model: str | Path, output: str | Path, *, max_memory: int | str | None = None, **options: Any) -> Any:
+    """Make every dim concrete at the given input shapes (see ``bridge.shapes.fix_shapes``), under ``max_memory``."""
     from bridge.shapes import fix_shapes as _fix
 
-    return _fix(model, output, **options)
+    with memory_limit(max_memory):
+        return _fix(model, output, **options)
 
 
-def make_dynamic(model: str | Path, output: str | Path, **options: Any) -> Any:
-    """Name dynamic axes and make the graph work at other sizes (see ``bridge.shapes.make_dynamic``)."""
+def make_dynamic(model: str | Path, output: str | Path, *, max_memory: int | str | None = None,
+                 **options: Any) -> Any:
+    """Name dynamic axes and make the graph work at other sizes (see ``bridge.shapes.make_dynamic``), under
+    ``max_memory``."""
     from bridge.shapes import make_dynamic as _dynamic
 
-    return _dynamic(model, output, **options)
+    with memory_limit(max_memory):
+        return _dynamic(model, output, **options)
 
 
 def buckets(model: str | Path, output_dir: str | Path, **options: Any) -> Any:
@@ -180,144 +172,36 @@ def _other_framework(model: str | Path, command: str) -> UsageError | None:
 # ---------------------------------------------------------------------------------------------- validate
 
 
-@dataclass
-class ValidateResult:
-    model: str
-    reference: str
-    comparisons: list[Comparison]
-    inputs: dict[str, list[int]]
-    saved_reference: str | None = None
-    strict: bool = False
-    sizes: list[dict[str, list[int]]] = field(default_factory=list)  # input shapes of every size checked
-    warnings: list[str] = field(default_factory=list)
-    # why a model with dynamic axes was checked at one size only (the source failed at the second size, or the
-    # saved reference holds one): the verdict stands, proving nothing about those axes; --strict fails it
-    second_size_skipped: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return (all(c.passed for c in self.comparisons) and not (self.strict and self.vacuous)
-                and not (self.strict and self.second_size_skipped))
-
-    @property
-    def vacuous(self) -> bool:
-        return any(c.vacuous for c in self.comparisons)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"command": "validate", "model": self.model, "reference": self.reference, "passed": self.passed,
-                "vacuous": self.vacuous, "strict": self.strict, "second_size_skipped": self.second_size_skipped,
-                "inputs": self.inputs, "sizes": self.sizes, "warnings": self.warnings,
-                "comparisons": [c.to_dict() for c in self.comparisons],
-                "saved_reference": self.saved_reference}
-
-
 @_under_memory_limit
-def validate(
-    model: str | Path,
-    *,
-    source: Any = None,
-    reference: str | Path | None = None,
-    runtime: str | Sequence[str] = "onnxruntime",
-    framework: str | None = None,
-    inputs: Sequence[str | InputSpec] = (),
-    weights: str | Path | None = None,
-    options: dict[str, str] | None = None,
-    tolerance: Tolerance = DEFAULT_TOLERANCE,
-    seed: int = 0,
-    save_reference: str | Path | None = None,
-    report: str | Path | None = None,
-    feeds: str | Path | None = None,
-    isolated: bool = True,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    strict: bool = False,
-    detections: Sequence[str] = (),
-    input_kind: str | None = None,
-    input_range: str | tuple[float, float] | None = None,
-    max_memory: int | str | None = None,
-    pinning: bool = True,
-    progress: Progress | None = None,
-) -> ValidateResult:
-    """Compare ``model`` in ``runtime`` with a source model (run now) or a saved RunResults file.
+def validate(model: str | Path, *, progress: Progress | None = None, options: dict[str, str] | None = None,
+             **values: Any) -> ValidateResult:
+    """Compare ``model`` in ``runtime`` (default: the runtimes the ONNX delivery validates in) with a source model
+    (``source``, run now) or a saved RunResults file (``reference``): ``bridge.conversion.validate``, one
+    ``bridge.conversion.check.Check``. The keywords are validate's options (its own, then the source, inputs,
+    tolerance, check, isolation and report groups of ``bridge.conversion.options``; ``tolerance`` may be a
+    ``Tolerance``; ``options``: raw framework knobs for the source).
 
-    ``detections`` declares detector output groups (else those recorded in the model, else those fed by
-    NonMaxSuppression); ``input_kind`` / ``input_range`` shape generated inputs as in ``convert``.
+    ``detections`` declares detector output groups (else those recorded in the model where its graph computes
+    them through a selection, else those fed by NonMaxSuppression); ``input_kind`` / ``input_range`` shape
+    generated inputs as in ``convert``.
 
-    ``save_reference`` stores the reference run (inputs + outputs, at every size checked) so another
-    environment can validate against it later with ``reference=``, at those sizes. ``isolated`` runs the reference and each runtime in a
-    child process with ``timeout`` seconds per step and the memory limit (``bridge.runtimes.isolated``).
-    A model with dynamic axes is checked at a second size of them too (the source run there as well);
-    ``.sizes`` lists the input shapes of every size checked; ``.second_size_skipped`` says why a model with
-    dynamic axes was checked at one size only (the source fails at the second, or the saved reference holds
-    one size): the verdict stands, ``strict`` fails it. A failure on a model with selections gets the upstream
-    tie proof (``bridge.conversion.pinning``) unless ``pinning`` is False; ``strict`` lets it excuse rounding
-    ties only. ``progress`` hears each step (loading, the reference run, each runtime). Raises
-    ValidationMismatch (with ``.result``).
+    ``save_reference`` stores the reference run (inputs + outputs, at every size checked and on the second input,
+    and the outputs the source gives randomly) so another environment can validate against it later with
+    ``reference=``. ``isolated`` runs the reference and each runtime in a child process with ``timeout`` seconds
+    per step and the memory limit (``bridge.runtimes.isolated``). MODEL runs on a second, different input too,
+    and a model with dynamic axes at a second size of them (the source run there as well); ``.sizes`` lists the
+    input shapes of every size checked; ``.second_size_skipped`` / ``.second_input_skipped`` say why a model was
+    checked at one size or on one input only: the verdict stands, ``strict`` fails it. A failure on a model
+    with selections gets the upstream tie proof (``bridge.conversion.pinning``) unless ``pinning`` is False;
+    ``strict`` lets it excuse rounding ties only. ``progress`` hears each step. Raises ValidationMismatch (with ``.result``).
     """
-    say = progress or (lambda _msg: None)
-    if (source is None) == (reference is None):
-        raise UsageError("validate needs exactly one of --source (run the source model) or --reference (saved results)")
-    from bridge.targets import candidate_runtime
+    from bridge.conversion.validate import validate as _validate
 
-    runtimes = [runtime] if isinstance(runtime, str) else list(runtime)
-    say(f"loading {model}")
-    proto = load_model(model)
-    specs = [i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs]
-    groups = detection_groups(proto, detections)
-    check_names("--tolerance", tolerance.per_output,
-                [*(o.name for o in proto.graph.output), *source_output_names(proto, groups)], "output")
-    values = InputValues.parse(input_kind, input_range)
-    with tempfile.TemporaryDirectory(prefix="bridge-") as workdir:
-        candidates = {name: partial(isolate, partial(candidate_runtime, name, proto, Path(workdir)), name=name,
-                                    stage=f"the {name} candidate", enabled=isolated, timeout=timeout,
-                                    max_memory=child_memory_limit())
-                      for name in runtimes}
-        if reference is not None:
-            saved = RunResults.load(Path(reference))
-            run = run_and_compare(saved, candidates, FeedSource(), tolerance, detections=groups,
-                                  shape_only=nondeterministic_outputs(proto),
-                                  reference_name=f"{saved.runtime} ({reference})", progress=say)
-            ref_name = str(reference)
-        else:
-            from adapters import detect_adapter, get_adapter, reference_runner
-            from adapters.base import ExportResult
-            from adapters.onnx import graph_input_specs
+    return _validate(model, progress=progress, options=options, **values)
 
-            src = _source(source, weights, options)
-            adapter = get_adapter(framework) if framework else detect_adapter(src)
-            given = {s.name: s for s in specs}
-            model_specs = tuple(given.get(s.name, s) for s in graph_input_specs(proto))
-            export = ExportResult(model=proto, exporter="(existing model)", inputs=model_specs,
-                                  output_names=source_output_names(proto, groups))
-            runner = isolate(partial(reference_runner, adapter.framework, src, export), name=adapter.framework,
-                             stage=f"the {adapter.framework} reference", enabled=isolated and src.obj is None,
-                             timeout=timeout, max_memory=child_memory_limit())
-            feed_source = FeedSource(Path(feeds) if feeds else None, model_specs, seed, vary_dynamic=False, model=proto,
-                                     values=values)
-            run = run_and_compare(runner, candidates, feed_source, tolerance, detections=groups,
-                                  shape_only=nondeterministic_outputs(proto), check_sensitivity=True, second_size=True,
-                                  progress=say)
-            # a failure that is only a tie at a selection (TopK, NMS) upstream is proved so, or said not to be
-            pin_failures(run, framework=adapter.framework, source=src, export=export, model=proto,
-                         workdir=Path(workdir), feeds=feed_source, tolerance=tolerance, detections=groups,
-                         shape_only=nondeterministic_outputs(proto), isolated=isolated, timeout=timeout,
-                         max_memory=child_memory_limit(), progress=say, strict=strict, enabled=pinning)
-            ref_name = f"{runner.name} ({src.describe()})"
-            if save_reference is not None:
-                run.results(runner.name, {"source": src.describe(), "seed": seed}).save(Path(save_reference))
-    comparisons = run.comparisons
-    saved_to = str(save_reference) if save_reference and source is not None else None
-    result = ValidateResult(str(model), ref_name, comparisons, run.input_shapes(), saved_to, strict=strict,
-                            sizes=run.sizes, second_size_skipped=run.second_size_skipped)
-    if report:
-        from bridge.report import write_report
 
-        write_report(result.to_dict(), Path(report))
-    if not result.passed:
-        failing = [c.summary() for c in comparisons if not c.passed or c.vacuous]
-        if strict and run.second_size_skipped and all(c.passed for c in comparisons):
-            failing.append(f"{run.second_size_skipped} (--strict)")
-        raise ValidationMismatch("; ".join(failing), result=result)
-    return result
+validate.__signature__ = api_signature(  # type: ignore[attr-defined]
+    [_inspect.Parameter("model", _inspect.Parameter.POSITIONAL_OR_KEYWORD)], _TAIL, options=validate_options())
 
 
 # ---------------------------------------------------------------------------------------------- migrate
@@ -362,6 +246,7 @@ def debug(source: Any, *, model: str | Path | None = None, budget_mb: int = 256,
     if cfg.report:
         refuse_overwriting_inputs(cfg.report, [source if isinstance(source, str | Path) else None, model,
                                                cfg.source.weights, cfg.feeds], "--report")
+        check_writable(cfg.report, "--report")
     from bridge.debug.breakage import ACTIVE as deliberate_breakages
 
     # in a child process like convert's runtimes: a native crash (SIGFPE) or a spinning Loop is an error
@@ -386,49 +271,25 @@ debug.__signature__ = api_signature(  # type: ignore[attr-defined]
 # ---------------------------------------------------------------------------------------------- bench
 
 
-def bench(
-    model: str | Path,
-    *,
-    source: Any = None,
-    runtime: str | Sequence[str] | None = None,
-    batch: Sequence[int] = (),
-    iterations: int | None = None,
-    seconds: float | None = None,
-    warmup: int = 3,
-    rounds: int = 10,
-    threads: int | None = None,
-    feeds: str | Path | None = None,
-    inputs: Sequence[str | InputSpec] = (),
-    framework: str | None = None,
-    weights: str | Path | None = None,
-    options: dict[str, str] | None = None,
-    seed: int = 0,
-    report: str | Path | None = None,
-    isolated: bool = True,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
-    max_memory: int | str | None = None,
-    progress: Progress | None = None,
-) -> Any:
+def bench(model: str | Path, *, progress: Progress | None = None, options: dict[str, str] | None = None,
+          **values: Any) -> Any:
     """How fast ``model`` (ONNX) runs in each runtime (default: every installed one) and, with ``source``, in
     its source framework on the same inputs: a ``bridge.bench.BenchResult`` (latency min/p50/p90/p99/max,
     throughput, first run, peak memory per runner and batch size; ``.ratio(runtime, batch)`` against the
     source). ``iterations`` timed calls (default 50) or ``seconds`` per runner and batch size, in
-    ``rounds`` interleaved rounds; ``report``: .json, .md or .html."""
-    from bridge.bench.report import report_format, write_bench_report
-    from bridge.bench.run import DEFAULT_ITERATIONS, BenchSettings, run_bench
+    ``rounds`` interleaved rounds; ``report``: .json, .md or .html. ``verify``: first check the model against
+    ``source`` or a saved ``reference`` as ``validate`` does (ValidationMismatch, nothing timed, when it fails;
+    the verdict in ``.verification``). The keywords are ``bridge.bench.command.bench_options()``."""
+    from bridge.bench.command import bench as _bench
 
-    if iterations is not None and seconds is not None:
-        raise UsageError("give --iterations or --time, not both")
-    if report:
-        report_format(Path(report))
-    settings = BenchSettings(batches=tuple(batch), iterations=iterations or DEFAULT_ITERATIONS, seconds=seconds, warmup=warmup,
-                             rounds=rounds, threads=threads, isolated=isolated)
-    with memory_limit(max_memory):
-        result = run_bench(Path(model), source=_source(source, weights, options) if source is not None else None,
-                           framework=framework, runtimes=[runtime] if isinstance(runtime, str) else runtime,
-                           settings=settings, feeds=Path(feeds) if feeds else None, inputs=tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs),
-                           seed=seed,
-                           timeout=timeout, max_memory=child_memory_limit(), progress=progress)
-    if report:
-        write_bench_report(result.to_dict(), Path(report))
-    return result
+    return _bench(model, progress=progress, options=options, **values)
+
+
+def _bench_signature() -> _inspect.Signature:
+    from bridge.bench.command import bench_options
+
+    return api_signature([_inspect.Parameter("model", _inspect.Parameter.POSITIONAL_OR_KEYWORD)], _TAIL,
+                         options=bench_options())
+
+
+bench.__signature__ = _bench_signature()  # type: ignore[attr-defined]

@@ -156,7 +156,11 @@ class DynamicAxis:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Allowed difference per output: |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics).
+    """Allowed difference per output: |cand - ref| <= atol + rtol * scale, where an element's scale is the
+    largest |ref| of the slices of the output it lies in (the scale rule, ``bridge.validation.tolerance``: float32
+    rounding follows the magnitude summed, not the element's own). An output named in ``per_output`` is judged
+    elementwise with its own values, |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics), as is every
+    output with ``scale_rule=False``.
 
     Every value must be a finite number >= 0 (UsageError otherwise, so every entry point rejects
     ``--atol nan``: a NaN tolerance makes every comparison false and turned errors into PASS).
@@ -165,6 +169,7 @@ class Tolerance:
     atol: float = 1e-4
     rtol: float = 1e-3
     per_output: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    scale_rule: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "atol", check_tolerance(self.atol, "--atol"))
@@ -191,7 +196,7 @@ class Tolerance:
                 raise UsageError(f"--tolerance '{text}': expected OUTPUT=ATOL,RTOL")
             per[m.group(1)] = (check_tolerance(m.group(2), f"--tolerance '{text}': ATOL"),
                                check_tolerance(m.group(3), f"--tolerance '{text}': RTOL"))
-        return cls(base.atol, base.rtol, per)
+        return cls(base.atol, base.rtol, per, base.scale_rule)
 
 
 def check_tolerance(value: object, what: str) -> float:
@@ -213,21 +218,95 @@ INPUT_KINDS = ("normal", "image")
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """The values a number option accepts, declared once with the option: checked for every entry point (CLI, API,
+    manifest) and written into the manifest's JSON Schema. ``gt`` / ``ge`` / ``lt`` / ``le`` are bounds (``le``
+    may be a callable read when asked: the newest opset the installed onnx knows); ``finite``: NaN and inf are
+    refused (a NaN tolerance makes every comparison false; an infinite one passes anything); ``integer``: a
+    whole number (not a bool)."""
+
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | Callable[[], float] | None = None
+    finite: bool = True
+    integer: bool = False
+    # the sentence after "--flag VALUE: " when "must be an integer >= 0 and < 9223372036854775808" says it worse
+    text: str | Callable[[], str] | None = None
+    # an existing checker of the same rule (``check_timeout``), called as ``validate(value, flag)`` instead of the
+    # generic comparison: its messages stay; the numbers above still make the manifest schema
+    validate: Callable[[Any, str], Any] | None = None
+
+    def upper(self) -> float | None:
+        return self.le() if callable(self.le) else self.le
+
+    def describe(self) -> str:
+        """What the bounds accept, in words."""
+        noun = "integer" if self.integer else "number"
+        adjective = "positive" if self.gt == 0 else "finite" if self.finite and not self.integer else ""
+        limits = [f"{op} {_number(v)}" for op, v in ((">", None if self.gt == 0 else self.gt), (">=", self.ge),
+                                                     ("<", self.lt), ("<=", self.upper())) if v is not None]
+        head = f"{adjective} {noun}".strip()
+        return f"{'an' if head[0] in 'aeiou' else 'a'} {head}" + (f" {' and '.join(limits)}" if limits else "")
+
+    def check(self, value: Any, flag: str) -> Any:
+        """``value`` if it is within the bounds (None passes: the option's "not given"); UsageError naming
+        ``flag`` otherwise."""
+        if value is None:
+            return value
+        if self.validate is not None and not isinstance(value, bool):
+            self.validate(value, flag)
+            return value
+        if not isinstance(value, bool) and (not self.integer or isinstance(value, (int, np.integer))):
+            try:
+                number = float(value)
+            except (TypeError, ValueError, OverflowError):
+                number = math.nan
+            top = self.upper()
+            if not ((self.finite and not math.isfinite(number)) or math.isnan(number)
+                    or (self.gt is not None and not number > self.gt) or (self.ge is not None and not number >= self.ge)
+                    or (self.lt is not None and not number < self.lt) or (top is not None and not number <= top)):
+                return value
+        text = self.text() if callable(self.text) else self.text
+        raise UsageError(f"{flag} {value!r}: {text or 'must be ' + self.describe()}")
+
+    def schema(self) -> dict[str, Any]:
+        """The bounds as pydantic ``Field`` keywords (the manifest's validation and its JSON Schema)."""
+        keywords: dict[str, Any] = {k: v for k, v in (("gt", self.gt), ("ge", self.ge), ("lt", self.lt),
+                                                      ("le", self.upper())) if v is not None}
+        if self.finite and not self.integer:
+            keywords["allow_inf_nan"] = False
+        return keywords
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+TOLERANCE_BOUNDS = Bounds(ge=0)  # every atol / rtol, global or per output (Tolerance checks its own values too)
+
+
+@dataclass(frozen=True)
 class Option:
-    """One convert option, declared once: ``bridge.conversion.options`` derives the CLI flag, the keyword of
-    ``bridge.api.convert``, the manifest field (and its JSON Schema) and ``bridge debug``'s flag from it.
+    """One option, declared once: ``bridge.conversion.options`` derives the CLI flag, the keyword of
+    ``bridge.api.convert`` (and of every command subscribing to its group), the manifest field (and its JSON
+    Schema) and ``bridge debug``'s flag from it.
 
     ``name`` is the API keyword and the manifest key (``manifest`` when the manifest spells it otherwise);
     ``type`` the API/manifest type; ``flags`` the CLI spellings (default ``--name-with-dashes``) and
     ``cli_type`` what the CLI parses when it differs (a comma-separated string for a list, ...);
     ``choices`` reads the allowed values from a registry when asked (never a second list); ``group``
-    names the owner: ``convert`` (the core), ``adapter:<framework>`` or ``target:<name>`` (adapters and
-    targets declare their own options in their ``options`` attribute). ``route`` says where the value
-    goes: ``config`` (a ConvertConfig field), ``source`` (``Source.options``, the adapters' knobs) or
-    ``target`` (``ConvertConfig.target_options``). ``debug``: ``bridge debug`` takes it too. ``metavar`` is
-    the placeholder ``--help`` shows after the flag (default: the name in capitals). ``source_specific``: a
-    core option only some adapters read; those list its name in their ``honours`` attribute, the others
-    refuse a value for it (``bridge.conversion.options.check_applies``) rather than ignore it.
+    names the group a command subscribes to (``source``, ``inputs``, ``tolerance``, ``check``, ``isolation``,
+    ``report``, ``convert``: ``bridge.conversion.options.GROUPS``), or the owner ``adapter:<framework>`` /
+    ``target:<name>`` (adapters and targets declare their own options in their ``options`` attribute), or a
+    command's own (``command:<name>``). ``route`` says where the value goes: ``config`` (a ConvertConfig field),
+    ``source`` (``Source.options``, the adapters' knobs) or ``target`` (``ConvertConfig.target_options``).
+    ``debug``: ``bridge debug`` takes it too. ``metavar`` is the placeholder ``--help`` shows after the flag
+    (default: the name in capitals). ``source_specific``: a core option only some adapters read; those list its
+    name in their ``honours`` attribute, the others refuse a value for it
+    (``bridge.conversion.options.check_applies``) rather than ignore it. ``bounds``: the numbers it accepts
+    (checked everywhere, written into the manifest schema). ``parse``: turns the CLI's text into the API value
+    (``onnxruntime,openvino`` -> a list).
     """
 
     name: str
@@ -243,6 +322,8 @@ class Option:
     manifest: str | None = ""  # "" = same as name; None = not a manifest field (the migrate worker sets it)
     metavar: str | None = None
     source_specific: bool = False
+    bounds: Bounds | None = None
+    parse: Callable[[Any], Any] | None = None
 
     @property
     def cli_flags(self) -> tuple[str, ...]:

@@ -18,11 +18,12 @@ import errno
 import math
 import os
 import re
+import stat
 import struct
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -77,6 +78,50 @@ def remove_stale_temps(target: Path) -> list[Path]:
     return removed
 
 
+def refuse_link(path: Path, what: str) -> None:
+    """UsageError when ``path`` (a file bridge opens and writes in place: a lock, a database) is a symlink,
+    a second hard link or not a regular file: writing there would change a file elsewhere. Absent is fine."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"{what} {path} is a symlink (to {os.readlink(path)}); bridge never writes through a "
+                         "link: remove it")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what} {path} is {describe_kind(st.st_mode)}, not a regular file: remove it")
+    if st.st_nlink > 1:
+        raise UsageError(f"{what} {path} has {st.st_nlink} hard links (another name for a file elsewhere); "
+                         "bridge never writes into a linked file: remove it")
+
+
+def create_nofollow(path: Path) -> int:
+    """A file descriptor for writing ``path`` from empty, never through a link: a symlink (or hard link)
+    planted at ``path`` is removed first (as renaming a new file over it would), then the file is created
+    with O_EXCL | O_NOFOLLOW. For a file written while something else runs (a child's log)."""
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"cannot write {path}: it is a folder")
+        os.unlink(path)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise _write_error(Path(path), exc) from exc
+
+
+def describe_kind(mode: int) -> str:
+    """What a file system entry is, for a message: 'a folder', 'a FIFO (named pipe)', ..."""
+    for test, words in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"), (stat.S_ISREG, "a file")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -84,12 +129,13 @@ def _umask() -> int:
 
 
 def _target_mode(target: Path) -> int:
-    """The mode an existing target has, else what ``open()`` would give a new file (0666 & ~umask)."""
+    """The mode an existing target has, else what ``open()`` would give a new file (0666 & ~umask); a link at
+    ``target`` is replaced, so the mode of what it points to is not copied."""
     try:
-        st = target.stat()
+        st = os.lstat(target)
     except OSError:
         return 0o666 & ~_umask()
-    return st.st_mode & 0o7777
+    return 0o666 & ~_umask() if stat.S_ISLNK(st.st_mode) else st.st_mode & 0o7777
 
 
 @contextlib.contextmanager
@@ -353,8 +399,7 @@ def refuse_overwriting_inputs(output: Path | str, inputs: Iterable[Path | str | 
 def load_model(path: Path | str) -> onnx.ModelProto:
     """Load an ONNX file (with external data beside it), mapping failures to user-facing errors."""
     path = Path(path)
-    if not path.is_file():
-        raise SourceNotFoundError(f"no such ONNX file: {path}")
+    require_file(path, "ONNX model", missing=f"no such ONNX file: {path}")
     if path.stat().st_size == 0:
         raise BadInputFileError(f"{path} is empty (0 bytes), not an ONNX model")
     try:
@@ -377,24 +422,50 @@ for _name, _bits in (("UINT2", 2), ("INT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2"
         _PACKED_BITS[getattr(_T, _name)] = _bits
 
 
-def _check_raw_size(init: onnx.TensorProto, path: Path) -> None:
-    """``raw_data`` must hold exactly dims x element size bytes (a changed data_type or dims would make
-    every later reader fail or read past the tensor)."""
-    if not init.HasField("raw_data") or init.data_location == onnx.TensorProto.EXTERNAL:
+# the typed field an element type's values are stored in when there is no raw_data, and values per element
+_TYPED_FIELDS: dict[int, tuple[str, int]] = {
+    _T.FLOAT: ("float_data", 1), _T.COMPLEX64: ("float_data", 2), _T.DOUBLE: ("double_data", 1),
+    _T.COMPLEX128: ("double_data", 2), _T.INT64: ("int64_data", 1), _T.UINT32: ("uint64_data", 1),
+    _T.UINT64: ("uint64_data", 1), _T.STRING: ("string_data", 1),
+    **{t: ("int32_data", 1) for t in (_T.INT32, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8, _T.BOOL, _T.FLOAT16,
+                                       _T.BFLOAT16, _T.FLOAT8E4M3FN, _T.FLOAT8E4M3FNUZ, _T.FLOAT8E5M2,
+                                       _T.FLOAT8E5M2FNUZ)},
+}
+
+
+def _check_tensor_size(tensor: onnx.TensorProto, path: Path, what: str) -> None:
+    """A stored tensor must hold exactly what its dims declare: ``raw_data`` dims x element size bytes, or
+    as many values in its typed field (a changed data_type or dims would make every later reader fail,
+    read past the tensor, or overflow computing its size: onnxruntime's ``SafeIntOnOverflow``)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
         return
-    count = math.prod(int(d) for d in init.dims)
-    if init.data_type in _PACKED_BITS:
-        expected = (count * _PACKED_BITS[init.data_type] + 7) // 8
-    else:
-        try:
-            expected = count * onnx.helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
-        except (KeyError, TypeError, ValueError):
-            return
-    if any(d < 0 for d in init.dims) or len(init.raw_data) != expected:
-        raise BadInputFileError(
-            f"{path}: initializer '{init.name}' declares {onnx.TensorProto.DataType.Name(init.data_type)}"
-            f"{list(init.dims)} ({expected:,} bytes) but holds {len(init.raw_data):,} bytes"
-        )
+    name = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in _KNOWN_TYPES else str(tensor.data_type)
+    if any(d < 0 for d in tensor.dims):
+        field_name = "raw_data" if tensor.HasField("raw_data") else _TYPED_FIELDS.get(tensor.data_type, ("", 1))[0]
+        held = len(getattr(tensor, field_name)) if field_name else 0
+        raise BadInputFileError(f"{path}: {what} declares {name}{list(tensor.dims)} (a negative dimension) but "
+                                f"holds {held:,} {'bytes' if field_name == 'raw_data' else 'values'}")
+    count = math.prod(int(d) for d in tensor.dims)
+    if tensor.HasField("raw_data"):
+        if tensor.data_type in _PACKED_BITS:
+            expected = (count * _PACKED_BITS[tensor.data_type] + 7) // 8
+        else:
+            try:
+                expected = count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+            except (KeyError, TypeError, ValueError):
+                return
+        if len(tensor.raw_data) != expected:
+            raise BadInputFileError(f"{path}: {what} declares {name}{list(tensor.dims)} ({expected:,} bytes) but "
+                                    f"holds {len(tensor.raw_data):,} bytes")
+        return
+    typed = _TYPED_FIELDS.get(tensor.data_type)
+    if typed is None:
+        return
+    field_name, per = typed
+    held = len(getattr(tensor, field_name))
+    if held != count * per:
+        raise BadInputFileError(f"{path}: {what} declares {name}{list(tensor.dims)} ({count:,} values) but holds "
+                                f"{held // per:,} in {field_name}")
 
 
 def _check_data_types(graph: onnx.GraphProto, path: Path, depth: int = 0) -> None:
@@ -406,7 +477,7 @@ def _check_data_types(graph: onnx.GraphProto, path: Path, depth: int = 0) -> Non
     for init in graph.initializer:  # a stored tensor needs a real type (0 = UNDEFINED)
         if init.data_type not in _KNOWN_TYPES or init.data_type == onnx.TensorProto.UNDEFINED:
             raise bad("initializer", init.name, init.data_type)
-        _check_raw_size(init, path)
+        _check_tensor_size(init, path, f"initializer '{init.name}'")
     for vi in (*graph.input, *graph.output, *graph.value_info):
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is not None and tt.elem_type not in _KNOWN_TYPES:
@@ -415,6 +486,8 @@ def _check_data_types(graph: onnx.GraphProto, path: Path, depth: int = 0) -> Non
         for attr in node.attribute:
             if attr.HasField("t") and (attr.t.data_type not in _KNOWN_TYPES or not attr.t.data_type):
                 raise bad(f"attribute {attr.name} of node", node.name, attr.t.data_type)
+            if attr.HasField("t"):
+                _check_tensor_size(attr.t, path, f"attribute '{attr.name}' of node '{node.name}' ({node.op_type})")
             if attr.name == "to" and attr.type == onnx.AttributeProto.INT and attr.i not in _KNOWN_TYPES:
                 raise bad(f"Cast target of {node.op_type} node", node.name, attr.i)
             for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
@@ -435,11 +508,57 @@ def npz_keys(path: Path, what: str) -> list[str]:
         return [n[:-4] for n in zf.namelist() if n.endswith(".npy")]
 
 
+def require_file(path: Path | str, what: str, missing: str | None = None) -> None:
+    """``path`` must be a regular file (a link to one is fine): SourceNotFoundError when nothing is there
+    (``missing``: its message), UsageError saying what is there otherwise (a folder, a FIFO, a device:
+    reading a FIFO would block until a writer comes, /dev/zero never ends)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise SourceNotFoundError(missing or f"{what} {path}: no such file") from None
+    except OSError as exc:  # a dangling link, a loop, a name too long, permission
+        raise SourceNotFoundError(f"{what} {path}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        hint = "; give the file inside it" if stat.S_ISDIR(st.st_mode) else ""
+        raise UsageError(f"{what} {path} is {describe_kind(st.st_mode)}, not a regular file{hint}")
+
+
+def check_writable(target: Path | str, option: str) -> None:
+    """UsageError naming ``option`` when ``target`` cannot be written: checked before the work, so a
+    read-only folder fails in a second, not after a model was converted and written. The nearest folder
+    that exists on the way is tried for real (a temp file created and removed: mode bits do not tell for
+    root, a read-only mount or /proc); folders still missing are not created here."""
+    target = Path(target)
+    if target.is_dir():
+        raise UsageError(f"{option} {target}: it is a folder")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        if folder.is_symlink():  # a dangling link on the way
+            raise UsageError(f"{option} {target}: {folder} is a link to nothing")
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {target}: cannot write there, {folder} is {_kind_of(folder)}, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".bridge-write-test-", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"{option} {target}: cannot write in {folder} ({exc.strerror or exc})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
+def _kind_of(path: Path) -> str:
+    try:
+        return describe_kind(path.stat().st_mode)
+    except OSError:
+        return "unreadable"
+
+
 @contextlib.contextmanager
 def _open_zip(path: Path, what: str) -> Iterator[zipfile.ZipFile]:
     path = Path(path)
-    if not path.is_file():
-        raise SourceNotFoundError(f"{what} {path}: no such file")
+    require_file(path, what)
     with open(path, "rb") as fh:
         head = fh.read(6)
     if head == _NPY_MAGIC:
@@ -453,7 +572,17 @@ def _open_zip(path: Path, what: str) -> Iterator[zipfile.ZipFile]:
         yield zf
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, label: str, limit: int | None) -> np.ndarray:
+@dataclass(frozen=True)
+class Declared:
+    """What another file says a member holds (a RunResults sidecar): checked before the member is read."""
+
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    by: str  # the file that declares it
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, label: str, limit: int | None,
+                 declared: Declared | None = None) -> np.ndarray:
     check_allocation(info.file_size, f"{label} (decompressed size)", limit)
     with zf.open(info) as fp:
         version = np.lib.format.read_magic(fp)
@@ -465,6 +594,11 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, label: str, limit: 
             raise BadInputFileError(f"{label}: unsupported .npy format version {version}")
         if dtype.hasobject:
             raise BadInputFileError(f"{label}: holds Python objects (pickles), which bridge never loads")
+        if declared is not None and ((declared.shape is not None and tuple(declared.shape) != tuple(shape))
+                                     or (declared.dtype is not None and np.dtype(declared.dtype) != dtype)):
+            said = f"{declared.dtype or dtype.name}{list(declared.shape) if declared.shape is not None else list(shape)}"
+            raise BadInputFileError(f"{label}: holds {dtype.name}{list(shape)} but {declared.by} declares {said}; "
+                                    "not read")
         nbytes = nbytes_of(shape, dtype.itemsize)
         check_allocation(nbytes, f"{label} {dtype.name}{list(shape)}", limit)
         if nbytes > info.file_size:
@@ -478,11 +612,14 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, label: str, limit: 
 
 
 def read_npz(path: Path | str, wanted: Callable[[str], bool] | None = None, *, what: str = "file",
-             limit: int | None = None) -> dict[str, np.ndarray]:
+             limit: int | None = None, declared: Mapping[str, Any] | None = None,
+             declared_by: str = "") -> dict[str, np.ndarray]:
     """Arrays of an ``.npz`` whose key ``wanted(key)`` accepts (all when None), read one member at a time.
 
     Each member's declared decompressed size and array size are checked against the memory limit
     before reading (a zip bomb is refused, not decompressed); keys not wanted are never read.
+    ``declared``: key -> an object with ``shape`` and ``dtype`` (None: not said) that another file,
+    ``declared_by``, gives for the member; a member whose header says otherwise is refused unread.
     """
     path = Path(path)
     arrays: dict[str, np.ndarray] = {}
@@ -495,8 +632,11 @@ def read_npz(path: Path | str, wanted: Callable[[str], bool] | None = None, *, w
             if wanted is not None and not wanted(key):
                 continue
             label = f"{what} {path} member '{key}'"
+            said = (declared or {}).get(key)
+            expect = None if said is None else Declared(
+                None if said.shape is None else tuple(said.shape), said.dtype, declared_by)
             try:
-                arrays[key] = _read_member(zf, info, label, limit)
+                arrays[key] = _read_member(zf, info, label, limit, expect)
             except BridgeError:
                 raise
             except _ZIP_ERRORS as exc:

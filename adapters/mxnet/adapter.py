@@ -15,15 +15,16 @@ import logging
 import re
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 from adapters.base import ExportResult, rename_outputs
 from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
 from adapters.mxnet.nondeterministic import mark_nondeterministic_outputs
 from adapters.mxnet.params import load_params, unused_params
 from adapters.mxnet.reference import MXNetReferenceRuntime, import_mxnet
-from adapters.mxnet.symbol import SymbolGraph, looks_like_symbol_json, read_symbol_json
+from adapters.mxnet.symbol import MXNode, SymbolGraph, looks_like_symbol_json, read_symbol_json
 from bridge.config import ExportSpec, Source
-from bridge.errors import SourceNotFoundError, UsageError
+from bridge.errors import BridgeError, SourceNotFoundError, UsageError
 from bridge.runtimes.base import Runtime
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,15 @@ def find_params(symbol_json: Path) -> Path | None:
     return max(candidates)[1]
 
 
+# MXNet ops that read a batch index out of a float tensor without checking it against the batch
+# (src/operator/contrib/roi_align.cc, src/operator/roi_pooling.cc): a wrong index is a native crash
+UNCHECKED_INDEX_OPS = frozenset({"_contrib_ROIAlign", "ROIPooling"})
+
+
+def _all_nodes(graph: SymbolGraph) -> list[MXNode]:
+    return [n for node in graph.nodes for n in (node, *(m for sub in node.subgraphs for m in _all_nodes(sub)))]
+
+
 def _symbol_path(source: Source) -> Path:
     if source.location is None:
         raise UsageError("the MXNet adapter converts files: give the path of PREFIX-symbol.json")
@@ -66,6 +76,9 @@ class MXNetAdapter:
 
     framework = "mxnet"
     honours = ("weights", "outputs", "output_names")  # the source-specific convert options it reads
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "mean": (123.0, 117.0, 104.0),
+                                              "why": "mxnet-ssd's: RGB, mean 123,117,104, no std"})
 
     def claims(self, source: Source) -> bool:
         if source.location is None or source.obj is not None:
@@ -149,6 +162,20 @@ class MXNetAdapter:
             notes=notes,
             seconds=time.perf_counter() - t0,
         )
+
+    def reference_isolation(self, source: Source, export: ExportResult) -> str | None:
+        """Why MXNet must run this source in a child process even with isolation off (``--no-isolate``), or None:
+        its ROI layers index the batch with a value read from the rois tensor, unchecked, and an index past the
+        batch reads out of bounds (a segfault or an abort that would take the caller down)."""
+        try:
+            graph = read_symbol_json(_symbol_path(source))
+        except (BridgeError, OSError):
+            return None
+        ops = sorted({n.op for n in _all_nodes(graph)} & UNCHECKED_INDEX_OPS)
+        if not ops:
+            return None
+        return (f"MXNet's {', '.join(ops)} reads the batch index of each roi unchecked (an index past the batch "
+                "crashes the process)")
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_mxnet()  # fail early with AdapterUnavailableError when MXNet is absent

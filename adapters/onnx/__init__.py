@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import MappingProxyType
 
 import onnx
 
@@ -78,6 +79,8 @@ def repair_output_shapes(model: onnx.ModelProto, where: str) -> list[str]:
 class OnnxFileAdapter:
     framework = "onnx"
     honours = ("output_names",)  # read to refuse names other than the file's (see export)
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "why": "no framework convention: RGB pixels 0..255"})
 
     def claims(self, source: Source) -> bool:
         return source.obj is None and Path(source.location or "").suffix.lower() == ".onnx"

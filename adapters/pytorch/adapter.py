@@ -4,7 +4,10 @@
 control flow (torchvision's detectors: ``if boxes.numel() == 0`` after score thresholding) makes it go
 straight to TorchScript instead of letting the dynamo exporter retry other capture strategies that
 fail the same way (that doubled conversion time). ``dynamo`` / ``torchscript`` use one exporter only.
-The result says which exporter ran and why. Both trace the model on the user's representative
+The result says which exporter ran and why. When the dynamo export itself fails (T5's attention in torch
+2.13) and the export runs in a child process, the TorchScript fallback runs in a fresh child
+(``adapters.base.ExportRetry``): what the dynamo attempt loaded would otherwise sit beside the trace at
+the export's peak. Both trace the model on the user's representative
 inputs (``ExportSpec.examples``: ``--feeds`` or ``--input-kind/--input-range``), the ones validation
 uses, so a branch fixed by tracing (one detection in a traced mask head) shows in validation.
 
@@ -27,11 +30,12 @@ import logging
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import onnx
 
-from adapters.base import ExportResult, check_output_names
+from adapters.base import FRESH_RETRY, ExportResult, ExportRetry, check_output_names
 from adapters.pytorch.loading import (
     EXPORTED_PROGRAM_SUFFIXES,
     TORCHSCRIPT_SUFFIXES,
@@ -52,6 +56,8 @@ logger = logging.getLogger(__name__)
 DYNAMO = "torch.onnx (dynamo / torch.export)"
 TORCHSCRIPT = "torch.onnx (TorchScript, legacy)"
 EXPORTERS = ("auto", "dynamo", "torchscript")  # --exporter: this adapter's own option (Source.options["exporter"])
+# Source.options key of auto's fallback run again in a fresh process (ExportRetry): why dynamo failed
+FALLBACK_REASON = "exporter_fallback_reason"
 
 
 def _require_torch() -> None:
@@ -64,6 +70,9 @@ def _require_torch() -> None:
 class PyTorchAdapter:
     framework = "torch"
     honours = ("weights", "output_names")  # the source-specific convert options it reads (no --outputs cut)
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "scale": "1/255",
+                                              "why": "torchvision's detectors: RGB in [0, 1], normalised inside the model"})
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True
@@ -104,10 +113,15 @@ class PyTorchAdapter:
         start = time.perf_counter()
         with captured_warnings() as caught:
             asked = str(source.options.get("exporter") or "auto")
-            model, exporter, notes = _export(loaded, example, inputs, output_names, spec, asked)
+            fallback = source.options.get(FALLBACK_REASON)  # auto's fallback, run in a fresh process
+            if fallback:
+                model, exporter, notes = _torchscript_fallback(loaded, example, inputs, output_names, spec,
+                                                               str(fallback))
+            else:
+                model, exporter, notes = _export(loaded, example, inputs, output_names, spec, asked)
         if exporter == TORCHSCRIPT:
             # after auto's fallback, dynamo has already failed: the advice must not send the user back to it
-            check_traced_dynamic_axes(model, inputs, spec.dynamic, dynamo_failed=asked == "auto")
+            check_traced_dynamic_axes(model, inputs, spec.dynamic, dynamo_failed=asked == "auto" or bool(fallback))
         stamp_provenance(model, exporter)
         return ExportResult(
             model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
@@ -218,6 +232,7 @@ def _export(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[Inpu
             raise ExportError(f"the dynamo exporter failed ({root_cause(exc)}); try --exporter torchscript{fixed}") from exc
     # auto: one torch.export capture decides whether dynamo can work at all
     program = loaded.exported_program
+    why = None
     if program is None:
         try:
             program = _capture(loaded, example, inputs, spec)
@@ -228,22 +243,28 @@ def _export(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[Inpu
                 logger.info("torch.export (non-strict) failed (%s); the dynamo exporter tries its other strategies", reason)
             else:
                 logger.info("data-dependent control flow (%s); using the TorchScript exporter", reason)
-                return _torchscript_fallback(loaded, example, inputs, output_names, spec,
-                                             f"dynamo exporter failed at capture: torch.export found data-dependent "
-                                             f"control flow ({reason})", None)
+                why = f"dynamo exporter failed at capture: torch.export found data-dependent control flow ({reason})"
+    if why is not None:  # torch.export stopped early: little was loaded, TorchScript runs here
+        return _torchscript_fallback(loaded, example, inputs, output_names, spec, why)
     try:
         model = _export_dynamo(loaded, example, inputs, output_names, spec, program=program)
+        return model, DYNAMO, ["exporter: dynamo (auto: torch.export captured the model)"]
     except Exception as exc:
         reason = root_cause(exc)
         logger.info("dynamo export failed (%s); falling back to the TorchScript exporter", reason)
-        return _torchscript_fallback(loaded, example, inputs, output_names, spec, f"dynamo exporter failed ({reason})",
-                                     exc)
-    return model, DYNAMO, ["exporter: dynamo (auto: torch.export captured the model)"]
+        why = f"dynamo exporter failed ({reason})"
+    # What the dynamo attempt loaded (the exporter's op library, torch.export's caches) is no garbage: in this
+    # process it would sit beside the TorchScript trace at the export's peak (+75 MB on a small T5 encoder,
+    # bench/zoo_memory.py). Exporting in a child, the recipe runs the fallback in a fresh one instead.
+    if FRESH_RETRY.get():
+        raise ExportRetry(f"{why}; the TorchScript exporter runs in a fresh process",
+                          {"exporter": "torchscript", FALLBACK_REASON: why})
+    program = None
+    return _torchscript_fallback(loaded, example, inputs, output_names, spec, why)
 
 
 def _torchscript_fallback(loaded: LoadedTorch, example: tuple[Any, ...], inputs: Sequence[InputSpec],
-                          output_names: Sequence[str], spec: ExportSpec, why: str,
-                          first: BaseException | None) -> tuple[onnx.ModelProto, str, list[str]]:
+                          output_names: Sequence[str], spec: ExportSpec, why: str) -> tuple[onnx.ModelProto, str, list[str]]:
     try:
         model = _export_torchscript(loaded, example, inputs, output_names, spec)
     except Exception as exc2:

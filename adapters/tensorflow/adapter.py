@@ -20,6 +20,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from adapters.tensorflow.runner import make_runner
 from adapters.tensorflow.trust import refuse_side_effects
 from bridge.chatter import captured_warnings, quiet, root_cause
 from bridge.config import ExportSpec, InputSpec, Option, Source
-from bridge.errors import ExportError, UsageError
+from bridge.errors import BridgeError, ExportError, UsageError
 from bridge.frameworks import framework_found, import_tensorflow
 from bridge.runtimes.base import Runtime
 
@@ -45,6 +46,8 @@ _UNK = re.compile(r"^unk__\d+$")
 class TensorFlowAdapter:
     framework = "tensorflow"
     honours = ("outputs", "output_names")  # --outputs: GraphDefs only (loading.load refuses it for the others)
+    # --dataset preprocessing when the user gives none (bridge.validation.dataset; stated in the report)
+    dataset_preprocessing = MappingProxyType({"channel_order": "RGB", "why": "TF detection / Keras models fed raw RGB pixels 0..255"})
     # the recipe runs export() in a child process (file sources, isolation on): the framework never enters
     # bridge's own process, which holds only the ONNX model while validation children run
     export_in_child = True
@@ -80,7 +83,7 @@ class TensorFlowAdapter:
         with captured_warnings() as caught, quiet(["tensorflow", "tf2onnx", "absl"], "tf2onnx"):
             try:
                 model, exporter = _export(loaded, inputs, export_shapes, opset)
-            except (UsageError, ExportError):
+            except BridgeError:
                 raise
             except Exception as exc:
                 raise ExportError(f"tf2onnx could not convert the {loaded.kind} model: {root_cause(exc)}") from exc
@@ -186,10 +189,13 @@ def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, lis
         return model, f"{exporter} (frozen GraphDef)"
     if loaded.kind == "tflite":
         assert loaded.path is not None
+        path = loaded.export_path or loaded.path
         override = {s.name: shapes[s.name] for s, sig in zip(inputs, loaded.inputs, strict=True)
                     if list(sig.shape or ()) != shapes[s.name]}
-        model, _ = tf2onnx.convert.from_tflite(str(loaded.path), opset=opset, shape_override=override or None)
-        return model, f"{exporter} (TFLite)"
+        model, _ = tf2onnx.convert.from_tflite(str(path), opset=opset, shape_override=override or None)
+        check_tflite_export(model, loaded, shapes)
+        densified = ", sparse weights densified" if loaded.export_path is not None else ""
+        return model, f"{exporter} (TFLite{densified})"
     specs = [tf.TensorSpec(shapes[s.name], tf.as_dtype(s.dtype), name=s.name) for s in inputs]
     names = [s.name for s in inputs]
     out_names = list(loaded.output_names)
@@ -215,6 +221,32 @@ def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, lis
     fold_captured_inputs(model, names, captured_values(concrete))
     kind = "SavedModel signature" if loaded.kind == "saved_model" else "Keras model"
     return model, f"{exporter} ({kind})"
+
+
+def check_tflite_export(model: onnx.ModelProto, loaded: LoadedTF, shapes: Mapping[str, Sequence[int | None]]) -> None:
+    """What tf2onnx could not do for a .tflite, in a .tflite user's words: ops it left as TFLite ops (custom ops
+    named as custom, with the --outputs cut before them), and axes asked dynamic that the file fixes."""
+    from adapters.tensorflow.tflite_file import unsupported_in_export
+
+    assert loaded.path is not None
+    name = (loaded.origin or loaded.path).name
+    error = unsupported_in_export(((n.op_type, n.name) for n in model.graph.node), loaded.path.read_bytes(), name)
+    if error is not None:
+        raise error
+    for vi in model.graph.input:
+        want = shapes.get(vi.name)
+        if want is None:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        fixed = [i for i, (d, w) in enumerate(zip(dims, want, strict=False)) if w is None and d.HasField("dim_value")]
+        if fixed:
+            axis = fixed[0]
+            raise UsageError(
+                f"--dynamic {_short(vi.name)}:{axis}: {name} fixes axis {axis} of input '{vi.name}' to "
+                f"{dims[axis].dim_value}. A .tflite keeps the shapes it was converted with (its reshape targets and "
+                "other shape values are numbers stored in the file), so the model cannot follow another size on "
+                f"that axis. Drop --dynamic and run {dims[axis].dim_value} at a time (a batch of images: one call per "
+                "image), or convert the model's own source (SavedModel, Keras) with --dynamic if you have it")
 
 
 def freeze(concrete: Any) -> Any:

@@ -6,7 +6,8 @@
 - a frozen GraphDef (``.pb`` file), with input/output tensor names from ``options["inputs"]`` /
   ``options["outputs"]`` (comma-separated, ``name`` or ``name:0``); without them the Placeholders
   are the inputs and the ops nothing consumes are the outputs;
-- a TFLite flatbuffer (``.tflite``), run by the TFLite interpreter.
+- a TFLite flatbuffer (``.tflite``), run by the TFLite interpreter; ``options["outputs"]`` cuts it at those
+  tensors, and sparse weights are densified for the export (``adapters.tensorflow.tflite_file``).
 
 Kind detection looks only at paths (no TensorFlow import), so ``claims`` stays cheap.
 """
@@ -51,8 +52,10 @@ class LoadedTF:
     output_names: list[str]
     call: Any = None
     graph_def: Any = None  # graph_def: the GraphDef; inputs/outputs are tensor names ("x:0")
-    path: Path | None = None  # tflite: the flatbuffer
+    path: Path | None = None  # tflite: the flatbuffer the reference runs (the source, or its --outputs cut)
     keep: list[Any] = field(default_factory=list)  # objects that must outlive ``call`` (loaded SavedModel)
+    export_path: Path | None = None  # tflite: what tf2onnx reads when it differs from ``path`` (densified)
+    origin: Path | None = None  # tflite: the user's file (``path`` may be its cut)
 
 
 def source_kind(source: Source) -> str | None:
@@ -76,7 +79,7 @@ def source_kind(source: Source) -> str | None:
 
 
 # the source options only some kinds read (flag, kinds); another kind refuses them rather than ignore them
-_KIND_OPTIONS = {"outputs": ("--outputs", ("graph_def",)), "graph_inputs": ("--inputs", ("graph_def",)),
+_KIND_OPTIONS = {"outputs": ("--outputs", ("graph_def", "tflite")), "graph_inputs": ("--inputs", ("graph_def",)),
                  "inputs": ("--inputs", ("graph_def",)), "signature": ("--signature", ("saved_model",))}
 _KIND_NAMES = {"graph_def": "a frozen GraphDef .pb", "saved_model": "a SavedModel folder", "keras": "a Keras model",
                "tflite": "a .tflite file"}
@@ -251,13 +254,45 @@ def tflite_interpreter(path: Path) -> Any:
 
 
 def _load_tflite(source: Source) -> LoadedTF:
+    """The .tflite, cut at ``--outputs`` when given (the reference runs the cut), densified for tf2onnx when it
+    stores sparse weights; the rewritten flatbuffers live in a temporary folder as long as the LoadedTF."""
+    import shutil
+    import tempfile
+    import weakref
+
+    from adapters.tensorflow import tflite_file
+
     assert source.location is not None
-    path = Path(source.location)
+    original = Path(source.location)
+    content = original.read_bytes()
+    asked = source.options.get("outputs") or ""
+    outputs = [o.strip() for o in (asked if isinstance(asked, list) else str(asked).split(",")) if o.strip()]
+    try:
+        cut = tflite_file.prune(content, outputs, original.name) if outputs else None
+        dense = tflite_file.densify(cut or content)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise BadInputFileError(f"{original}: could not prepare the .tflite for conversion: {type(exc).__name__}: "
+                                f"{exc}") from exc
+    folder = Path(tempfile.mkdtemp(prefix="bridge-tflite-")) if cut is not None or dense is not None else None
+    path, export_path = original, None
+    if folder is not None:
+        if cut is not None:
+            path = folder / f"{original.stem}.cut.tflite"
+            path.write_bytes(cut)
+        if dense is not None:
+            export_path = folder / f"{original.stem}.dense.tflite"
+            export_path.write_bytes(dense)
+            logger.info("%s: sparse weights (DENSIFY) densified for the export", original)
     interp = tflite_interpreter(path)
     inputs = []
     for d in interp.get_input_details():
         sig = d.get("shape_signature", d["shape"])
         inputs.append(TensorSig(d["name"], tuple(None if int(v) < 0 else int(v) for v in sig),
                                 np.dtype(d["dtype"]).name))
-    outputs = [d["name"] for d in interp.get_output_details()]
-    return LoadedTF("tflite", inputs, outputs, path=path)
+    names = [d["name"] for d in interp.get_output_details()]
+    loaded = LoadedTF("tflite", inputs, names, path=path, export_path=export_path, origin=original)
+    if folder is not None:
+        weakref.finalize(loaded, shutil.rmtree, folder, True)
+    return loaded

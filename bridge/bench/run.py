@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,7 @@ import onnx
 
 from bridge.bench import child
 from bridge.bench.timing import Latency, machine, ratio, run_rounds, split
-from bridge.config import InputSpec, Source
+from bridge.config import InputSpec, InputValues, Source
 from bridge.errors import AdapterUnavailableError, BridgeError, UsageError
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, IsolatedRuntime, isolate
@@ -38,6 +39,16 @@ Progress = Callable[[str], None]
 DEFAULT_ITERATIONS = 50
 DEFAULT_WARMUP = 3
 DEFAULT_ROUNDS = 10
+MAX_SECONDS = 86_400  # --time: a day per runner and batch size; past it a typo (1e308), not a benchmark
+
+
+class BenchFailedError(BridgeError):
+    """No runtime ran the model (each failed to load or to run it): a benchmark with no figure is a failure
+    (exit code 3), not a table of dashes. ``result`` holds what was measured (the source's figures, errors)."""
+
+    def __init__(self, message: str, result: BenchResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,23 @@ class BenchSettings:
     threads: int | None = None
     isolated: bool = True
     feeds: str = ""  # where the inputs came from
+
+    def __post_init__(self) -> None:
+        """Refuse settings that would never finish or measure nothing, before any runner starts."""
+        if self.iterations is not None and self.iterations < 1:
+            raise UsageError(f"--iterations {self.iterations}: at least 1 timed call")
+        if self.seconds is not None and not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise UsageError(f"--time {self.seconds}: must be a positive number of seconds")
+        if self.seconds is not None and self.seconds > MAX_SECONDS:
+            raise UsageError(f"--time {self.seconds:g}: at most {MAX_SECONDS} s per runner and batch size")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup {self.warmup}: cannot be negative")
+        if self.rounds < 1:
+            raise UsageError(f"--rounds {self.rounds}: at least 1 round")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"--threads {self.threads}: at least 1 thread")
+        if any(b < 1 for b in self.batches):
+            raise UsageError(f"--batch {','.join(map(str, self.batches))}: batch sizes must be positive")
 
     def to_dict(self) -> dict[str, Any]:
         return {"batches": list(self.batches), "iterations": self.iterations, "seconds": self.seconds,
@@ -108,6 +136,7 @@ class BenchResult:
     machine: dict[str, Any]
     inputs: dict[int, dict[str, list[int]]] = field(default_factory=dict)  # batch -> input shapes
     notes: list[str] = field(default_factory=list)
+    verification: dict[str, Any] | None = None  # ``--verify``: the check's verdict before anything was timed
 
     @property
     def source_runner(self) -> str | None:
@@ -115,6 +144,18 @@ class BenchResult:
 
     def cell(self, runner: str, batch: int) -> Cell | None:
         return next((c for c in self.cells if c.runner == runner and c.batch == batch), None)
+
+    @property
+    def measured(self) -> bool:
+        """Whether any runtime running the model produced a figure (the source alone measures nothing of it)."""
+        kinds = {r.name: r.kind for r in self.runners}
+        return any(c.latency is not None and kinds.get(c.runner) == "runtime" for c in self.cells)
+
+    def failure(self) -> str:
+        """Why nothing was measured: each runner's (or runner and batch size's) error."""
+        errors = [f"{r.name}: {r.error}" for r in self.runners if r.error]
+        errors += [f"{c.runner} at batch {c.batch}: {c.error}" for c in self.cells if c.error]
+        return "; ".join(errors) or "no runtime ran the model"
 
     def ratio(self, runner: str, batch: int) -> float | None:
         """Source median latency / ``runner``'s at ``batch`` (> 1: the runtime is faster); None without both."""
@@ -131,7 +172,7 @@ class BenchResult:
                 "settings": self.settings.to_dict(), "machine": self.machine,
                 "runners": [r.to_dict() for r in self.runners], "results": [c.to_dict() for c in self.cells],
                 "ratios_vs_source": ratios, "inputs": {str(b): s for b, s in self.inputs.items()},
-                "notes": self.notes}
+                "notes": self.notes, "verification": self.verification}
 
 
 def model_inputs(proto: onnx.ModelProto) -> list[TensorMeta]:
@@ -203,8 +244,9 @@ def batch_of(array: np.ndarray, batch: int) -> np.ndarray:
 
 
 def make_feeds(proto: onnx.ModelProto, metas: Sequence[TensorMeta], batch: int, *, feeds: Path | None,
-               specs: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
-    """The inputs every runner gets at ``batch``: ``--feeds`` rows (taken or repeated), or generated data."""
+               specs: Sequence[InputSpec], seed: int, values: InputValues | None = None) -> dict[str, np.ndarray]:
+    """The inputs every runner gets at ``batch``: ``--feeds`` rows (taken or repeated), or generated data
+    (``values``: ``--input-kind`` / ``--input-range``)."""
     from bridge.validation.inputs import load_feeds, make_inputs
 
     if feeds is not None:
@@ -214,7 +256,7 @@ def make_feeds(proto: onnx.ModelProto, metas: Sequence[TensorMeta], batch: int, 
         return {m.name: batch_of(loaded[m.name], batch) if shapes[m.name][:1] == (batch,) else loaded[m.name]
                 for m in metas}
     shapes = shapes_at(metas, batch, specs)
-    return make_inputs(metas, specs, seed=seed, shapes=shapes, model=proto)
+    return make_inputs(metas, specs, seed=seed, shapes=shapes, model=proto, values=values)
 
 
 def _source_output_names(proto: onnx.ModelProto) -> tuple[str, ...]:
@@ -269,6 +311,7 @@ def run_bench(
     feeds: Path | None = None,
     inputs: Sequence[InputSpec] = (),
     seed: int = 0,
+    values: InputValues | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
     max_memory: int | None = None,
     progress: Progress | None = None,
@@ -285,8 +328,6 @@ def run_bench(
     batches = base.batches or (default_batch(metas, inputs, feeds),)
     if any(b < 1 for b in batches):
         raise UsageError(f"--batch {','.join(map(str, batches))}: batch sizes must be positive")
-    if (base.iterations is not None and base.iterations < 1) or (base.seconds is not None and base.seconds <= 0):
-        raise UsageError("--iterations and --time must be positive")
     from bridge.runtimes import available_runtimes
 
     explicit = runtimes is not None
@@ -297,7 +338,7 @@ def run_bench(
                              seconds=base.seconds, warmup=base.warmup, rounds=base.rounds, threads=base.threads,
                              isolated=base.isolated, feeds=feed_note)
     # the inputs are checked (shapes, --feeds) before any child starts
-    all_feeds = {b: make_feeds(proto, metas, b, feeds=feeds, specs=inputs, seed=seed) for b in batches}
+    all_feeds = {b: make_feeds(proto, metas, b, feeds=feeds, specs=inputs, seed=seed, values=values) for b in batches}
     result = BenchResult(str(model), source.describe() if source else None, settings, [], [], machine(),
                          inputs={b: {k: list(v.shape) for k, v in f.items()} for b, f in all_feeds.items()})
     factories: dict[str, tuple[str, Callable[[], Runtime]]] = {}

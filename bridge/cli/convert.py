@@ -85,6 +85,7 @@ def _render_convert(result: Any, as_json: bool) -> None:
         out.print(f"validation inputs: {escape('; '.join(sorted(sources)))}"
                   + (f"; traced on: {escape(result.export_inputs)}" if result.export_inputs else ""), soft_wrap=True)
     render.print_comparisons(result.validation)
+    render.print_dataset(result.dataset)  # --dataset (issue 33)
     if result.bench:
         out.print(f"bench (median latency, vs source): {escape(result.bench['summary'])}", soft_wrap=True)
 

@@ -71,6 +71,10 @@ def migrate_command(
         table.add_row(escape(m.name), f"[{style}]{m.status}[/{style}]",
                       f"{m.elapsed_s:.1f}" if m.elapsed_s is not None else "-", escape(result_cell(m)))
     out.print(table)
+    for m in batch.models:
+        if m.kept:
+            out.print(f"[yellow]note:[/yellow] {escape(m.name)}: left in place, not written by bridge: "
+                      + escape(", ".join(m.kept)), highlight=False)
     out.print(f"reports: {target / 'report.html'} (+ report.json, report.md)", highlight=False)
     if batch.failed:
         raise MigrationFailed(f"{len(batch.failed)} of {len(batch.models)} models failed: "

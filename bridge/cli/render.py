@@ -96,7 +96,7 @@ def print_comparisons(comparisons: list[Any]) -> None:
                 figures = " ".join(f"{k} {v:.3g}" for k, v in (("max_abs", o.max_abs), ("max_rel", o.max_rel),
                                                               ("mismatch", o.mismatch_fraction)) if v is not None)
                 out.print(f"  {escape(o.name)}: {'ok' if o.passed else '[red]NO[/red]'} shape {o.cand_shape} {figures}"
-                          + (f" - {escape(o.note)}" if o.note else ""), soft_wrap=True)
+                          + (f" - {escape(o.note)}" if o.note else "") + _tolerance_text(o), soft_wrap=True)
             continue
         table = Table(title=title, title_justify="left")
         for col in ("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"):
@@ -105,8 +105,50 @@ def print_comparisons(comparisons: list[Any]) -> None:
             table.add_row(escape(o.name), "yes" if o.passed else "[red]NO[/red]", str(o.cand_shape),
                           f"{o.max_abs:.3g}" if o.max_abs is not None else "-",
                           f"{o.max_rel:.3g}" if o.max_rel is not None else "-",
-                          f"{o.mismatch_fraction:.3g}" if o.mismatch_fraction is not None else "-", escape(o.note))
+                          f"{o.mismatch_fraction:.3g}" if o.mismatch_fraction is not None else "-",
+                          escape(o.note) + _tolerance_text(o))
         out.print(table)
+
+
+def print_dataset(dataset: Any) -> None:
+    """``--dataset``: what ran on what, one line per runtime (agreement, mAP) and the accuracy budget's verdict."""
+    if dataset is None:
+        return
+    info = dataset.run_dict()
+    budget = info["budget"]
+    out.print(f"dataset: {escape(info['input'])}" + (f"; labels {escape(str(dataset.spec.labels))}" if info["labels"]
+                                                      else "; no labels"), soft_wrap=True)
+    out.print(f"  preprocessing: {escape(info['preprocessing']['description'])}", soft_wrap=True)
+    out.print(f"  budget: agreement >= {budget['min_agreement']:g} (--min-agreement), drop <= "
+              f"{budget['max_map_drop']:g} (--max-map-drop)", soft_wrap=True)
+    for key, entry in dataset.to_dict().items():
+        figures = " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} -" for k, v in entry.items()
+                           if k in _DATASET_FIGURES)
+        counts = (f" ({entry['matched']} matched, {entry['missed']} missed, {entry['extra']} extra)"
+                  if "matched" in entry else "")
+        rate = f", {entry['images_per_s']:g} images/s" if entry.get("images_per_s") else ""
+        name = f"source {entry['runtime']}" if key == "source" else key
+        out.print(f"  {escape(name)}: {figures or 'no figures'}{counts}{rate}", soft_wrap=True)
+    for note in info["notes"]:
+        out.print(f"  [yellow]note:[/yellow] {escape(note)}", soft_wrap=True)
+    if info["cancelled"]:
+        c = info["cancelled"]
+        out.print(f"[yellow]dataset: CANCELLED in the {escape(c['runtime'])} run after {c['images']} of {c['of']} "
+                  "images[/yellow]")
+    elif info["failures"]:
+        out.print("[red]dataset: FAIL[/red] - " + escape("; ".join(info["failures"])), soft_wrap=True)
+    else:
+        out.print("[green]dataset: PASS[/green]")
+
+
+_DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement", "miou", "map50",
+                    "map50_95", "top1_accuracy", "top5_accuracy")
+
+
+def _tolerance_text(o: Any) -> str:
+    """`` [tolerance: ...]``: which elementwise tolerance judged an output and why (bridge.validation.tolerance)."""
+    rule = getattr(o, "tolerance_rule", "")
+    return escape(f" [tolerance: {rule}]") if rule else ""
 
 
 def print_summaries(comparisons: list[Any]) -> None:

@@ -6,6 +6,7 @@ Errors propagate to ``bridge.cli.main.main``, which maps them to the documented 
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,16 +17,7 @@ from rich.table import Table
 
 from bridge.cli import render
 from bridge.cli.helptext import examples
-from bridge.cli.options import (
-    DEFAULT_ATOL,
-    DEFAULT_RTOL,
-    DEFAULT_TIMEOUT,
-    AsJsonOpt,
-    AtolOpt,
-    RtolOpt,
-    TimeoutOpt,
-    tolerance_from,
-)
+from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
 from bridge.errors import UsageError, ValidationMismatch
 
@@ -52,24 +44,32 @@ def _ints(text: str | None, what: str) -> list[int] | None:
         raise UsageError(f"{what} '{text}': comma-separated integers") from None
 
 
-@shapes_app.command("fix", epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx"))
-def fix(
-    model: Annotated[Path, typer.Argument(help="the .onnx model with symbolic dims")],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the static .onnx file to write")],
-    input: Annotated[list[str], typer.Option("--input", "-i", metavar="NAME:SHAPE", help="an input's shape, e.g. images:4,3,512,512 (repeatable)")] = [],  # noqa: B006
-    validate: Annotated[bool, typer.Option(help="compare with the original in onnxruntime at that shape")] = True,
-    atol: AtolOpt = DEFAULT_ATOL,
-    rtol: RtolOpt = DEFAULT_RTOL,
-    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
-    as_json: AsJsonOpt = False,
-) -> None:
+def _groups(command: str, own: list[inspect.Parameter], tail: list[inspect.Parameter]) -> inspect.Signature:
+    """``own`` parameters, then those of the option groups ``command`` subscribes to
+    (``bridge.conversion.options.COMMAND_GROUPS``), then ``tail``."""
+    from bridge.conversion.options import cli_parameters, command_options
+
+    return inspect.Signature([*own, *cli_parameters(command_options(command)), *tail])
+
+
+def _checked(values: dict[str, Any]) -> dict[str, Any]:
+    """The tolerance and isolation groups' values (bounds checked) as the shape tools' keywords."""
+    from bridge.conversion.options import command_options, resolve, tolerance_of
+
+    v = resolve(values, where="shapes", options=command_options("shapes fix"))
+    return {"tolerance": tolerance_of(v), "timeout": v["timeout"], "isolated": v["isolated"],
+            "max_memory": v["max_memory"]}
+
+
+def fix(model: Path, output: Path, input: list[str] | None = None, validate: bool = True,
+        as_json: bool = False, **values: Any) -> None:
     """Make every dim concrete at the given input shapes; validate against the original."""
     from bridge.api import fix_shapes
 
     try:
         with render.progress(f"fixing {model}") as progress:
-            result = fix_shapes(model, output, inputs=input, validate=validate, tolerance=tolerance_from(atol, rtol),
-                                progress=progress, timeout=timeout)
+            result = fix_shapes(model, output, inputs=input or [], validate=validate, progress=progress,
+                                **_checked(values))
     except ValidationMismatch as exc:
         if exc.result is not None and not as_json:
             render.print_summaries(getattr(exc.result, "validation", []))
@@ -90,34 +90,36 @@ def fix(
     render.print_summaries(result.validation)
 
 
-@shapes_app.command("dynamic", epilog=examples(
-    "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx",
-    "bridge shapes dynamic static.onnx --axis images:0=batch --check-size batch=1,7 -o dynamic.onnx"))
-def dynamic(
-    model: Annotated[Path, typer.Argument(help="a static .onnx model")],
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")],
-    axis: Annotated[list[str], typer.Option("--axis", "-a", metavar="NAME:AXIS=LABEL", help="make an input axis dynamic under a name, e.g. images:0=batch (repeatable)")] = [],  # noqa: B006
-    check_size: Annotated[list[str], typer.Option(metavar="LABEL=S1,S2", help="the two other sizes to validate at")] = [],  # noqa: B006
-    rewrite: Annotated[bool, typer.Option(help="rewrite baked constants where sound (else only report)")] = True,
-    allow_baked: Annotated[bool, typer.Option(help="write even if baked constants remain (checked at the original size only)")] = False,
-    atol: AtolOpt = DEFAULT_ATOL,
-    rtol: RtolOpt = DEFAULT_RTOL,
-    as_json: AsJsonOpt = False,
-) -> None:
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+fix.__signature__ = _groups("shapes fix", [  # type: ignore[attr-defined]
+    inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[Path, typer.Argument(
+        help="the .onnx model with symbolic dims")]),
+    inspect.Parameter("output", _KEYWORD, annotation=Annotated[Path, typer.Option(
+        "--output", "-o", metavar="FILE", help="the static .onnx file to write")]),
+    inspect.Parameter("input", _KEYWORD, default=[], annotation=Annotated[list[str], typer.Option(
+        "--input", "-i", metavar="NAME:SHAPE", help="an input's shape, e.g. images:4,3,512,512 (repeatable)")]),
+    inspect.Parameter("validate", _KEYWORD, default=True, annotation=Annotated[bool, typer.Option(
+        help="compare with the original in onnxruntime at that shape")])],
+    [inspect.Parameter("as_json", _KEYWORD, default=False, annotation=AsJsonOpt)])
+shapes_app.command("fix", epilog=examples("bridge shapes fix model.onnx --input images:4,3,512,512 -o static.onnx"))(fix)
+
+
+def dynamic(model: Path, output: Path, axis: list[str] | None = None, check_size: list[str] | None = None,
+            rewrite: bool = True, allow_baked: bool = False, as_json: bool = False, **values: Any) -> None:
     """Make named input axes dynamic; rewrite or report constants that baked the old size."""
     from bridge.api import make_dynamic
 
     sizes: dict[str, list[int]] = {}
-    for text in check_size:
-        label, _, values = text.partition("=")
-        parsed = _ints(values, "--check-size") if values else None
+    for text in check_size or []:
+        label, _, numbers = text.partition("=")
+        parsed = _ints(numbers, "--check-size") if numbers else None
         if not label or not parsed:
             raise UsageError(f"--check-size '{text}': expected LABEL=S1,S2")
         sizes[label] = parsed
     try:
         with render.progress(f"making {model} dynamic") as progress:
-            result = make_dynamic(model, output, axes=axis, check_sizes=sizes or None, rewrite=rewrite,
-                                  allow_baked=allow_baked, tolerance=tolerance_from(atol, rtol), progress=progress)
+            result = make_dynamic(model, output, axes=axis or [], check_sizes=sizes or None, rewrite=rewrite,
+                                  allow_baked=allow_baked, progress=progress, **_checked(values))
     except ValidationMismatch as exc:
         if exc.result is not None and not as_json:
             _render_dynamic(exc.result)
@@ -127,6 +129,26 @@ def dynamic(
         return
     out.print(f"[bold]{escape(str(model))}[/bold] -> {escape(str(output))} [green]written[/green]")
     _render_dynamic(result)
+
+
+dynamic.__signature__ = _groups("shapes dynamic", [  # type: ignore[attr-defined]
+    inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[Path, typer.Argument(
+        help="a static .onnx model")]),
+    inspect.Parameter("output", _KEYWORD, annotation=Annotated[Path, typer.Option(
+        "--output", "-o", metavar="FILE", help="the .onnx file to write")]),
+    inspect.Parameter("axis", _KEYWORD, default=[], annotation=Annotated[list[str], typer.Option(
+        "--axis", "-a", metavar="NAME:AXIS=LABEL", help="make an input axis dynamic under a name, e.g. "
+        "images:0=batch (repeatable)")]),
+    inspect.Parameter("check_size", _KEYWORD, default=[], annotation=Annotated[list[str], typer.Option(
+        metavar="LABEL=S1,S2", help="the two other sizes to validate at")]),
+    inspect.Parameter("rewrite", _KEYWORD, default=True, annotation=Annotated[bool, typer.Option(
+        help="rewrite baked constants where sound (else only report)")]),
+    inspect.Parameter("allow_baked", _KEYWORD, default=False, annotation=Annotated[bool, typer.Option(
+        help="write even if baked constants remain (checked at the original size only)")])],
+    [inspect.Parameter("as_json", _KEYWORD, default=False, annotation=AsJsonOpt)])
+shapes_app.command("dynamic", epilog=examples(
+    "bridge shapes dynamic static.onnx --axis images:0=batch -o dynamic.onnx",
+    "bridge shapes dynamic static.onnx --axis images:0=batch --check-size batch=1,7 -o dynamic.onnx"))(dynamic)
 
 
 def _render_dynamic(result: Any) -> None:

@@ -17,15 +17,14 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from bridge.config import CONTRIB_DOMAIN, ConvertConfig, check_names
-from bridge.conversion.pinning import onnx_runtimes, pin_failures
+from bridge.conversion.check import Check, Isolation, SourceReference, model_candidates, run_check
 from bridge.conversion.recipe import (
     SKIP_DISABLED,
     SKIP_SOURCE,
@@ -33,7 +32,6 @@ from bridge.conversion.recipe import (
     ConvertResult,
     Progress,
     StageStatus,
-    child_memory_limit,
     container_of,
     detection_groups,
     export,
@@ -54,25 +52,24 @@ from bridge.errors import (
 )
 from bridge.inspection import graph_metas
 from bridge.limits import memory_limit
-from bridge.runtimes import Runtime, TensorMeta, declared_input_metadata
-from bridge.runtimes.isolated import KeptWorker, isolate
-from bridge.validation.run import (
-    nondeterministic_outputs,
-    run_and_compare,
-    saved_detection_outputs,
-    vacuous_warnings,
-)
+from bridge.runtimes.isolated import KeptWorker
+from bridge.validation.run import random_outputs, saved_detection_outputs
 
 
 def convert(source: Any, output: str | Path, *, progress: Progress | None = None,
             options: dict[str, str] | None = None, **values: Any) -> ConvertResult:
     """``bridge.api.convert`` (see there): the option values as a ConvertConfig, run under ``max_memory``."""
     from bridge.conversion.options import build_config
+    from bridge.conversion.preflight import check_outputs
     from bridge.validation.detection.layouts import as_detection_specs
 
     with memory_limit(values.get("max_memory")):
         cfg = build_config(source, output, values, raw_options=options)
         as_detection_specs(list(cfg.detections))  # a malformed --detections is a usage error before any export
+        from bridge.validation.dataset import dataset_settings
+
+        dataset_settings(cfg.values)  # so is a bad --dataset option (issue 33)
+        check_outputs(cfg)  # a read-only --report folder fails now, not after the model was written
         return run_recipe(cfg, progress or (lambda _msg: None))
 
 
@@ -186,13 +183,14 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
     result.validation_skipped = reason
     if cause != SKIP_DISABLED:
         result.warnings.append(reason)
+    if result.config is not None and result.config.values.get("dataset"):  # --dataset (issue 33)
+        result.warnings.append(f"--dataset was not run: {reason}")
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
               artefacts: dict[str, Path], workdir: Path, result: ConvertResult, progress: Progress,
               worker: KeptWorker | None = None) -> None:
-    from adapters import reference_runner
-    from bridge.targets import candidate_runtime, get_target
+    from bridge.targets import get_target
 
     leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
     if not runtimes:
@@ -203,64 +201,46 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         ops = ", ".join(f"{op} x{n}" for op, n in sorted(leftover.items()))
         return _skip(result, f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime runs; "
                      "they need lowering before validation", SKIP_UNRUNNABLE)
-    start = time.perf_counter()
-    # live framework objects (an nn.Module passed to the API) cannot go to a child process: run in-process
-    isolated = cfg.isolate and cfg.source.obj is None
-    # a child process gets the model as a file, not a pickled copy of the proto (the weights once more)
-    candidate_model: Any = proto
-    if cfg.isolate:
-        from bridge.io import save_model
+    from bridge.conversion.dataset_check import dataset_judges
+    from bridge.validation.dataset.run import DatasetCancelled
 
-        candidate_model = workdir / "candidate.onnx"
-        save_model(proto, candidate_model)
+    start = time.perf_counter()
     target = get_target(cfg.to, **cfg.target_options)
     # an artefact is validated in the runtimes that run it; every other runtime validates the .onnx itself
     by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
-    direct = onnx_runtimes(by_runtime)  # runtimes that run the .onnx itself: their inputs are the graph's
-    candidates = {name: _Loader(partial(isolate, partial(candidate_runtime, name, candidate_model, workdir, by_runtime),
-                                        name=name, stage=f"the {name} candidate", enabled=cfg.isolate,
-                                        timeout=cfg.timeout, max_memory=child_memory_limit()),
-                                declared_input_metadata(name, proto) if name in direct else None)
-                  for name in runtimes}
-    feeds = feed_source(cfg, export, proto)
+    isolation = Isolation(cfg.isolate, cfg.timeout)
+    candidates = model_candidates(proto, runtimes, workdir, isolation, artefacts=by_runtime)
+    check = Check(SourceReference(adapter.framework, cfg.source, export, worker=worker), candidates,
+                  feed_source(cfg, export, proto), cfg.tolerance, detections=saved_detection_outputs(proto),
+                  model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict,
+                  pinning=cfg.values.get("pinning", True), isolation=isolation,
+                  artefact_runtimes=by_runtime, workdir=workdir, progress=progress,
+                  judges=dataset_judges(cfg.values, adapter, {s.name: s.shape for s in export.inputs if s.shape}))
     try:
-        reference = isolate(partial(reference_runner, adapter.framework, cfg.source, export), name=adapter.framework,
-                            stage=f"the {adapter.framework} reference", enabled=isolated, timeout=cfg.timeout,
-                            max_memory=child_memory_limit(), worker=worker)
-        progress(f"validating in {', '.join(runtimes)} against {reference.name}")
-        run = run_and_compare(reference, candidates, feeds, cfg.tolerance,
-                              detections=saved_detection_outputs(proto), shape_only=nondeterministic_outputs(proto),
-                              check_sensitivity=True, second_size=True, progress=progress)
-        # a failure that is only a tie at a selection (TopK, NMS) upstream is proved so, or said not to be
-        pin_failures(run, framework=adapter.framework, source=cfg.source, export=export, model=proto, workdir=workdir,
-                     feeds=feeds, tolerance=cfg.tolerance, detections=saved_detection_outputs(proto),
-                     shape_only=nondeterministic_outputs(proto), isolated=cfg.isolate, timeout=cfg.timeout,
-                     max_memory=child_memory_limit(), artefact_runtimes=by_runtime, progress=progress,
-                     strict=cfg.strict, enabled=cfg.values.get("pinning", True))
+        progress(f"validating in {', '.join(runtimes)} against the {adapter.framework} source")
+        checked = run_check(check)
+    except DatasetCancelled as exc:  # --dataset stopped by Ctrl-C: the report says where, with what was measured
+        result.dataset = exc.result
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
+        raise
     except (AdapterUnavailableError, ReferenceUnavailableError) as exc:
         reason = str(exc)
         _skip(result, reason if reason.startswith("source reference") else f"source reference unavailable: {reason}",
               SKIP_SOURCE)
         _check_loads(candidates)  # with no reference, at least every runtime must load what bridge wrote
     else:
-        result.warnings.extend(vacuous_warnings(run.comparisons))
-        result.validation = run.comparisons
-        result.validation_inputs = run.input_shapes()
-        result.validation_sizes = run.sizes
-        result.second_size_skipped = run.second_size_skipped
-        result.validation_feeds = run.input_summary(feeds.describe())
+        result.warnings.extend(checked.warnings)
+        result.validation = checked.comparisons
+        result.validation_inputs = checked.input_shapes()
+        result.validation_sizes = checked.sizes
+        result.second_size_skipped = checked.second_size_skipped
+        result.second_input_skipped = checked.second_input_skipped
+        result.validation_feeds = checked.run.input_summary(check.feeds.describe())
+        result.dataset = checked.dataset
     result.timings["validate_s"] = time.perf_counter() - start
-
-
-class _Loader:
-    """A candidate's loader and, when known without loading it, its inputs (``declared_inputs``, which
-    ``run_and_compare`` reads instead of loading the first candidate once more only to ask them)."""
-
-    def __init__(self, load: Callable[[], Runtime], declared_inputs: list[TensorMeta] | None) -> None:
-        self.load, self.declared_inputs = load, declared_inputs
-
-    def __call__(self) -> Runtime:
-        return self.load()
 
 
 def _check_loads(candidates: dict[str, Any]) -> None:
@@ -322,9 +302,15 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         return (f"validation could not run ({result.validation_skipped}) and {why} asks for it; "
                 f"{cfg.output} was not written")
     failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+    if result.dataset is not None and not result.dataset.passed:  # --dataset's accuracy budget (issue 33)
+        failing = "; ".join([*([failing] if failing else []), *result.dataset.failures])
+        if all(c.passed for c in result.validation):
+            return f"converted model fails the dataset's accuracy budget ({failing}); {cfg.output} was not written"
     if all(c.passed for c in result.validation) and not (cfg.strict and result.vacuous):
-        failing = str(result.second_size_skipped)  # only the second size is missing, and --strict fails that
+        # only the second size or the second input is missing, and --strict fails that
+        failing = str(result.second_size_skipped or result.second_input_skipped)
     what = ("does not match the source" if not all(c.passed for c in result.validation)
             else "was only checked vacuously (--strict)" if result.vacuous
-            else "was checked at one size of its dynamic axes only (--strict)")
+            else "was checked at one size of its dynamic axes only (--strict)" if result.second_size_skipped
+            else "was checked on one input only (--strict)")
     return f"converted model {what} ({failing}); {cfg.output} was not written"

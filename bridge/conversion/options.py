@@ -1,13 +1,24 @@
-"""Every convert option, declared once; the CLI, ``bridge.api.convert``, ``bridge debug``, the migrate
-manifest (and its JSON Schema) and the migrate worker are derived from these declarations.
+"""Every option of the commands that convert or check a model, declared once in groups (Polygraphy's argument
+groups); the CLI, ``bridge.api``'s signatures, ``bridge debug``, the migrate manifest (and its JSON Schema) and
+the migrate worker are derived from these declarations.
 
-``CORE`` holds the options of the conversion itself; adapters and targets declare their own groups in
-their ``options`` attribute (as Polygraphy's backends own their args), found through their registries
-(``convert_options`` stamps each with its owner). Choices are read from the registries when asked,
-so a runtime or target added with one class and one registry line is accepted everywhere at once.
-``build_config`` turns API keyword values into the ``ConvertConfig`` the recipe runs (every value is also in
-``ConvertConfig.values``, so a new option is one declaration here plus the code that reads it);
-``cli_parameters`` and ``api_signature`` give the typer parameters and the Python signature.
+``CORE`` holds the options of the conversion and of its check, each in a group (``GROUPS``): ``source`` (which
+framework reads it, its weights), ``inputs`` (shapes, ``--feeds``, generated values), ``tolerance``, ``check``
+(detection groups, ``--strict``), ``isolation`` (child processes, time and memory limits), ``report`` and
+``convert`` (the conversion's own). Adapters and targets declare their own groups in their ``options``
+attribute (as Polygraphy's backends own their args), found through their registries (``convert_options``
+stamps each with its owner); a command's own options are declared in its module (``command:<name>``). A
+command subscribes to the groups it takes (``group_options``): ``convert`` to all of them, ``validate`` and
+``bench`` to source, inputs, tolerance, check, isolation and report, the shape tools to tolerance and isolation.
+Choices are read from the registries when asked, so a runtime or target added with one class and one registry
+line is accepted everywhere at once; bounds (``bridge.config.Bounds``) are declared with the option and checked
+for every entry point. ``build_config`` turns API keyword values into the ``ConvertConfig`` the recipe runs
+(every value is also in ``ConvertConfig.values``, so a new option is one declaration here plus the code that
+reads it); ``cli_parameters`` and ``api_signature`` give the typer parameters and the Python signature.
+
+Adding an option group (``--dataset``, ``--labels``, ``--precision``): declare its options with ``group=NAME`` in
+``CORE`` (or in a tuple added to ``CORE``), add NAME to ``GROUPS`` and to the ``COMMAND_GROUPS`` entries of the
+commands that take it; the CLI flags, API keywords, manifest fields and worker keywords follow.
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ from bridge.config import (
     DEFAULT_OPSET,
     DEFAULT_TOLERANCE,
     INPUT_KINDS,
+    TOLERANCE_BOUNDS,
+    Bounds,
     ConvertConfig,
     DynamicAxis,
     ExportSpec,
@@ -34,7 +47,7 @@ from bridge.config import (
 )
 from bridge.errors import BridgeError, UsageError
 from bridge.runtimes.base import TensorMeta
-from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, check_timeout
 from bridge.validation.run import FeedSource
 
 
@@ -62,75 +75,112 @@ def _detection_formats() -> Sequence[str]:
     return OUTPUT_FORMATS
 
 
+def _newest_opset() -> int:
+    from opsets.conversion import newest_runtime_opset
+
+    return newest_runtime_opset()
+
+
+def _opset_range() -> str:
+    from opsets.conversion import MIN_OPSET
+
+    return (f"bridge converts between opsets {MIN_OPSET} and {_newest_opset()} (the newest the installed onnxruntime "
+            "runs)")
+
+
 def _comma_list(text: Any) -> Any:
     return [t.strip() for t in text.split(",") if t.strip()] if isinstance(text, str) else text
 
 
-def _runtime_list(text: Any) -> Any:
-    """``onnxruntime,tensorflow`` -> names; ``none`` -> [] (no validation); None -> the target's default."""
+def runtime_list(text: Any) -> Any:
+    """``onnxruntime,tensorflow`` -> names; ``none`` -> [] (no validation); None -> the default."""
     if isinstance(text, str) and text.strip().lower() == "none":
         return []
     return _comma_list(text)
 
 
-PARSERS = {"validate": _runtime_list, "output_names": _comma_list, "outputs": _comma_list}
+# opsets.conversion.MIN_OPSET .. the newest the installed onnxruntime loads (what opsets.conversion.check_target asks)
+OPSET_BOUNDS = Bounds(ge=7, le=_newest_opset, integer=True, text=_opset_range)
+SEED_BOUNDS = Bounds(ge=0, lt=2**63, integer=True, text="must be an integer from 0 to 2**63 - 1")  # numpy: from 0 up
+# a week: past that a limit is a typo (1e308), and poll() overflows; check_timeout says so (every time limit's check)
+TIMEOUT_BOUNDS = Bounds(gt=0, le=MAX_TIMEOUT_S, validate=check_timeout)
+COUNT_BOUNDS = Bounds(gt=0, integer=True)
+
+# the groups a command subscribes to, in the order convert's --help lists them; adapters and targets add theirs
+GROUPS = ("source", "inputs", "tolerance", "check", "dataset", "isolation", "report", "convert")
+ADAPTERS, TARGETS = "adapters", "targets"  # every registered adapter's / target's own group
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "convert": (*GROUPS, ADAPTERS, TARGETS),
+    "validate": ("source", "inputs", "tolerance", "check", "dataset", "isolation", "report"),
+    "bench": ("source", "inputs", "tolerance", "check", "isolation", "report"),
+    "shapes fix": ("tolerance", "isolation"),
+    "shapes dynamic": ("tolerance", "isolation"),
+}
 
 CORE: tuple[Option, ...] = (
-    Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks, metavar="NAME"),
+    Option("framework", str | None, None, "source framework (default: detect)", choices=_frameworks, metavar="NAME",
+           group="source"),
     Option("inputs", list[str], [], "an input's shape (and dtype), e.g. images:4,3,64,64 or data:1,3,224,224:float16 "
-           "(repeatable)", flags=("--input", "-i"), metavar="NAME:SHAPE[:DTYPE]"),
+           "(repeatable)", flags=("--input", "-i"), metavar="NAME:SHAPE[:DTYPE]", group="inputs"),
     Option("dynamic", list[str], [], "make an input axis dynamic under a name, e.g. images:0=batch (repeatable)",
            flags=("--dynamic", "-d"), metavar="NAME:AXIS=LABEL"),
     Option("opset", int | None, None, "target default-domain opset (default: the exporter's, at least "
-           f"{DEFAULT_OPSET})", metavar="N"),
+           f"{DEFAULT_OPSET})", metavar="N", bounds=OPSET_BOUNDS),
     Option("validate", list[str] | None, None, "runtimes to validate in, comma-separated, or none (default: the "
-           "target's)", cli_type=str | None, choices=_runtimes, debug=False, manifest="runtimes", metavar="RUNTIMES"),
-    Option("atol", float, DEFAULT_TOLERANCE.atol, "absolute tolerance", manifest="tolerance"),
-    Option("rtol", float, DEFAULT_TOLERANCE.rtol, "relative tolerance", manifest="tolerance"),
+           "target's)", cli_type=str | None, choices=_runtimes, debug=False, manifest="runtimes", metavar="RUNTIMES",
+           parse=runtime_list),
+    Option("atol", float, DEFAULT_TOLERANCE.atol, "absolute tolerance", manifest="tolerance", group="tolerance",
+           bounds=TOLERANCE_BOUNDS),
+    Option("rtol", float, DEFAULT_TOLERANCE.rtol, "relative tolerance", manifest="tolerance", group="tolerance",
+           bounds=TOLERANCE_BOUNDS),
     Option("tolerance", list[str], [], "tolerances of one output, e.g. scores=1e-3,1e-2 (repeatable)",
-           manifest="tolerance", metavar="NAME=ATOL,RTOL"),
-    Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None, metavar="FILE"),
+           manifest="tolerance", metavar="NAME=ATOL,RTOL", group="tolerance"),
+    Option("report", Path | None, None, "write a report (.json, .md or .html)", manifest=None, metavar="FILE",
+           group="report"),
     Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
-           metavar="FILE", source_specific=True),
+           metavar="FILE", source_specific=True, group="source"),
     Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
-           "keep their names as the model's outputs; MXNet symbols and TensorFlow GraphDefs)", cli_type=str | None,
-           route="source", metavar="NAMES", source_specific=True),
+           "keep their names as the model's outputs; MXNet symbols, TensorFlow GraphDefs and .tflite files)",
+           cli_type=str | None, route="source", metavar="NAMES", source_specific=True, parse=_comma_list),
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
-           cli_type=str | None, metavar="NAMES", source_specific=True),
+           cli_type=str | None, metavar="NAMES", source_specific=True, parse=_comma_list),
     Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",
            choices=_detection_formats, metavar="FORMAT"),
-    Option("max_detections", int | None, None, "rows of the boxes-scores-classes format", metavar="N"),
+    Option("max_detections", int | None, None, "rows of the boxes-scores-classes format", metavar="N",
+           bounds=COUNT_BOUNDS),
     Option("feeds", Path | None, None, "validation inputs: .npz keyed by input name (default: seeded noise)",
-           metavar="FILE.npz"),
+           metavar="FILE.npz", group="inputs"),
     Option("to", str, "onnx", "delivery format; a target's artefact is validated in its runtimes", choices=_targets,
            debug=False, metavar="TARGET"),
     Option("artefact_dir", Path | None, None, "folder for the target's artefacts (default: beside the .onnx)",
-           debug=False, metavar="DIR"),
-    Option("seed", int, 0, "seed for generated validation inputs", metavar="N"),
+           debug=False, manifest=None, metavar="DIR"),  # a migration writes them in the model's folder under --out
+    Option("seed", int, 0, "seed for generated validation inputs", metavar="N", group="inputs", bounds=SEED_BOUNDS),
     Option("trust_source", bool, False, "run the source for validation even if its graph has side effects "
-           "(file writes, Python callbacks)", route="source"),
+           "(file writes, Python callbacks)", route="source", group="source"),
     Option("isolated", bool, True, "run the source reference and each runtime in a child process with time and "
-           "memory limits", flags=("--isolate/--no-isolate",), debug=False),
+           "memory limits", flags=("--isolate/--no-isolate",), debug=False, group="isolation"),
     Option("timeout", float, DEFAULT_TIMEOUT_S, "seconds each reference/runtime step may take in its child process",
-           manifest="step_timeout", metavar="SECONDS"),
+           manifest="step_timeout", metavar="SECONDS", group="isolation", bounds=TIMEOUT_BOUNDS),
     Option("strict", bool, False, "a vacuous verdict (nothing real compared: no detections, all-NaN outputs, a "
-           "0-sized dim), dynamic axes checked at one size only or a validation that could not run fails (exit 1); "
-           "pinning then excuses only choices on inputs within 4 float32 ulps of the source's", debug=False),
+           "0-sized dim, a random output compared by shape only), dynamic axes checked at one size only, a "
+           "candidate checked on one input only or a validation that could not run fails (exit 1); pinning then "
+           "excuses only choices on inputs within 4 float32 ulps of the source's", debug=False, group="check"),
     Option("pinning", bool, True, "on a failed comparison of a model with selections (TopK, NMS, ArgMax, "
            "comparisons), re-run it with the source's values deciding them; a pass is proved near-ties only "
-           "(README: Validation)", flags=("--pinning/--no-pinning",), debug=False),
+           "(README: Validation)", flags=("--pinning/--no-pinning",), debug=False, group="check"),
     Option("max_memory", str | None, None, "limit for sizes files declare and for reference/runtime children, "
-           "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)", metavar="SIZE"),
+           "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)", metavar="SIZE", group="isolation"),
     Option("external_data", bool | None, None, "weights in <output>.data beside the model (default: only past "
            "protobuf's 2 GiB limit)", flags=("--external-data/--inline-data",), debug=False),
     Option("detections", list[str], [], "one detector's outputs, compared detection by detection (boxes matched "
            "by class and IoU): comma-separated ROLE=OUTPUT pairs, roles boxes and scores (required), labels, "
            "batch_index and num, e.g. boxes=bb,scores=sc (repeatable; outputs "
-           "fed by NMS are found without it)", metavar="ROLE=OUTPUT,..."),
+           "fed by NMS are found without it)", metavar="ROLE=OUTPUT,...", group="check"),
     Option("input_kind", str | None, None, "generated inputs (tracing and validation): normal (default) | image "
-           "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS, metavar="KIND"),
+           "(image-like, [0,1] floats / [0,255] integers)", choices=lambda: INPUT_KINDS, metavar="KIND",
+           group="inputs"),
     Option("input_range", str | None, None, "generated float inputs in this range (e.g. 0,255 for a model "
-           "that normalises raw pixels itself)", metavar="LO,HI"),
+           "that normalises raw pixels itself)", metavar="LO,HI", group="inputs"),
     Option("strip_provenance", bool, False, "write nodes without the metadata naming their source node and the "
            "translator or pass that made them", debug=False),
     Option("bench", bool, False, "then time the written model in the validated runtimes against the source "
@@ -140,34 +190,62 @@ CORE: tuple[Option, ...] = (
 
 def convert_options() -> list[Option]:
     """The core options, then each registered adapter's and target's own group (stamped with its owner)."""
+    return group_options(*COMMAND_GROUPS["convert"])
+
+
+def group_options(*groups: str) -> list[Option]:
+    """The options of ``groups`` in ``CORE``'s order; ``ADAPTERS`` / ``TARGETS`` add each registered adapter's /
+    target's own group (stamped with its owner and route). Two groups claiming one name is an error: one of them
+    would be unreachable."""
     from adapters import get_adapter
     from bridge.targets import get_target
 
-    found: list[Option] = list(CORE)
-    for framework in _frameworks():
-        found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")
-                  for o in getattr(get_adapter(framework), "options", ())]
-    for name in _targets():
-        found += [dataclasses.replace(o, group=f"target:{name}", route="target", debug=False)
-                  for o in getattr(get_target(name), "options", ())]
+    wanted = set(groups)
+    unknown = wanted - {*GROUPS, ADAPTERS, TARGETS}
+    if unknown:
+        raise AssertionError(f"no option group {', '.join(sorted(unknown))} (groups: {', '.join(GROUPS)})")
+    found: list[Option] = [o for o in CORE if o.group in wanted]
+    if "dataset" in wanted:  # declared in its own package (the dataset run's options, issue 33)
+        from bridge.validation.dataset.options import DATASET_OPTIONS
+
+        found += DATASET_OPTIONS
+    if ADAPTERS in wanted:
+        for framework in _frameworks():
+            found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")
+                      for o in getattr(get_adapter(framework), "options", ())]
+    if TARGETS in wanted:
+        for name in _targets():
+            found += [dataclasses.replace(o, group=f"target:{name}", route="target", debug=False)
+                      for o in getattr(get_target(name), "options", ())]
     names = [o.name for o in found]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:  # two groups claiming one name would make one of them unreachable
-        raise AssertionError(f"convert options declared twice: {', '.join(repeated)}")
+        raise AssertionError(f"options declared twice: {', '.join(repeated)}")
     return found
+
+
+def command_options(command: str, own: Sequence[Option] = ()) -> list[Option]:
+    """A command's own options (stamped ``command:<name>``), then those of the groups it subscribes to."""
+    return [*(dataclasses.replace(o, group=f"command:{command}") for o in own), *group_options(*COMMAND_GROUPS[command])]
 
 
 def option(name: str) -> Option:
     return next(o for o in convert_options() if o.name == name)
 
 
-def defaults() -> dict[str, Any]:
-    return {o.name: o.default for o in convert_options()}
+def defaults(options: Sequence[Option] | None = None) -> dict[str, Any]:
+    return {o.name: o.default for o in (convert_options() if options is None else options)}
 
 
-def from_cli(values: Mapping[str, Any]) -> dict[str, Any]:
-    """CLI values (comma-separated strings, ...) as the API takes them."""
-    return {k: PARSERS[k](v) if k in PARSERS else v for k, v in values.items()}
+def from_cli(values: Mapping[str, Any], options: Sequence[Option] | None = None) -> dict[str, Any]:
+    """CLI values (comma-separated strings, ...) as the API takes them (each option's ``parse``)."""
+    parsers = {o.name: o.parse for o in (convert_options() if options is None else options) if o.parse is not None}
+    return {k: parsers[k](v) if k in parsers else v for k, v in values.items()}
+
+
+def tolerance_of(values: Mapping[str, Any]) -> Tolerance:
+    """The tolerance group's values (``atol``, ``rtol``, per-output ``tolerance``) as one Tolerance."""
+    return _tolerance({"atol": DEFAULT_TOLERANCE.atol, "rtol": DEFAULT_TOLERANCE.rtol, "tolerance": [], **values})
 
 
 # ------------------------------------------------------------------------------------------------ derived
@@ -178,26 +256,29 @@ def _api_type(o: Option) -> Any:
 
 
 def api_signature(head: Sequence[inspect.Parameter], tail: Sequence[inspect.Parameter] = (),
-                  *, debug: bool = False) -> inspect.Signature:
-    """``head`` (positional parameters), every option as a keyword (``debug``: those debug takes), ``tail``."""
+                  *, debug: bool = False, options: Sequence[Option] | None = None) -> inspect.Signature:
+    """``head`` (positional parameters), every option (``options``, default convert's) as a keyword (``debug``:
+    those debug takes), ``tail``."""
     params = [*head, *(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default,
                                          annotation=_api_type(o))
-                       for o in convert_options() if o.debug or not debug), *tail]
+                       for o in (convert_options() if options is None else options) if o.debug or not debug), *tail]
     return inspect.Signature(params)
 
 
-def cli_parameters(*, debug: bool = False, help_overrides: Mapping[str, str] | None = None) -> list[inspect.Parameter]:
-    """typer parameters (``Annotated[type, typer.Option(...)]``) for every option (``debug``: debug's)."""
+def cli_parameters(options: Sequence[Option] | None = None, *, debug: bool = False,
+                   help_overrides: Mapping[str, str] | None = None) -> list[inspect.Parameter]:
+    """typer parameters (``Annotated[type, typer.Option(...)]``) for ``options`` (default: convert's; ``debug``:
+    those debug takes)."""
     import typer
 
     params = []
-    for o in convert_options():
+    for o in convert_options() if options is None else options:
         if debug and not o.debug:
             continue
         text = (help_overrides or {}).get(o.name, o.help)
         if o.choices is not None:
             text += f" (one of: {', '.join(o.choices())})"
-        if o.group != "convert":
+        if o.group.startswith(("adapter:", "target:")):
             text += f" ({o.group.replace(':', ' ')} option)"
         cli_type = o.cli_type if o.cli_type is not None else o.type
         default = (None if o.cli_type is not None else list(o.default)) if isinstance(o.default, list) else o.default
@@ -224,7 +305,7 @@ def _tolerance(values: Mapping[str, Any]) -> Tolerance:
     if isinstance(given, Tolerance):
         atol = given.atol if values["atol"] == DEFAULT_TOLERANCE.atol else values["atol"]
         rtol = given.rtol if values["rtol"] == DEFAULT_TOLERANCE.rtol else values["rtol"]
-        return Tolerance(atol, rtol, given.per_output)
+        return Tolerance(atol, rtol, given.per_output, given.scale_rule)
     if isinstance(given, Mapping):  # NAME -> (ATOL, RTOL)
         return Tolerance(values["atol"], values["rtol"], dict(given))
     return Tolerance.parse_override(Tolerance(values["atol"], values["rtol"]), list(given or ()))
@@ -238,21 +319,39 @@ def _source_option(value: Any) -> str | None:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def resolve(values: Mapping[str, Any], *, where: str = "convert") -> dict[str, Any]:
-    """Every option's value (defaults filled in); TypeError for a keyword no option declares, UsageError
-    for a value outside its registry's choices."""
-    known = defaults()
+def resolve(values: Mapping[str, Any], *, where: str = "convert",
+            options: Sequence[Option] | None = None) -> dict[str, Any]:
+    """Every option's value (defaults filled in; ``options``: default convert's); TypeError for a keyword no
+    option declares, UsageError for a value outside its registry's choices or its bounds."""
+    declared = convert_options() if options is None else list(options)
+    known = defaults(declared)
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise TypeError(f"{where}() got an unexpected keyword argument '{unknown[0]}'")
     merged = {**known, **values}
-    for o in convert_options():
+    for o in declared:
         if o.choices is not None:
             o.check_choice(merged[o.name])
-    seed = merged["seed"]  # numpy seeds only from 0 up; a negative one would surface as an internal error
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise UsageError(f"--seed {seed!r}: must be an integer from 0 to 2**63 - 1")
+        if o.bounds is not None:
+            o.bounds.check(merged[o.name], o.cli_flags[0].split("/")[0])
     return merged
+
+
+def source_of(source: Any, values: Mapping[str, Any], options: Sequence[Option],
+              raw_options: Mapping[str, str] | None = None) -> Source:
+    """The ``Source`` of ``source`` (a path, ``module:factory``, a framework object or a Source) with the source
+    group's values: ``--weights``, and every option routed to ``Source.options`` (the adapters' knobs, over the
+    raw ``raw_options``)."""
+    source_options = dict(raw_options or {})
+    source_options.update({o.name: s for o in options if o.route == "source"
+                           for s in [_source_option(values[o.name])] if s is not None})
+    weights = Path(values["weights"]) if values.get("weights") else None
+    if isinstance(source, Source):
+        return dataclasses.replace(source, options={**source.options, **source_options},
+                                   weights=source.weights or weights)
+    if isinstance(source, (str, Path)):
+        return Source(location=str(source), weights=weights, options=source_options)
+    return Source(obj=source, weights=weights, options=source_options)
 
 
 def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
@@ -267,17 +366,8 @@ def build_config(source: Any, output: str | Path, values: Mapping[str, Any], *,
     for o in opts:  # an option of another target would be silently unused
         if o.route == "target" and o.group != f"target:{target_name}" and v[o.name] != o.default:
             raise UsageError(f"{o.cli_flags[0]} belongs to --to {o.group.split(':', 1)[1]}, not --to {target_name}")
-    source_options = dict(raw_options or {})
-    source_options.update({o.name: s for o in opts if o.route == "source"
-                           for s in [_source_option(v[o.name])] if s is not None})
+    src = source_of(source, v, opts, raw_options)
     target_options = {o.name: v[o.name] for o in opts if o.group == f"target:{target_name}"}
-    weights = Path(v["weights"]) if v["weights"] else None
-    if isinstance(source, Source):
-        src = dataclasses.replace(source, options={**source.options, **source_options}, weights=source.weights or weights)
-    elif isinstance(source, (str, Path)):
-        src = Source(location=str(source), weights=weights, options=source_options)
-    else:
-        src = Source(obj=source, weights=weights, options=source_options)
     target = get_target(target_name, **target_options)
     # a target may need settings of the conversion itself (e.g. an output layout built from a lowering's format)
     configure = getattr(target, "configure", None)

@@ -146,6 +146,8 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
             if second:
                 sizes.append((second, None))
         sizes.extend(extra)
+        if comp.second_input and run.second_input is not None:  # a pass must cover the second input too
+            sizes.append((run.second_input.inputs, run.second_input.outputs))
         progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
         try:
             explain_by_pinning(comp, model, taps, candidate_runner(

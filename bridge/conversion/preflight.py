@@ -3,7 +3,9 @@
 ``preflight`` checks what needs only the file system and the option values: the source path (or the
 ``file.py`` of ``file.py:factory``) exists, ``module:factory`` is written as one, the factory is
 defined at the top level of its ``file.py`` (read with ``ast``, not imported), the ``--feeds`` file
-exists, and every ``--dynamic`` axis is inside the rank ``--input`` gives that input.
+exists, and every ``--dynamic`` axis is inside the rank ``--input`` gives that input. A path that exists
+but is neither a file nor a folder (a FIFO, a device) is named as what it is: reading it would block or
+never end. ``check_outputs`` tries every place the conversion writes before the work starts.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import stat
 from pathlib import Path
 
-from bridge.config import ExportSpec, Source
+from bridge.config import ConvertConfig, ExportSpec, Source
 from bridge.errors import SourceNotFoundError, UsageError
+from bridge.io import check_writable, describe_kind, require_file
 
 # suffixes of the source files adapters read (a dotted module name is not judged as a path)
 _FILE_SUFFIXES = {".onnx", ".json", ".pt", ".pt2", ".pth", ".pb", ".pbtxt", ".h5", ".keras", ".tflite", ".py"}
@@ -62,7 +66,14 @@ def check_source(source: Source) -> None:
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise UsageError(f"{loc}: {head} defines no '{first}' at its top level{hint}")
         return
-    if ("/" in loc or Path(loc).suffix.lower() in _FILE_SUFFIXES) and not Path(loc).exists():
+    path = Path(loc)
+    if path.exists():  # what is there: a FIFO would block the adapter reading it, /dev/zero never ends
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise UsageError(f"{loc} is {describe_kind(mode)}, not a model file or folder")
+        if stat.S_ISDIR(mode) and path.suffix.lower() in _FILE_SUFFIXES:
+            raise UsageError(f"{loc} is a folder, not a {path.suffix} file")
+    elif "/" in loc or path.suffix.lower() in _FILE_SUFFIXES:
         raise SourceNotFoundError(f"{loc}: no such file or folder")
 
 
@@ -78,6 +89,18 @@ def check_axes(spec: ExportSpec) -> None:
 def preflight(source: Source, spec: ExportSpec, feeds: Path | None) -> None:
     """Every check above; raises the first UsageError / SourceNotFoundError."""
     check_source(source)
-    if feeds is not None and not feeds.is_file():
-        raise SourceNotFoundError(f"--feeds {feeds}: no such file")
+    if source.weights is not None and Path(source.weights).exists():  # a missing one: the adapter says what it needs
+        require_file(source.weights, "--weights")
+    if feeds is not None:
+        require_file(feeds, "--feeds")
     check_axes(spec)
+
+
+def check_outputs(cfg: ConvertConfig) -> None:
+    """Every place the conversion writes (-o, --report, each target artefact) can be written, checked before
+    the work: a read-only --report folder fails now, not after the model was converted and written."""
+    check_writable(cfg.output, "-o")
+    if cfg.report is not None:
+        check_writable(cfg.report, "--report")
+    for name, path in cfg.artefacts.items():
+        check_writable(path, f"--artefact-dir ({name})" if cfg.artefact_dir is not None else f"the {name} artefact")

@@ -1,14 +1,17 @@
 """The one conversion recipe: pick the adapter, export, run the ONNX stage, record the detection groups,
 build the validation inputs - each with a status (as torch.onnx reports one status per stage).
 
-``convert``, ``validate``, ``debug`` (and ``--localize``) and the migrate worker all go through these
-functions, so they export with the same inputs, generate the same feeds (graph-derived values for
-indices, shapes, axes) and compare the same detection groups. ``bridge.conversion.delivery`` runs
-the rest of ``convert`` (target artefacts, validation of every written file, writing) and is its entry.
+``convert``, ``debug`` (and ``--localize``) and the migrate worker go through these functions, so they
+export with the same inputs, generate the same feeds (graph-derived values for indices, shapes, axes) and
+compare the same detection groups; ``validate`` reads an existing model's detection groups and output names
+here too (``detection_groups(trusted=False)``). ``bridge.conversion.delivery`` runs the rest of ``convert``
+(target artefacts, validation of every written file through ``bridge.conversion.check``, writing) and is its
+entry.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -28,6 +31,7 @@ from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs
 from bridge.validation.run import FeedSource, saved_detection_outputs
 
+logger = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 STAGES = ("adapter", "export", "onnx_stage", "target", "validation", "write")
 # why validation did not run: asked not to / the source cannot run here / the model holds ops no runtime runs
@@ -87,6 +91,8 @@ class ConvertResult:
     # why a model with dynamic axes was checked at one size only (the source failed at the second): the verdict
     # stands, proving nothing about those axes; --strict fails it
     second_size_skipped: str | None = None
+    # why the candidates ran on one input only (the source failed on the second): --strict fails it
+    second_input_skipped: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     written: bool = False
     target: dict[str, Any] | None = None  # the target's artefact report (e.g. the TensorFlow SavedModel)
@@ -99,12 +105,14 @@ class ConvertResult:
     files: list[dict[str, Any]] = field(default_factory=list)  # every delivered file and the verdicts covering it
     validation_required: bool = False  # --strict or an explicit --validate: a validation that cannot run fails
     bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
+    dataset: Any = None  # --dataset: bridge.validation.dataset.DatasetResult (its verdict is part of ``passed``)
     config: ConvertConfig | None = field(default=None, repr=False, compare=False)  # what ran (not reported)
 
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
-                and not (self.strict and self.second_size_skipped) and not self.unproved)
+                and not (self.strict and (self.second_size_skipped or self.second_input_skipped))
+                and not self.unproved and (self.dataset is None or self.dataset.passed))
 
     @property
     def vacuous(self) -> bool:
@@ -124,11 +132,14 @@ class ConvertResult:
             "notes": self.notes, "warnings": self.warnings, "passes": [asdict(p) for p in self.passes],
             "validation": [c.to_dict() for c in self.validation], "validation_skipped": self.validation_skipped,
             "validation_inputs": self.validation_inputs, "validation_sizes": self.validation_sizes,
-            "second_size_skipped": self.second_size_skipped, "passed": self.passed, "timings": self.timings,
+            "second_size_skipped": self.second_size_skipped, "second_input_skipped": self.second_input_skipped,
+            "passed": self.passed, "timings": self.timings,
             "target": self.target, "vacuous": self.vacuous, "strict": self.strict,
             "detections": self.detections, "validation_feeds": self.validation_feeds,
             "export_inputs": self.export_inputs, "warning_details": self.warning_details,
             "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files, "bench": self.bench,
+            **({} if self.dataset is None else {"dataset": self.dataset.to_dict(),  # --dataset (issue 33)
+                                                "dataset_run": self.dataset.run_dict()}),
         }
 
 
@@ -224,18 +235,31 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
     still lives (the exporter's peak plus the model two or three times over). No time limit (an export takes
     as long as it takes; the heartbeat says so) and the reference's memory limit. ``keep``: the child is
     kept there once the export succeeded (the reference runs in it next); the file is then read while it waits,
-    freed of the export's leftovers, smaller than when it runs the reference next to this process."""
+    freed of the export's leftovers, smaller than when it runs the reference next to this process. An adapter
+    whose first attempt failed may ask for its fallback in a fresh child (``adapters.base.ExportRetry``): the
+    export runs once more there, with the source options it names."""
     import shutil
     import tempfile
 
+    from adapters.base import ExportRetry
     from bridge.runtimes.isolated import call_isolated
 
     adapter.require_framework()  # a missing framework is named here, before a child starts
     folder = Path(tempfile.mkdtemp(prefix="bridge-export-"))
+    source = cfg.source
     try:
-        exported = call_isolated(partial(_export, adapter.framework, cfg.source, cfg.export, folder / "exported.onnx"),
-                                 stage=f"the {adapter.framework} export", timeout=None,
-                                 max_memory=child_memory_limit(), keep=keep)
+        for attempt in range(2):
+            try:
+                exported = call_isolated(partial(_export, adapter.framework, source, cfg.export,
+                                                 folder / "exported.onnx"),
+                                         stage=f"the {adapter.framework} export", timeout=None,
+                                         max_memory=child_memory_limit(), keep=keep)
+                break
+            except ExportRetry as retry:  # the adapter's fallback, in a fresh child: its first try's leftovers died
+                if attempt:
+                    raise
+                logger.info("%s", retry)
+                source = replace(source, options={**source.options, **retry.options})
         exported.model = onnx.load(str(folder / "exported.onnx"))  # external data (over 2 GiB) read back too
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -243,10 +267,16 @@ def export_in_child(cfg: ConvertConfig, adapter: Any, keep: KeptWorker | None = 
 
 
 def _export(framework: str, source: Any, spec: Any, path: Path | None = None) -> Any:
-    """The export (in the child): with ``path``, the model is written there and sent back without it."""
+    """The export (in the child): with ``path``, the model is written there and sent back without it, and the
+    adapter may ask for its fallback in a fresh child (``adapters.base.ExportRetry``)."""
     from adapters import get_adapter
+    from adapters.base import FRESH_RETRY
 
-    exported = get_adapter(framework).export(source, spec)
+    token = FRESH_RETRY.set(path is not None)
+    try:
+        exported = get_adapter(framework).export(source, spec)
+    finally:
+        FRESH_RETRY.reset(token)
     if path is not None:
         from bridge.io import save_model
 
@@ -281,10 +311,16 @@ def feed_source(cfg: ConvertConfig, export: Any, model: onnx.ModelProto, *, vary
                       model=graphs)
 
 
-def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[DetectionSpec]:
+def detection_groups(proto: onnx.ModelProto, declared: Sequence[str], *, trusted: bool = True,
+                     warnings: list[str] | None = None) -> list[DetectionSpec]:
     """The detector output groups of the converted model, recorded in its metadata (``DETECTION_META``) so
     ``bridge validate`` compares them the same way later: ``--detections`` when given (names checked), else
-    those a lowering pass recorded plus those found fed by NonMaxSuppression."""
+    those a lowering pass recorded plus those found fed by NonMaxSuppression.
+
+    ``trusted=False`` (a model bridge did not just write, e.g. ``validate``'s file under test): a recorded group
+    decides *how* outputs are compared (matched by IoU, rows excused as ties), so it is kept only where the graph
+    computes every output of it through a selection (NonMaxSuppression, TopK); a group recorded over outputs no
+    selection feeds is compared elementwise, and ``warnings`` says so."""
     from bridge.validation.detection.layouts import (
         detect_detection_outputs,
         dump_detection_specs,
@@ -298,6 +334,8 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[De
             check_names("--detections", spec.candidate_names(), outputs, "output")
     else:
         specs = saved_detection_outputs(proto)
+        if not trusted:
+            specs = _selected(proto, specs, warnings if warnings is not None else [])
         covered = {n for s in specs for n in s.candidate_names()}
         if _has_op(proto.graph, "NonMaxSuppression"):  # shape inference inside is not free: only for detectors
             found = detect_detection_outputs(without_weights(proto))
@@ -307,6 +345,50 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str]) -> list[De
         entry = props.get(DETECTION_META) or proto.metadata_props.add(key=DETECTION_META)
         entry.value = dump_detection_specs(specs)
     return with_nms_thresholds(proto, specs)  # the tie rules' NMS threshold: read from the graph each time
+
+
+# what makes a detector's rows a selection: the ops whose ties reorder or swap rows
+_DETECTION_SELECTIONS = frozenset({"NonMaxSuppression", "TopK"})
+
+
+def _selected(proto: onnx.ModelProto, specs: Sequence[DetectionSpec], warnings: list[str]) -> list[DetectionSpec]:
+    """The recorded groups whose every output the graph computes through a selection op (a subgraph holding one
+    counts); the others are said in ``warnings`` and left to the elementwise comparison."""
+    producer = {o: n for n in proto.graph.node for o in n.output}
+    memo: dict[str, bool] = {}
+
+    def selected(name: str) -> bool:
+        stack, seen = [name], set()
+        while stack:
+            value = stack.pop()
+            if value in memo:
+                if memo[value]:
+                    return True
+                continue
+            node = producer.get(value)
+            if node is None or value in seen:
+                continue
+            seen.add(value)
+            if node.op_type in _DETECTION_SELECTIONS or any(
+                    _has_op(g, op) for a in node.attribute for g in [*([a.g] if a.type == a.GRAPH else []), *a.graphs]
+                    for op in _DETECTION_SELECTIONS):
+                memo[name] = True
+                return True
+            stack.extend(i for i in node.input if i)
+        memo[name] = False
+        return False
+
+    kept = []
+    for spec in specs:
+        unselected = [n for n in spec.candidate_names() if not selected(n)]
+        if unselected:
+            warnings.append(f"the model's metadata declares {', '.join(spec.candidate_names())} a detection group "
+                            f"({spec.layout}), but no {' or '.join(sorted(_DETECTION_SELECTIONS))} computes "
+                            f"{', '.join(unselected)}: compared elementwise (the file under test does not decide "
+                            "how it is judged; declare a group with --detections)")
+            continue
+        kept.append(spec)
+    return kept
 
 
 def _has_op(graph: onnx.GraphProto, op_type: str) -> bool:

@@ -2,15 +2,16 @@
 
 Steps: export with the adapter; run the ONNX stage one pass at a time with snapshots
 (``passes.trace_pipeline``); run the source reference and the final model on the same inputs and
-compare the outputs (``validation.run.run_and_compare``, detection-aware where the stage recorded
-detection outputs, and at a second size of every dynamic axis as ``convert`` does: the verdict agrees
-with convert's on a model wrong only at another batch); compare every intermediate tensor the source and
+compare the outputs (the one validation run, ``conversion.check``: detection-aware where the stage recorded
+detection outputs, on a second input and at a second size of every dynamic axis as ``convert`` does: the
+verdict agrees with convert's on a model wrong only at another batch); compare every intermediate tensor the source and
 the converted model share (``localize.compare_tensors`` over ``sources.source_taps``) and name the culprit node, the pass or
 translator that produced it (``StageTrace.provenance``); compare the model before and after each pass
 (``passes.localize_passes``); the tensor and pass localisation run at the first size only (a note says
 so when the outputs were checked at more). The result also carries plain data for the HTML report:
 per-element error histograms of failing outputs and detection overlays (boxes of both sides on the input images).
-Runs in-process (no child-process isolation), one chunk of tensors at a time.
+Runs in the debug child process (``bridge.api.debug``), one chunk of tensors at a time; the final comparison
+runs there too, without further children (the reference's taps come next in the same process).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
 from bridge.validation.detection.layouts import DetectionSpec
 from bridge.validation.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
-from bridge.validation.run import run_and_compare
+from bridge.validation.run import random_outputs
 
 Progress = Callable[[str], None]
 MAX_OVERLAYS = 4  # images drawn per detection output
@@ -179,7 +180,8 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
             opset=export.opset or cfg.export.opset, inputs=graph_metas(final.graph.input, final),
             outputs=graph_metas(final.graph.output, final), stage=trace, notes=list(export.notes),
             warnings=warnings, timings=timings)
-        detections = recipe.detection_groups(final, cfg.detections)  # the groups convert compares
+        # the groups convert compares; a given model's recorded groups only where its graph computes them
+        detections = recipe.detection_groups(final, cfg.detections, trusted=model is None, warnings=result.warnings)
         feeds, ref_outputs = _compare_outputs(cfg, adapter, export, final, detections, result, say)
         t = time.perf_counter()
         if ref_outputs is not None:
@@ -231,34 +233,38 @@ def write_debug_report(result: DebugResult, path: Path) -> None:
 def _compare_outputs(cfg: ConvertConfig, adapter: Any, export: Any, final: onnx.ModelProto,
                      detections: Sequence[DetectionSpec], result: DebugResult, say: Progress
                      ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
-    """The final outputs compared as ``bridge convert`` does; the inputs used and the reference outputs."""
+    """The final outputs compared as ``bridge convert`` does (one ``Check``: the source, the model in the
+    runtimes convert validates the delivery format in, the same inputs, second input and size); the inputs
+    used and the reference outputs. In the debug child the reference runs here (its taps come next)."""
+    from bridge.conversion.check import Check, Isolation, SourceReference, model_candidates, run_check
     from bridge.conversion.recipe import feed_source
-    from bridge.runtimes.onnxruntime import OnnxRuntime
+    from bridge.runtimes.isolated import in_isolated_child
+    from bridge.targets import get_target
 
     source = feed_source(cfg, export, final)  # the inputs convert validates with (graph-derived values included)
+    isolation = Isolation(cfg.isolate and not in_isolated_child(), cfg.timeout)
     t = time.perf_counter()
-    try:
-        reference = adapter.reference_runner(cfg.source, export)
-        say(f"validating in onnxruntime against {reference.name}")
-        run = run_and_compare(reference, {"onnxruntime": OnnxRuntime(final)}, source, cfg.tolerance,
-                              detections=detections, second_size=True, progress=say)
-    except (AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError) as exc:
-        result.validation_skipped = f"source reference unavailable: {exc}"
-        result.warnings.append(result.validation_skipped + "; only the passes are compared")
-        runtime = OnnxRuntime(final)
-        runtime.activate()
+    with tempfile.TemporaryDirectory(prefix="bridge-debug-check-") as workdir:
+        candidates = model_candidates(final, get_target(cfg.to).default_runtimes, Path(workdir), isolation)
+        check = Check(SourceReference(adapter.framework, cfg.source, export), candidates, source, cfg.tolerance,
+                      detections=detections, model=final, random_outputs=random_outputs(export.model),
+                      isolation=isolation, workdir=Path(workdir), progress=say)
         try:
-            return source.make(runtime.input_metadata()), None
+            say(f"validating in {', '.join(candidates)} against the {adapter.framework} source")
+            checked = run_check(check)
+        except (AdapterUnavailableError, ReferenceUnavailableError, RuntimeLoadError) as exc:
+            result.validation_skipped = f"source reference unavailable: {exc}"
+            result.warnings.append(result.validation_skipped + "; only the passes are compared")
+            weights = {i.name for i in final.graph.initializer}
+            return source.make([m for m in graph_metas(final.graph.input, final) if m.name not in weights]), None
         finally:
-            runtime.deactivate()
-    finally:
-        result.timings["validate_s"] = time.perf_counter() - t
-    result.validation = run.comparisons
-    result.validation_inputs = run.input_shapes()
-    result.validation_sizes = run.sizes
-    result.second_size_skipped = run.second_size_skipped
-    return dict(run.feeds), dict(run.reference_outputs)
-
+            result.timings["validate_s"] = time.perf_counter() - t
+    result.warnings.extend(checked.warnings)
+    result.validation = checked.comparisons
+    result.validation_inputs = checked.input_shapes()
+    result.validation_sizes = checked.sizes
+    result.second_size_skipped = checked.second_size_skipped
+    return dict(checked.run.feeds), dict(checked.run.reference_outputs)
 
 
 def _localize_source(taps: SourceTaps, final: onnx.ModelProto, feeds: Mapping[str, np.ndarray], tolerance: Tolerance,

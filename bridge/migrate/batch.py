@@ -45,11 +45,16 @@ def _entries(manifest: ManifestLike, base_dir: str | Path | None) -> tuple[list[
     return load_manifest(manifest, base_dir), label  # type: ignore[arg-type]
 
 
-def _files(out_dir: Path, name: str) -> list[str]:
+def _files(out_dir: Path, name: str, outcome: dict[str, Any], key: str) -> list[str]:
+    """The model folder's files bridge wrote (``key`` "written") or found there and kept ("kept"), relative to
+    ``out_dir``: as the supervisor recorded them, else (an executor that failed before) by the folder's record."""
     folder = model_dir(out_dir, name)
-    if not folder.is_dir():
-        return []
-    return sorted(str(p.relative_to(out_dir)) for p in folder.iterdir() if not p.name.startswith("."))
+    listed = outcome.get(key)
+    if not isinstance(listed, list):
+        listed = outdir.bridge_files(folder) if key == "written" else []
+    hidden = key == "written"  # bridge's own dot files (its record, a task file) are not outputs; a user's are named
+    return sorted(str((folder / rel).relative_to(out_dir)) for rel in listed
+                  if not (hidden and Path(rel).name.startswith(".")))
 
 
 def run(
@@ -128,7 +133,6 @@ def _run_locked(entries: list[ResolvedEntry], label: str, out_dir: Path, *, conv
                     continue
                 pending -= 1
                 result = _collect(entry, future, out_dir)
-                outdir.mark(out_dir, entry.name)
                 state.record(entry.name, fingerprint, run_id, result.to_dict())
                 results[entry.name] = result
                 monitor.finished(result)
@@ -163,4 +167,5 @@ def _collect(entry: ResolvedEntry, future: Any, out_dir: Path) -> ModelResult:
                    "reason": f"executor error {type(exc).__name__}: {exc}", "conversion": None}
         with contextlib.suppress(Exception):
             log.debug("executor error for %s", entry.name, exc_info=exc)
-    return ModelResult.from_outcome(entry.to_dict(), outcome, _files(out_dir, entry.name))
+    return ModelResult.from_outcome(entry.to_dict(), outcome, _files(out_dir, entry.name, outcome, "written"),
+                                    kept=_files(out_dir, entry.name, outcome, "kept"))

@@ -15,6 +15,7 @@ import glob as globlib
 import hashlib
 import json
 import re
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,8 +31,9 @@ from pydantic import (
     model_validator,
 )
 
-from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, InputSpec, Option, canonical_dtype
+from bridge.config import DEFAULT_TOLERANCE, TOLERANCE_BOUNDS, DynamicAxis, InputSpec, Option, canonical_dtype
 from bridge.errors import UsageError
+from bridge.io import require_file
 from bridge.limits import parse_size as limits_parse_size
 from bridge.migrate.loading import check_raw, read_yaml
 
@@ -49,21 +51,26 @@ class ManifestError(UsageError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # no NaN or infinity in any number (tolerances, timeouts): YAML's .inf would pass ``ge=0`` and then travel
+    # to the worker as JSON null ("--atol None"); the Tolerance type refuses it too, whichever layer builds one
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+_TOL = TOLERANCE_BOUNDS.schema()  # the bounds the atol / rtol options declare: finite, >= 0
 
 
 class OutputTolerance(_Strict):
     """Tolerance of one output: |candidate - reference| <= atol + rtol * |reference|; unset = the global one."""
 
-    atol: Annotated[float, Field(ge=0)] | None = None
-    rtol: Annotated[float, Field(ge=0)] | None = None
+    atol: Annotated[float, Field(**_TOL)] | None = None
+    rtol: Annotated[float, Field(**_TOL)] | None = None
 
 
 class ToleranceSpec(_Strict):
     """Global tolerance plus per-output overrides (``outputs: {boxes: {atol: 1e-3}}``)."""
 
-    atol: Annotated[float, Field(ge=0, description="absolute tolerance for every output")] = DEFAULT_TOLERANCE.atol
-    rtol: Annotated[float, Field(ge=0, description="relative tolerance for every output")] = DEFAULT_TOLERANCE.rtol
+    atol: Annotated[float, Field(description="absolute tolerance for every output", **_TOL)] = DEFAULT_TOLERANCE.atol
+    rtol: Annotated[float, Field(description="relative tolerance for every output", **_TOL)] = DEFAULT_TOLERANCE.rtol
     outputs: dict[str, OutputTolerance] = Field(default_factory=dict, description="per output name")
 
 
@@ -89,20 +96,85 @@ class InputEntry(_Strict):
         return v
 
 
-# manifest fields whose form differs from the option's API type (objects, bounds); every other convert option
-# appears under its manifest name with its declared type (bridge.conversion.options: one declaration each)
+# --- dataset validation (issue 33): the dataset option group as one ``dataset:`` object ---
+class PreprocessingEntry(_Strict):
+    """How the dataset's images become inputs (unset: the source framework's defaults, stated in the report)."""
+
+    resize: str | None = Field(default=None, description="stretch | letterbox | shorter | none")
+    channel_order: str | None = Field(default=None, description="RGB | BGR")
+    layout: str | None = Field(default=None, description="NCHW | NHWC")
+    dtype: str | None = None
+    mean: list[float] | str | None = Field(default=None, description="per channel, subtracted after scale")
+    std: list[float] | str | None = Field(default=None, description="per channel, divided by last")
+    scale: float | str | None = Field(default=None, description="pixels (0..255) multiplied first, e.g. 1/255")
+
+    @field_validator("resize", "channel_order", "layout")
+    @classmethod
+    def _choice(cls, v: str | None, info: Any) -> str | None:
+        """One of the values ``--resize`` / ``--channel-order`` / ``--layout`` take (declared with them)."""
+        from bridge.validation.dataset.preprocess import CHANNEL_ORDERS, LAYOUTS, RESIZE_MODES
+
+        choices = {"resize": RESIZE_MODES, "channel_order": CHANNEL_ORDERS, "layout": LAYOUTS}[info.field_name]
+        if v is not None and v not in choices:
+            raise ValueError(f"'{v}': choose one of {', '.join(choices)}")
+        return v
+
+    @field_validator("mean", "std", "scale")
+    @classmethod
+    def _numbers(cls, v: Any, info: Any) -> Any:
+        from bridge.validation.dataset.preprocess import parse_floats
+
+        if v is not None:
+            text = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+            _usage_to_value(lambda t: parse_floats(t, info.field_name), text)
+        return v
+
+
+class DatasetEntry(_Strict):
+    """Validate on these images too (``bridge convert --dataset``): agreement with the source and mAP per
+    runtime, judged by the accuracy budget."""
+
+    path: str = Field(description="a folder of images (jpg/png, recursively), an image-list file or an .npz")
+    labels: str | None = Field(default=None, description="COCO json or a folder of VOC xml")
+    limit: Annotated[int, Field(gt=0)] | None = Field(default=None, description="the first N images")
+    batch: Annotated[int, Field(gt=0)] = 8
+    classes: str = Field(default="index", description="index | id | category names in class order")
+    agreement_score: Annotated[float, Field(ge=0, le=1)] = 0.5
+    min_agreement: Annotated[float, Field(ge=0, le=1)] = 0.99
+    max_map_drop: Annotated[float, Field(ge=0, le=1)] = 0.005
+    preprocessing: PreprocessingEntry | None = None
+
+    def option_values(self, base: Path) -> dict[str, Any]:
+        """The dataset options (``bridge.validation.dataset.options``) this object stands for."""
+        pre = self.preprocessing or PreprocessingEntry()
+
+        def listed(value: Any) -> Any:
+            return ",".join(str(v) for v in value) if isinstance(value, list) else value
+
+        return {"dataset": _resolve_path(base, self.path), "labels": _resolve_path(base, self.labels),
+                "dataset_limit": self.limit, "dataset_batch": self.batch, "classes": self.classes,
+                "agreement_score": self.agreement_score, "min_agreement": self.min_agreement,
+                "max_map_drop": self.max_map_drop, "resize": pre.resize, "channel_order": pre.channel_order,
+                "layout": pre.layout, "dataset_dtype": pre.dtype, "mean": listed(pre.mean), "std": listed(pre.std),
+                "scale": None if pre.scale is None else str(pre.scale)}
+# --- end dataset validation ---
+
+
+# manifest fields whose form differs from the option's API type (objects, lists); every other convert option
+# appears under its manifest name with its declared type and bounds (bridge.conversion.options: one declaration
+# each; ``Option.bounds`` become the field's constraints)
 _FIELD_TYPES: dict[str, Any] = {
     "inputs": list[str | InputEntry],
     "tolerance": ToleranceSpec,
-    "opset": Annotated[int, Field(ge=7, le=23)] | None,
     "outputs": list[str],
     "runtimes": list[str],
-    "max_detections": Annotated[int, Field(gt=0)],
-    "step_timeout": Annotated[float, Field(gt=0)],
     "max_memory": int | str,
+    "dataset": DatasetEntry,  # --dataset (issue 33)
 }
 _FIELD_HELP = {"tolerance": "global atol/rtol plus per-output overrides ({outputs: {boxes: {atol: 1e-3}}})",
                "inputs": "NAME:SHAPE[:DTYPE] strings or objects",
+               "dataset": "validate on these images too: {path, labels, limit, preprocessing: {...}, min_agreement, "
+                          "max_map_drop} (agreement and mAP per runtime)",
                "max_memory": "memory limit of the worker (its address space, and the sizes bridge's readers "
                              "accept): bytes, 4GiB, 512MB, 0.25ram"}
 # the migration's own fields (not convert options)
@@ -118,6 +190,20 @@ _OWN_FIELDS: dict[str, Any] = {
     "timeout": (Annotated[float, Field(gt=0)] | None, Field(default=None, description="seconds before the worker is "
                                                             "killed")),
 }
+
+
+# convert options a manifest cannot set: the migration decides where each model's files go
+_PLACED = {
+    "artefact_dir": "a migration writes each model's artefacts into its own folder under --out "
+                    "(models/<name>/), so a manifest cannot place them elsewhere",
+    "report": "a migration writes each model's report as models/<name>/conversion.json under --out",
+}
+
+
+def _not_none(kind: Any) -> Any:
+    """``int | None`` -> ``int`` (the field is optional anyway; the bounds constrain the value)."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    return args[0] if len(args) == 1 and type(None) in typing.get_args(kind) else kind
 
 
 def _plain(kind: Any) -> Any:
@@ -145,6 +231,8 @@ def _entry_fields() -> type[BaseModel]:
         if first.choices is not None:  # the registry's names now, as the schema's enum
             choice = Literal[tuple(first.choices())]  # type: ignore[misc, valid-type]
             kind = list[choice] if "list" in str(kind) else choice  # type: ignore[valid-type]
+        if first.bounds is not None and field not in _FIELD_TYPES:
+            kind = Annotated[_not_none(kind), Field(**first.bounds.schema())]
         definitions[field] = (kind | None, Field(default=None, description=_FIELD_HELP.get(field, first.help)))
     return create_model("EntryFields", __base__=_EntryBase, **definitions)  # type: ignore[call-overload, no-any-return]
 
@@ -173,6 +261,17 @@ class _EntryBase(_Strict):
         if v is not None:
             parse_size(v)
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _placed_by_the_migration(cls, data: Any) -> Any:
+        """Where outputs go is the migration's: refused by name rather than as an unknown field (or, as
+        before, accepted and ignored)."""
+        if isinstance(data, Mapping):
+            for key, why in _PLACED.items():
+                if key in data:
+                    raise ValueError(f"{key}: {why}; remove it")
+        return data
 
     @model_validator(mode="after")
     def _one_weights(self) -> Any:
@@ -262,7 +361,8 @@ class ResolvedEntry(BaseModel):
 
     def files(self) -> list[Path]:
         """Files whose content decides the result (source file or folder, weights, feeds)."""
-        paths = [_source_file(self.source), self.convert.get("weights"), self.convert.get("feeds")]
+        paths = [_source_file(self.source), self.convert.get("weights"), self.convert.get("feeds"),
+                 self.convert.get("dataset"), self.convert.get("labels")]
         return [Path(p) for p in paths if p]
 
     def fingerprint(self) -> str:
@@ -352,6 +452,7 @@ def _resolve(entry: Any, base: Path, inherited: set[str] = frozenset()) -> Resol
                       for k, v in tol.outputs.items()],
         "weights": _resolve_path(base, entry.weights or entry.params),
         "max_memory": parse_size(entry.max_memory) if entry.max_memory is not None else None,
+        **(entry.dataset.option_values(base) if entry.dataset is not None else {}),  # --dataset (issue 33)
     }
     convert: dict[str, Any] = {}
     for field, opts in manifest_fields().items():
@@ -402,8 +503,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
     if isinstance(manifest, (str, Path)):
         path = Path(manifest)
         where = str(path)
-        if not path.is_file():
-            raise UsageError(f"no such manifest: {path}")
+        require_file(path, "manifest", missing=f"no such manifest: {path}")  # a FIFO or a folder named as such
         try:
             data = read_yaml(path)  # bounded and decoded before the schema sees it (bridge.migrate.loading)
         except yaml.YAMLError as exc:
@@ -423,6 +523,7 @@ def load_manifest(manifest: str | Path | Mapping[str, Any] | Sequence[Mapping[st
         problems.extend(_format_errors("", exc))
     raw_defaults = data.get("defaults")  # validated above (Manifest.defaults); merged raw so entries can override
     raw_defaults = raw_defaults if isinstance(raw_defaults, Mapping) else {}
+    raw_defaults = {k: v for k, v in raw_defaults.items() if k not in _PLACED}  # refused once, there
     models = data.get("models")
     if not isinstance(models, list):
         raise ManifestError(where, problems or ["models: expected a list of model entries"])

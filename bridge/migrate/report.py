@@ -39,6 +39,21 @@ def _parity(m: ModelResult) -> str:
                      for p in m.parity)
 
 
+def _dataset_map(m: ModelResult) -> str:
+    """``--dataset`` (issue 33): mAP@0.5 of the source and each runtime against the labels, and each runtime's
+    agreement with the source (AP@0.5); the budget's verdict when it failed."""
+    conv = m.conversion or {}
+    entries = conv.get("dataset") or {}
+    if not entries:
+        return "-"
+    maps = ", ".join(f"{key} {e['map50']:.3f}" for key, e in entries.items() if e.get("map50") is not None)
+    agree = ", ".join(f"{key} {e['agreement_ap50']:.3f}" for key, e in entries.items()
+                      if e.get("agreement_ap50") is not None)
+    failed = not (conv.get("dataset_run") or {}).get("passed", True)
+    return "; ".join(p for p in ((f"mAP@0.5 {maps}" if maps else ""), (f"agreement {agree}" if agree else ""),
+                                 ("over budget" if failed else "")) if p) or "-"
+
+
 def _target(m: ModelResult) -> str:
     """The delivery format (``--to``) and, once written, the target's own name for its artefact and converter,
     e.g. ``openvino: openvino (IR), openvino 2026.4.1``."""
@@ -76,16 +91,21 @@ def to_markdown(batch: BatchResult) -> str:
     lines = [f"# bridge migrate: {batch.run.get('manifest', '')}\n", f"**{_headline(batch)}**", ""]
     if batch.run.get("reused"):
         lines.append(f"Reused from an earlier run (--resume): {', '.join(batch.run['reused'])}\n")
-    lines.append("| model | status | reason | target | exporter | passes applied | opset | parity | convert s "
-                 "| validate s | peak MiB | outputs |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("| model | status | reason | target | exporter | passes applied | opset | parity | mAP (dataset) "
+                 "| convert s | validate s | peak MiB | outputs |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m in batch.models:
         reason = reason_line(m.reason).replace("|", "\\|")
         lines.append(f"| {m.name} | {m.status.upper() if m.status == 'failed' else m.status} | "
                      f"{(m.kind + ': ') if m.kind else ''}{reason} | {_target(m)} | {m.exporter or '-'} | "
-                     f"{', '.join(m.passes_applied) or '-'} | {m.opset or '-'} | {_parity(m)} | {_num(m.convert_s, '.1f')} | "
+                     f"{', '.join(m.passes_applied) or '-'} | {m.opset or '-'} | {_parity(m)} | {_dataset_map(m)} | "
+                     f"{_num(m.convert_s, '.1f')} | "
                      f"{_num(m.validate_s, '.1f')} | {_num(m.peak_memory_mb, '.0f')} | "
                      f"{', '.join(f'`{v}`' for v in m.outputs.values()) or '-'} |")
+    kept = [m for m in batch.models if m.kept]
+    if kept:
+        lines += ["", "Files in model folders that bridge did not write (left in place):", ""]
+        lines += [f"- {m.name}: {', '.join(f'`{f}`' for f in m.kept)}" for m in kept]
     return "\n".join(lines) + "\n"
 
 
@@ -131,7 +151,7 @@ def to_html(batch: BatchResult) -> str:
             _td(_e(m.status), cls=m.status), _td(_e(m.kind or "")),
             _td(_e(reason_line(m.reason)), cls="reason"), _td(_e(_target(m)), m.to), _td(_e(m.exporter)),
             _td(_e(", ".join(m.passes_applied))),
-            _td(_e(m.opset)), _td(_e(_parity(m))),
+            _td(_e(m.opset)), _td(_e(_parity(m))), _td(_e(_dataset_map(m))),
             _td(_num(m.convert_s, ".2f"), m.convert_s if m.convert_s is not None else -1),
             _td(_num(m.validate_s, ".2f"), m.validate_s if m.validate_s is not None else -1),
             _td(_num(m.elapsed_s, ".2f"), m.elapsed_s if m.elapsed_s is not None else -1),
@@ -139,7 +159,8 @@ def to_html(batch: BatchResult) -> str:
             _td(_e(m.speed or "")),
             _td("<br>".join(f"<code>{_e(v)}</code>" for v in m.outputs.values())),
         ]) + "</tr>")
-    heads = ("model", "status", "kind", "reason", "target", "exporter", "passes applied", "opset", "parity", "convert s",
+    heads = ("model", "status", "kind", "reason", "target", "exporter", "passes applied", "opset", "parity",
+             "mAP (dataset)", "convert s",
              "validate s", "total s", "peak MiB", "speed (median, vs source)", "outputs")
     index = (f'<div id="index"><h1>bridge migrate: {_e(batch.run.get("manifest", ""))}</h1><p><b>{_e(_headline(batch))}</b></p>'
              + (f"<p>Reused from an earlier run (--resume): {_e(', '.join(batch.run['reused']))}</p>"
@@ -186,6 +207,14 @@ def _model_page(m: ModelResult) -> str:
                          f"{'PASS' if comp['passed'] else 'FAIL'}</h2><table><tr><th>output</th><th>pass</th><th>shape</th>"
                          "<th>max abs</th><th>max rel</th><th>mismatch</th><th>atol/rtol</th><th>note</th></tr>"
                          + "".join(rows) + "</table>")
+        if conv.get("dataset"):  # --dataset (issue 33): figures per runtime, the budget, the worst images
+            from bridge.report.html import dataset_html
+
+            parts.append(dataset_html(conv["dataset"], conv.get("dataset_run") or {}))
     parts.append("<h2>Outputs</h2><ul>" + "".join(f"<li>{_e(k)}: <code>{_e(v)}</code></li>" for k, v in m.outputs.items())
-                 + "</ul></section>")
+                 + "</ul>")
+    if m.kept:
+        parts.append("<h2>Files bridge did not write (left in place)</h2><ul>"
+                     + "".join(f"<li><code>{_e(f)}</code></li>" for f in m.kept) + "</ul>")
+    parts.append("</section>")
     return "\n".join(parts)

@@ -53,6 +53,8 @@ class ModelResult:
     peak_memory_mb: float | None = None
     speed: str | None = None  # manifest ``bench: true``: median latency per runtime and ratio to the source
     outputs: dict[str, str] = field(default_factory=dict)  # paths relative to --out
+    # files in the model's folder that bridge did not write (a user's): left alone, named in the report
+    kept: list[str] = field(default_factory=list)
     conversion: dict[str, Any] | None = None  # the model's full conversion report
 
     @property
@@ -75,8 +77,10 @@ class ModelResult:
                    framework=options["framework"], to=options["to"], opset=options["opset"])
 
     @classmethod
-    def from_outcome(cls, entry: dict[str, Any], outcome: dict[str, Any], files: list[str]) -> ModelResult:
-        """Build from a worker's outcome; ``files`` are the model folder's files (relative to --out)."""
+    def from_outcome(cls, entry: dict[str, Any], outcome: dict[str, Any], files: list[str],
+                     kept: list[str] | None = None) -> ModelResult:
+        """Build from a worker's outcome; ``files`` are the files bridge wrote in the model's folder, ``kept``
+        the others found there (both relative to --out)."""
         conv = outcome.get("conversion") or {}
         timings = conv.get("timings") or {}
         parity = []
@@ -113,7 +117,8 @@ class ModelResult:
             parity=parity, validation_skipped=conv.get("validation_skipped"), warnings=len(conv.get("warnings") or []),
             convert_s=sum(v for k, v in timings.items() if k != "validate_s") if timings else None,
             validate_s=timings.get("validate_s"), elapsed_s=outcome.get("elapsed_s"),
-            peak_memory_mb=outcome.get("peak_memory_mb"), outputs=outputs, conversion=conv or None,
+            peak_memory_mb=outcome.get("peak_memory_mb"), outputs=outputs, kept=list(kept or []),
+            conversion=conv or None,
             speed=(conv.get("bench") or {}).get("summary"),
         )
 

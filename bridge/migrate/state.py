@@ -6,6 +6,10 @@ row is committed on its own with ``synchronous=FULL``, so a ``kill -9`` of the w
 most the models still running; ``--resume`` then redoes only models with no row, or whose
 fingerprint changed since (a new source file, a changed manifest entry).
 
+The state file and SQLite's companions (``-wal``, ``-shm``, ``-journal``) are opened in place, so a symlink
+or a second hard link at any of those paths is refused (exit 2 naming it): SQLite would write into the
+file it leads to, e.g. another program's database.
+
 A state file that is not a readable SQLite database of this schema (truncated, overwritten) is never
 an internal error: ``open_checked`` refuses it under ``--resume`` (exit 2: there is nothing to resume
 from) and, without ``--resume``, moves it aside (``state.sqlite.corrupt-<time>``) and starts fresh.
@@ -40,8 +44,12 @@ class StateStore:
     """Outcomes by model name; ``with StateStore(path) as s: s.record(...)``."""
 
     def __init__(self, path: Path) -> None:
+        from bridge.io import refuse_link
+
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm", "-journal"):  # SQLite opens each in place: none may lead elsewhere
+            refuse_link(Path(f"{self.path}{suffix}"), "the resume state")
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # fsync on every commit: durable across kill -9 / power loss

@@ -1,7 +1,8 @@
 """One model of a batch migration, converted and validated in its own process: task dict -> outcome dict.
 
 ``run_isolated`` is what an executor runs (in a thread of this process for the local executor, on a
-Dask worker for ``dask://``). It starts a fresh interpreter (``python -c ... worker.main``), so a
+Dask worker for ``dask://``). It starts a fresh interpreter (``python -P -c ... worker.main``: the working
+directory is not importable there), so a
 segfault, an abort, an out-of-memory kill or a hang of the framework takes down only that child: the
 child's exit signal, a timeout (the child's whole process group is killed) or the memory limit becomes
 the model's failure reason and the batch goes on.
@@ -16,8 +17,10 @@ orphan converting on), and calls the convert function. That function is named by
 ("module:qualname", or a file path for modules off ``sys.path``) and imported inside the child: this
 is the one place bridge.migrate reaches ``bridge.api`` (by default), and it does so lazily because the
 import order puts migrate below api. Outputs go straight to ``<out>/models/<name>/``; every file there
-is written atomically (temp + rename), the folder is cleared before the model starts, and the result
-only counts once the supervisor has read the child's atomically written ``outcome.json``.
+is written atomically (temp + rename) or created after removing a link at its path (the log), what an
+earlier run of the model wrote there is removed before it starts (``outdir.clear_model_folder``: only
+that, a user's file stays), the files it writes are recorded once it ends (``outdir.record_written``),
+and the result only counts once the supervisor has read the child's atomically written ``outcome.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import importlib.util
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bridge.migrate.outdir import MARKER
+from bridge.migrate.outdir import clear_model_folder, record_written
+from bridge.runtimes.isolated import SAFE_PATH
 
 OUTCOME = "outcome.json"
 LOG = "log.txt"
@@ -53,7 +56,8 @@ _SIGNAL_NOTES = {
 }
 
 # The child's program (not ``-m bridge.migrate.worker``: the package imports this module first, and runpy
-# warns about running a module that is already imported).
+# warns about running a module that is already imported), started with ``SAFE_PATH`` (``-P``): the working
+# directory is not importable in it, PYTHONPATH is.
 _CHILD = "import sys; from bridge.migrate.worker import main; sys.exit(main(sys.argv[1:]))"
 # Live children of this process, so an interrupted run can end them (see kill_children).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -96,18 +100,20 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
     entry = task["entry"]
     name = entry["name"]
     folder = model_dir(task["out_dir"], name)
-    shutil.rmtree(folder, ignore_errors=True)  # a redone model never mixes with an earlier attempt's files
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).touch()  # bridge's folder from its first moment: a run killed here may still clear it
+    # a redone model never mixes with an earlier attempt's files: those are removed (only those: a file a user
+    # put here stays), and the record kept from here on tells a run killed half way from the user's files
+    from bridge.io import atomic_write_text, create_nofollow
+
+    before = clear_model_folder(folder)
     task_file = folder / ".task.json"
-    task_file.write_text(json.dumps({**task, "supervisor_pid": os.getpid()}), encoding="utf-8")
+    atomic_write_text(task_file, json.dumps({**task, "supervisor_pid": os.getpid()}))
     if on_start is not None:
         on_start(name)
     timeout = entry.get("timeout")
     started = time.perf_counter()
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
-    with (folder / LOG).open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(task_file)], stdin=subprocess.DEVNULL,
+    with os.fdopen(create_nofollow(folder / LOG), "wb") as log:
+        proc = subprocess.Popen([sys.executable, *SAFE_PATH, "-c", _CHILD, str(task_file)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         _CHILDREN[proc.pid] = proc
         timed_out = False
@@ -129,6 +135,7 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
         outcome_file.unlink()
     else:
         outcome = _failure(entry, proc.returncode, timed_out, folder / LOG)
+    outcome["written"], outcome["kept"] = record_written(folder, before)
     outcome["elapsed_s"] = elapsed
     outcome["host"] = os.uname().nodename
     return outcome

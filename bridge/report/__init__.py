@@ -8,6 +8,7 @@ from typing import Any
 
 from bridge.errors import UsageError
 from bridge.io import atomic_write_text
+from bridge.report.dataset import dataset_markdown
 from bridge.report.sizes import one_size_text, sizes_text
 
 
@@ -95,8 +96,13 @@ def to_markdown(data: dict[str, Any]) -> str:
             out.append("**Vacuous:** the check proves little: " + "; ".join(comp.get("vacuous_reasons", [])) + "\n")
         if comp.get("pinning"):  # the upstream tie proof (bridge.validation.pinning): what was pinned, or why not
             out.append(f"**Pinning:** {comp['pinning'].get('text', '')}\n")
-        out.append("| output | pass | shape | max abs | max rel | mismatch | atol/rtol | note |\n|---|---|---|---|---|---|---|---|")
+        out.append("| output | pass | shape | max abs | max rel | mismatch | tolerance | note |\n|---|---|---|---|---|---|---|---|")
         for o in comp["outputs"]:
+            # the elementwise rule that judged the output and why (bridge.validation.tolerance), else atol/rtol
+            tolerance = o.get("tolerance_rule") or f"{o['atol']:g}/{o['rtol']:g}"
             out.append(f"| {o['name']} | {'yes' if o['passed'] else 'NO'} | {o['cand_shape']} | {_fmt(o['max_abs'])} | "
-                       f"{_fmt(o['max_rel'])} | {_fmt(o['mismatch_fraction'])} | {o['atol']:g}/{o['rtol']:g} | {o['note']} |")
+                       f"{_fmt(o['max_rel'])} | {_fmt(o['mismatch_fraction'])} | {tolerance} | {o['note']} |")
+    if data.get("dataset") is not None:
+        out.append(dataset_markdown(data["dataset"], data.get("dataset_run") or {}))
     return "\n".join(out) + "\n"
+

@@ -114,9 +114,15 @@ def _comparisons(comparisons: Sequence[dict[str, Any]], skipped: str | None) -> 
                  [f"<td>{_e(o['name'])}</td>", f"<td>{'yes' if o['passed'] else '<b>NO</b>'}</td>",
                   f"<td>{_e(o.get('cand_shape'))}</td>", f"<td class=num>{_num(o.get('max_abs'))}</td>",
                   f"<td class=num>{_num(o.get('max_rel'))}</td>", f"<td class=num>{_num(o.get('mismatch_fraction'))}</td>",
-                  f"<td>{_e(o.get('note', ''))}</td>"]) for o in comp["outputs"]]
+                  f"<td>{_e(_note_and_tolerance(o))}</td>"]) for o in comp["outputs"]]
         out.append(_table(("output", "ok", "shape", "max abs", "max rel", "mismatch", "note"), rows))
     return "\n".join(out)
+
+
+def _note_and_tolerance(o: dict[str, Any]) -> str:
+    """An output's note and the elementwise tolerance that judged it (bridge.validation.tolerance)."""
+    rule = o.get("tolerance_rule")
+    return "; ".join(x for x in (o.get("note", ""), f"tolerance: {rule}" if rule else "") if x)
 
 
 def _verdict(data: dict[str, Any]) -> str:
@@ -202,6 +208,73 @@ def _overlays(overlays: Sequence[Overlay]) -> str:
     return "<h2>Detections</h2>" + legend + "<div class=figs>" + "".join(figs) + "</div>"
 
 
+# --- dataset validation (issue 33) ---
+def dataset_html(entries: dict[str, Any], run: dict[str, Any]) -> str:
+    """Agreement and mAP per runtime, the budget's verdict, and the worst images with both sides' boxes."""
+    from bridge.report.dataset import dataset_columns, dataset_verdict
+
+    budget = run.get("budget") or {}
+    ok = run.get("passed", True) and not run.get("cancelled")
+    out = [f'<h2 id="dataset">Dataset: <span class="{"pass" if ok else "fail"}">{_e(dataset_verdict(run))}</span></h2>',
+           f"<p>{_e(run.get('input', ''))}; labels: {'yes' if run.get('labels') else 'none'}<br>"
+           f"preprocessing: {_e((run.get('preprocessing') or {}).get('description', ''))}<br>"
+           f"budget: agreement &ge; {_num(budget.get('min_agreement'))} (--min-agreement), drop &le; "
+           f"{_num(budget.get('max_map_drop'))} (--max-map-drop)</p>"]
+    out += [f"<p class=muted>{_e(n)}</p>" for n in run.get("notes", [])]
+    cols = dataset_columns(entries)
+    rows = []
+    for key, e in entries.items():
+        name = f"source ({e.get('runtime')})" if key == "source" else key
+        rows.append(("", [f"<td>{_e(name)}</td>", *(f"<td class=num>{_num(e.get(c))}</td>" for c in cols)]))
+    out.append(_table(("runtime", *cols), rows))
+    worst = run.get("worst") or []
+    if worst:
+        out.append("<h2>Largest disagreements with the source</h2>")
+        out.append(_worst_images(worst, run.get("class_names") or {}))
+    return "\n".join(out)
+
+
+def _worst_images(worst: Sequence[dict[str, Any]], names: dict[str, str]) -> str:
+    """Each image (read from its file) with the source's boxes and the candidate's, or a line without Pillow."""
+    from bridge.report.images import Box
+
+    figs = []
+    for w in worst:
+        caption = (f"{_e(w['runtime'])}: {_e(w['name'])}, disagreement {w['disagreement']:.3g}"
+                   + (f" ({_e(w['note'])})" if w.get("note") else ""))
+        image = _read_image(w.get("path")) if images.available() else None
+        if image is None:
+            figs.append(f"<p>{caption}</p>")
+            continue
+
+        def boxes(rows: Sequence[dict[str, Any]]) -> list[Box]:
+            return [Box(r["box"][0], r["box"][1], r["box"][2], r["box"][3], r["label"],
+                        r["score"] if r.get("score") is not None else 1.0, r["matched"]) for r in rows]
+
+        overlay = Overlay(w["name"], image, boxes(w.get("source") or []), boxes(w.get("candidate") or []),
+                          normalised=False)
+        figs.append(f'<figure class="overlay">{_img(images.render_overlay(overlay), w["name"])}'
+                    f"<figcaption>{caption}</figcaption></figure>")
+    legend = (f'<p class=legend>source<span style="background:rgb{images.REFERENCE_COLOUR}"></span> '
+              f'converted<span style="background:rgb{images.CANDIDATE_COLOUR}"></span> dashed: no match</p>'
+              if images.available() else "")
+    return legend + "<div class=figs>" + "".join(figs) + "</div>"
+
+
+def _read_image(path: str | None) -> Any:
+    if not path:
+        return None
+    try:
+        import numpy as np
+        from PIL import Image
+
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB"))
+    except (OSError, ValueError):
+        return None
+# --- end dataset validation ---
+
+
 def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
     cmd = data.get("command", "bridge")
     title = f"bridge {cmd}: {data.get('source') or data.get('model') or ''}"
@@ -232,6 +305,8 @@ def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
 
         parts.append(f'<p class="fail">{_e(one_size_text(data["second_size_skipped"]))}</p>')
     parts.append(_overlays(overlays))
+    if data.get("dataset") is not None:  # --dataset (issue 33)
+        parts.append(dataset_html(data["dataset"], data.get("dataset_run") or {}))
     parts.append(_histograms(data))
     parts.append(_divergence(data))
     parts.append(_passes(data))

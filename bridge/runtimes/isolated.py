@@ -17,8 +17,9 @@ Children are fresh interpreters (``python -c`` running ``_child_main``), not ``m
 processes: multiprocessing's spawn and forkserver start methods re-import the caller's ``__main__``,
 which runs a flat user script's top level a second time, fails for code read from stdin and refuses to
 start inside a daemonic (Dask) worker. A fresh interpreter imports only bridge and what the factory
-names. It gets the parent's ``sys.path``, its stdout goes to the parent's stderr (a framework's prints
-never mix into bridge's own output), and it dies with its parent: ``PR_SET_PDEATHSIG`` on Linux plus a
+names. It gets the parent's explicit ``sys.path`` entries but never the working directory (``-P``,
+``child_sys_path``: a ``json.py`` in the folder bridge runs from is not imported), its stdout goes to the
+parent's stderr (a framework's prints never mix into bridge's own output), and it dies with its parent: ``PR_SET_PDEATHSIG`` on Linux plus a
 watchdog thread that exits when the parent pid changes, so ``kill -9`` of bridge leaves nothing running.
 
 A child that ran one call can be kept (``call_isolated(..., keep=worker)``) and then serve a later
@@ -75,6 +76,18 @@ _CHILD = ("import json, os, sys; p = json.loads(os.environ.pop('" + _PATH_ENV + 
 _R = TypeVar("_R")
 
 
+# ``python -c`` puts the working directory first on sys.path: a json.py or queue.py there would be imported in
+# place of the standard library's. ``-P`` (safe_path, Python 3.11) leaves it out and keeps PYTHONPATH (``-I``
+# would drop PYTHONPATH, which worktrees and users' environments rely on).
+SAFE_PATH = ("-P",)
+
+
+def child_sys_path() -> list[str]:
+    """This process's sys.path for a child: every explicit entry (relative ones made absolute here, where they
+    mean what they meant to this process), never the working directory's implicit ``''``."""
+    return [os.path.abspath(p) for p in sys.path if isinstance(p, str) and p]
+
+
 class WorkerStartError(BridgeInternalError):
     """bridge could not start its own child process (not the model's fault)."""
 
@@ -104,13 +117,13 @@ class _Child:
         # the child's temporary files (TensorFlow's autograph modules, exporters' scratch) go into a folder
         # this process removes in stop(): a child is always ended by kill, so its own atexit cleanup never runs
         self.tmpdir = tempfile.mkdtemp(prefix="bridge-child-")
-        env = {**os.environ, _PATH_ENV: json.dumps([p for p in sys.path if isinstance(p, str)]), "TMPDIR": self.tmpdir}
+        env = {**os.environ, _PATH_ENV: json.dumps(child_sys_path()), "TMPDIR": self.tmpdir}
         main_thread = threading.current_thread() is threading.main_thread()
         try:
             self.process = subprocess.Popen(
                 # the stage last: unused by the child, it names the process in ps and top ("the torch reference")
-                [sys.executable, "-c", _CHILD, str(theirs.fileno()), str(os.getpid()), "1" if main_thread else "0",
-                 stage],
+                [sys.executable, *SAFE_PATH, "-c", _CHILD, str(theirs.fileno()), str(os.getpid()),
+                 "1" if main_thread else "0", stage],
                 stdin=subprocess.DEVNULL, stdout=_stderr_fd(), pass_fds=(theirs.fileno(),), env=env,
                 close_fds=True)
         except OSError as exc:

@@ -54,7 +54,7 @@ import onnx
 
 from bridge.config import DEFAULT_TOLERANCE, InputSpec, Tolerance
 from bridge.errors import BridgeError, UsageError
-from bridge.io import atomic_write_text
+from bridge.io import atomic_write_text, check_writable
 from bridge.shapes.buckets_files import (
     FORMAT,
     MANIFEST,
@@ -165,6 +165,7 @@ def buckets(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"-o {out}: exists and is not a folder")
+    check_writable(out / MANIFEST, "-o")  # before the buckets are built and validated
     spatial = layout.height is not None
     if cfg.batch_choices is not None and layout.batch is None:
         raise UsageError("--batch-choices given but the batch axis is not bucketed (axis 0 of --input-shape is not -1)")

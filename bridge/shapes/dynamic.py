@@ -29,9 +29,9 @@ import onnx
 from onnx_ir.passes.common import CheckerPass, RemoveUnusedNodesPass, TopologicalSortPass
 
 from bridge.config import DEFAULT_TOLERANCE, DynamicAxis, Tolerance
+from bridge.conversion.check import Isolation
 from bridge.errors import ExportError, UsageError, ValidationMismatch
-from bridge.io import refuse_overwriting_inputs, save_model
-from bridge.limits import max_memory
+from bridge.io import check_writable, refuse_overwriting_inputs, save_model
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.pipeline import Step, run_pipeline
 from bridge.passes.shape_dynamic import BakedShape, ReleaseAxesPass, ResetShapesPass, RewriteBakedShapesPass
@@ -50,7 +50,6 @@ from bridge.shapes.common import (
 )
 from bridge.validation.compare import Comparison
 from bridge.validation.results import RunResults
-from bridge.validation.run import FeedSource, run_and_compare
 
 logger = logging.getLogger(__name__)
 _MAX_ROUNDS = 4  # a rewrite can expose the next baked constant downstream; real models settle in 1-2
@@ -150,16 +149,20 @@ def make_dynamic(
     tolerance: Tolerance = DEFAULT_TOLERANCE,
     seed: int = 0,
     progress: Progress | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    isolated: bool = True,
 ) -> DynamicResult:
     """Make the named axes (``images:0=batch``) of a static model dynamic; write ``output`` if given.
 
-    ``check_sizes`` = {label: (size1, size2)} overrides the two other sizes validated at. Raises
+    ``check_sizes`` = {label: (size1, size2)} overrides the two other sizes validated at. Both models run in
+    onnxruntime child processes (``isolated``), each step under ``timeout`` seconds. Raises
     BakedShapeError listing the nodes whose constants still hold an old size (unless ``allow_baked``),
     ValidationMismatch (with ``.result``) when a check fails; nothing is written then.
     """
     say = progress or quiet
     if output is not None and not isinstance(model, onnx.ModelProto):
         refuse_overwriting_inputs(output, [model])  # a failed run must not destroy its own source
+        check_writable(output, "-o")  # before the work, not after it
     proto, name = load(model)
     parsed = _parse_axes(axes)
     for vi in graph_inputs(proto):
@@ -213,7 +216,7 @@ def make_dynamic(
     start = time.perf_counter()
     say("running the original and the dynamic model")
     with tempfile.TemporaryDirectory(prefix="bridge-dynamic-") as tmp:
-        sessions = _Sessions(Path(tmp) / "original.onnx", Path(tmp) / "dynamic.onnx")
+        sessions = _Sessions(Path(tmp) / "original.onnx", Path(tmp) / "dynamic.onnx", Isolation(isolated, timeout))
         save_model(proto, sessions.original)
         save_model(new, sessions.new)
         _check_and_name(sessions, new, parsed, labels, batch_like, [] if unresolved else sizes, tolerance, seed,
@@ -267,18 +270,19 @@ def _shapes_for(metas: Sequence[TensorMeta], sizes: Mapping[str, int]) -> dict[s
 class _Sessions:
     """The original and the dynamic model, saved once, each run in an isolated onnxruntime child (time and
     memory limits, a crash reported as such) like every other run; comparisons go through
-    ``run_and_compare`` against the saved reference outputs."""
+    the one validation run (``bridge.conversion.check.run_check``) against the saved reference outputs."""
 
     original: Path
     new: Path
+    isolation: Isolation = field(default_factory=Isolation)
 
-    @staticmethod
-    def session(path: Path, what: str) -> Runtime:
+    def session(self, path: Path, what: str) -> Runtime:
         from bridge.runtimes.onnxruntime import OnnxRuntime
 
         # failures are raised and reported, not logged twice
-        return isolate(partial(OnnxRuntime, str(path), log_severity=4, describe=what), name="onnxruntime",
-                       stage=f"onnxruntime on {what}", timeout=DEFAULT_TIMEOUT_S, max_memory=2 * max_memory())
+        return isolate(partial(OnnxRuntime, str(path), log_severity=4, describe=what), name=OnnxRuntime.name,
+                       stage=f"onnxruntime on {what}", enabled=self.isolation.enabled, timeout=self.isolation.timeout,
+                       max_memory=self.isolation.limit())
 
     def run(self, which: str, feeds_list: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
         """Outputs of the original or new model for each feed dict (one child for them all)."""
@@ -288,11 +292,16 @@ class _Sessions:
 
     def compare(self, feeds: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray], reference_name: str,
                 candidate_name: str, tolerance: Tolerance, shape_only: Sequence[str] = ()) -> Comparison:
-        """The new model on ``feeds`` against the reference outputs, through the one run-and-compare path."""
-        saved = RunResults(dict(feeds), dict(reference), reference_name)
-        run = run_and_compare(saved, {candidate_name: self.session(self.new, "the dynamic model")}, FeedSource(),
-                              tolerance, reference_name=reference_name, shape_only=shape_only)
-        return run.comparisons[0]
+        """The new model on ``feeds`` against the reference outputs, through the one validation run (``Check``
+        with the original's outputs as a saved reference). No second input here: the checks at the other sizes
+        run the new model on other inputs (seed + 1) against the original's own runs."""
+        from bridge.conversion.check import Check, SavedReference, run_check
+
+        saved = RunResults(dict(feeds), dict(reference), reference_name, {"random_outputs": list(shape_only)})
+        checked = run_check(Check(SavedReference(saved, reference_name),
+                                  {candidate_name: self.session(self.new, "the dynamic model")}, tolerance=tolerance,
+                                  second_input=False))
+        return checked.comparisons[0]
 
 
 def _fit_dim(values: Sequence[int], label_values: Mapping[str, Sequence[int]]) -> int | str | None:

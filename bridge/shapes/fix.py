@@ -12,6 +12,7 @@ compute what the original computes at that shape (both run in onnxruntime).
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -24,8 +25,9 @@ import onnx
 from onnx_ir.passes.common import CheckerPass, TopologicalSortPass
 
 from bridge.config import DEFAULT_TOLERANCE, InputSpec, Tolerance
+from bridge.conversion.check import Isolation
 from bridge.errors import UsageError, ValidationMismatch
-from bridge.io import refuse_overwriting_inputs
+from bridge.io import check_writable, refuse_overwriting_inputs
 from bridge.model import ModelContainer, PassRecord
 from bridge.passes.cleanup import FoldConstantsPass
 from bridge.passes.pipeline import Step, run_pipeline
@@ -36,7 +38,7 @@ from bridge.passes.shapes import (
     InferShapesPass,
     RequireStaticShapesPass,
 )
-from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, isolate
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S
 from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.shapes.common import (
     Progress,
@@ -49,7 +51,7 @@ from bridge.shapes.common import (
     write_checked,
 )
 from bridge.validation.compare import Comparison
-from bridge.validation.run import FeedSource, run_and_compare
+from bridge.validation.run import FeedSource
 
 logger = logging.getLogger(__name__)
 
@@ -150,16 +152,19 @@ def fix_shapes(
     seed: int = 0,
     progress: Progress | None = None,
     timeout: float | None = DEFAULT_TIMEOUT_S,
+    isolated: bool = True,
 ) -> FixResult:
     """Make every dim of ``model`` concrete at ``inputs`` (``NAME:4,3,512,512``); write ``output`` if given.
 
-    The result is validated against the original in onnxruntime at that shape unless ``validate`` is
-    False; on a mismatch nothing is written and ValidationMismatch (with ``.result``) is raised. Both
-    models run in child processes, each step under ``timeout`` seconds (a spinning Loop is stopped).
+    The result is validated against the original in onnxruntime at that shape (and on a second input of it)
+    unless ``validate`` is False; on a mismatch nothing is written and ValidationMismatch (with ``.result``) is
+    raised. Both models run in child processes (``isolated``), each step under ``timeout`` seconds (a spinning
+    Loop is stopped).
     """
     say = progress or quiet
     if output is not None and not isinstance(model, onnx.ModelProto):
         refuse_overwriting_inputs(output, [model])  # a failed run must not destroy its own source
+        check_writable(output, "-o")  # before the work, not after it
     proto, name = load(model)
     specs = complete_specs(proto, parse_specs(inputs))
     timings: dict[str, float] = {}
@@ -179,7 +184,8 @@ def fix_shapes(
     if validate:
         say("validating against the original in onnxruntime")
         start = time.perf_counter()
-        result.validation = validate_same(proto, fixed, specs, tolerance, seed, timeout=timeout)
+        result.validation = validate_same(proto, fixed, specs, tolerance, seed, timeout=timeout,
+                                          isolation=Isolation(isolated, timeout))
         timings["validate_s"] = time.perf_counter() - start
     else:
         result.validation_skipped = "validation disabled"
@@ -195,17 +201,21 @@ def fix_shapes(
 
 
 def validate_same(original: onnx.ModelProto, candidate: onnx.ModelProto, specs: Sequence[InputSpec],
-                  tolerance: Tolerance, seed: int, *, timeout: float | None = DEFAULT_TIMEOUT_S) -> list[Comparison]:
-    """Run both models in onnxruntime (each in a child process under ``timeout`` and the memory limit) on
-    the same seeded inputs at ``specs``' shapes and compare."""
-    from bridge.limits import max_memory
+                  tolerance: Tolerance, seed: int, *, timeout: float | None = DEFAULT_TIMEOUT_S,
+                  isolation: Isolation | None = None, strict: bool = False) -> list[Comparison]:
+    """The fixed model against the original, one ``Check``: both in onnxruntime (each in a child process under
+    ``timeout`` and the memory limit, unless ``isolation`` says otherwise) on the same seeded inputs at ``specs``'
+    shapes, and on a second input of those shapes."""
+    from bridge.conversion.check import Check, RuntimeReference, model_candidates, run_check
+    from bridge.validation.run import random_outputs
 
-    def runtime(proto: onnx.ModelProto, stage: str) -> Any:
-        return isolate(partial(OnnxRuntime, proto.SerializeToString()), name="onnxruntime", stage=stage,
-                       timeout=timeout, max_memory=2 * max_memory())
-
-    run = run_and_compare(runtime(original, "the original model in onnxruntime"),
-                          {"onnxruntime": runtime(candidate, "the fixed model in onnxruntime")},
-                          FeedSource(specs=specs, seed=seed, vary_dynamic=False, model=original), tolerance,
-                          reference_name="original model (onnxruntime)")
-    return run.comparisons
+    isolation = isolation or Isolation(True, timeout)
+    with tempfile.TemporaryDirectory(prefix="bridge-fix-") as workdir:
+        reference = RuntimeReference(partial(OnnxRuntime, original.SerializeToString()), "original model (onnxruntime)",
+                                     random_outputs(original))
+        # the fixed model runs in the runtime the original runs in
+        checked = run_check(Check(reference, model_candidates(candidate, [OnnxRuntime.name], Path(workdir), isolation),
+                                  FeedSource(specs=specs, seed=seed, vary_dynamic=False, model=original), tolerance,
+                                  model=candidate, strict=strict, isolation=isolation, second_size=False,
+                                  workdir=Path(workdir)))
+    return checked.comparisons

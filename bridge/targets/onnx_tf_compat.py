@@ -23,7 +23,10 @@ them to onnx-tf's handler classes in memory (never on disk), each one narrow and
   ``none`` (the behaviour of their version 13);
 - a fix for GatherND with ``batch_dims > 0``: onnx-tf's index bounds check reshapes the indices to
   ``[prod(batch dims), last]``, which fails for more than one index tuple per batch (e.g. an SSD's
-  per-image top-k gather); GatherND gets a bounds check that flattens to ``[-1, last]`` instead.
+  per-image top-k gather); GatherND gets a bounds check that flattens to ``[-1, last]`` instead;
+- the corrections of ``onnx_tf_fixes`` (handlers that exist but build the wrong graph: integer Div, GatherND /
+  ScatterND with an index depth TensorFlow does not know) and the ONNX static shapes every handler's output
+  gets while the TF target converts (``onnx_tf_fixes.onnx_static_shapes``).
 
 Nothing in site-packages is changed. ``load_onnx_tf`` puts the shim and the stubs into
 ``sys.modules`` only while ``onnx_tf.backend`` is imported (onnx-tf's handler modules all bind
@@ -223,8 +226,15 @@ def _unsqueeze_13(cls: Any, node: Any, **kwargs: Any) -> list[Any]:
 
     x = kwargs["tensor_dict"][node.inputs[0]]
     axes = _static_axes(node, kwargs["tensor_dict"]) or []
-    rank = len(x.shape) + len(axes)
-    for axis in sorted(a % rank for a in axes):  # ascending, so each axis is final when inserted
+    if x.shape.rank is None:  # onnx-tf leaves some ranks unknown (e.g. after tf2onnx's combined NMS)
+        if any(a < 0 for a in axes):
+            raise OnnxTfCompatError(f"Unsqueeze '{node.name}': negative axes {axes} on a tensor whose rank TensorFlow "
+                                    "does not know; the TF target needs non-negative axes there")
+        normalised = list(axes)  # non-negative axes of the output need no rank
+    else:
+        rank = x.shape.rank + len(axes)
+        normalised = [a % rank for a in axes]
+    for axis in sorted(normalised):  # ascending, so each axis is final when inserted
         x = tf.expand_dims(x, axis=axis)
     return [x]
 
@@ -241,7 +251,10 @@ def _gather_nd_bounds(cls: Any, data: Any, indices: Any, batch_dims: int = 0) ->
 
 def extend_handlers() -> list[str]:
     """Add the missing versioned handlers listed in the module docstring; returns ``Op.version_N`` added."""
+    from onnx_tf.backend import TensorflowBackend
     from onnx_tf.handlers.backend_handler import BackendHandler
+
+    from bridge.targets.onnx_tf_fixes import install
 
     classes = {c.ONNX_OP: c for c in BackendHandler.__subclasses__() if c.DOMAIN in ("", "ai.onnx")}
     added: list[str] = []
@@ -262,6 +275,7 @@ def extend_handlers() -> list[str]:
     if gather_nd is not None and "chk_idx_out_of_bounds" not in vars(gather_nd):
         gather_nd.chk_idx_out_of_bounds = classmethod(_gather_nd_bounds)
         added.append("GatherND.chk_idx_out_of_bounds (batch_dims fix)")
+    added.extend(install(classes, TensorflowBackend))
     if added:
         logger.debug("extended onnx-tf handlers: %s", ", ".join(added))
     return added

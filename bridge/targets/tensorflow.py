@@ -15,7 +15,8 @@ not implement. So before onnx-tf sees a model, in this order:
    the forms its handlers refuse (Resize, Bernoulli). All failures are reported together as an
    ``OnnxTfUnsupportedError`` naming node and op - before any TF tracing starts.
 
-Then onnx-tf builds the tf.Module and the SavedModel is written to a temp folder beside
+Then onnx-tf builds the tf.Module (each handler's output given the static shape ONNX inferred for it, and
+handlers that build the wrong graph corrected: ``onnx_tf_fixes``) and the SavedModel is written to a temp folder beside
 ``out_dir`` and renamed into place, so a failure never leaves half a SavedModel behind.
 """
 
@@ -266,6 +267,7 @@ def export_saved_model(onnx_model: Any, out_dir: str | Path, *, opset: int = ONN
     nodes onnx-tf cannot take, ExportError when onnx-tf itself fails.
     """
     from bridge.targets.onnx_tf_compat import ONNX_TF_VERSION, load_onnx_tf
+    from bridge.targets.onnx_tf_fixes import onnx_static_shapes
 
     start = time.perf_counter()
     out = Path(out_dir)
@@ -281,7 +283,7 @@ def export_saved_model(onnx_model: Any, out_dir: str | Path, *, opset: int = ONN
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         saved = tmp / "model"
-        with quiet(["tensorflow", "absl", "onnx-tf"], "TensorFlow"):
+        with quiet(["tensorflow", "absl", "onnx-tf"], "TensorFlow"), onnx_static_shapes(prepared.model):
             try:
                 rep = backend.prepare(prepared.model, device="CPU", strict=True, logging_level="ERROR")
                 rep.export_graph(str(saved))

@@ -211,9 +211,8 @@ def _unsupported_from_converter(message: str, scopes: Mapping[str, str]) -> dict
     """``{tf op: [ONNX node names]}`` from a converter error listing ops that need select TF ops."""
     found: dict[str, list[str]] = {}
     for m in _LOC.finditer(message):
-        scope = m.group("scope").split("/")[0].removeprefix("onnx_tf_prefix_")
+        node = _node_of_scope(m.group("scope").removeprefix("onnx_tf_prefix_"), scopes)
         nodes = found.setdefault(f"tf.{m.group('tfop')}", [])
-        node = scopes.get(scope, scope)
         if node not in nodes:
             nodes.append(node)
     select = _SELECT.search(message)
@@ -223,12 +222,31 @@ def _unsupported_from_converter(message: str, scopes: Mapping[str, str]) -> dict
     return {op: nodes or ["(node not named by the converter)"] for op, nodes in found.items()}
 
 
+def _node_of_scope(scope: str, scopes: Mapping[str, str]) -> str:
+    """The ONNX node whose scope ``scope`` (``<node>`` or ``<node>/<tf op>...``) is in: the longest scope of
+    ``scopes`` it is or lies under (node names may hold "/" themselves: exporters name nodes ``/Div_1``)."""
+    parts = scope.split("/")
+    for end in range(len(parts), 0, -1):
+        prefix = "/".join(parts[:end])
+        if prefix in scopes:
+            return scopes[prefix]
+    return parts[0] or scope
+
+
 def with_name_map(content: bytes, names: Mapping[str, Mapping[str, str]]) -> bytes:
-    """``content`` (a .tflite flatbuffer) with the ONNX -> signature key maps as metadata ``TFLITE_NAME_MAP``."""
+    """``content`` (a .tflite flatbuffer) with the ONNX model's own input / output names and order, and the ONNX ->
+    signature key maps as metadata ``TFLITE_NAME_MAP``.
+
+    The converter names a SavedModel's tensors after its function (``serving_default_x:0``, ``PartitionedCall:1``)
+    and orders the outputs as it likes; apps read a .tflite's tensors by index or by name (``get_output_details``),
+    so each signature tensor is renamed to its ONNX name (the source's) and the subgraph's inputs and outputs, and
+    the signature's entries, are put in the ONNX graph's order. ``names``: {"inputs" / "outputs": {ONNX name:
+    signature key}}, each in the ONNX graph's order."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
     model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(content, 0))
+    _keep_onnx_names(model, names)
     buffer = schema.BufferT()
     buffer.data = list(json.dumps(names).encode())
     model.buffers.append(buffer)
@@ -239,6 +257,31 @@ def with_name_map(content: bytes, names: Mapping[str, Mapping[str, str]]) -> byt
     builder = flatbuffers.Builder(len(content) + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+def _keep_onnx_names(model: Any, names: Mapping[str, Mapping[str, str]]) -> None:
+    """Rename and reorder the main signature's tensors after ``names`` (``with_name_map``), in place."""
+    signature = next((s for s in model.signatureDefs or [] if (s.signatureKey or b"") == b"serving_default"), None)
+    if signature is None or signature.subgraphIndex:
+        return
+    graph = model.subgraphs[0]
+    for side in ("inputs", "outputs"):
+        entries = getattr(signature, side) or []
+        by_key = {(e.name.decode() if isinstance(e.name, bytes) else e.name): e for e in entries}
+        order = [by_key[key] for key in names.get(side, {}).values() if key in by_key]
+        if len(order) != len(entries):  # the signature does not hold every ONNX name: leave it as it is
+            continue
+        taken = {t.name for i, t in enumerate(graph.tensors)}
+        for onnx_name, entry in zip(names[side], order, strict=True):
+            tensor = graph.tensors[entry.tensorIndex]
+            wanted = onnx_name.encode()
+            if tensor.name != wanted and wanted in taken:  # an inner tensor has the name already: it yields
+                for other in graph.tensors:
+                    if other.name == wanted:
+                        other.name = wanted + b"__inner"
+            tensor.name = wanted
+        setattr(signature, side, order)
+        setattr(graph, side, [e.tensorIndex for e in order])
 
 
 def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin") -> TargetResult:

@@ -1,7 +1,10 @@
 """Per-output comparison of a candidate run against a reference run, against a Tolerance.
 
 For every output name: shape and dtype match, max absolute and relative error, the fraction of
-elements outside ``atol + rtol * |ref|`` (numpy.isclose semantics), and a pass/fail verdict.
+elements outside the tolerance, and a pass/fail verdict. Which difference is within the tolerance is decided by
+``bridge.validation.tolerance`` (``atol + rtol * scale``: the scale rule, or ``atol + rtol * |ref|`` for an
+explicit per-output tolerance); ``tolerance_rule`` says which applied and why, ``scaled_elements`` how many
+elements only the scale let through.
 Outputs present on one side only fail with a note. Detector outputs named by ``DetectionSpec``s
 are compared detection-aware instead (``bridge.validation.detection.matching``; scores judged against the
 same tolerance as tensors: ``atol + rtol * |ref score|``).
@@ -20,8 +23,13 @@ output, ``Comparison.vacuous`` / ``vacuous_reasons`` overall) when an output has
 0-sized dimension), is entirely NaN/inf on either side, or the reference holds NaN; when the output's
 magnitude is within the tolerance everywhere (an all-zero candidate would pass: ~1e-5 logits at atol
 1e-4 prove nothing); when a detector
-output has no detections on either side (or only tie-ambiguous differences); or when the caller
-marks outputs that ignore the input (``insensitive_outputs`` + ``Comparison.mark_vacuous``).
+output has no detections on either side (or only tie-ambiguous differences); when the caller
+marks outputs that ignore the input (``insensitive_outputs`` + ``Comparison.mark_vacuous``); or when an
+output is compared by shape and dtype only (random on the reference side: ``SHAPE_ONLY``).
+
+A candidate is also compared on a second input (``Comparison.add_input``); an output it gives bit for bit on
+both inputs while the reference's changes beyond the tolerance fails (``ignored_input``,
+``Comparison.mark_ignores_input``): the sample folded into the graph.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import numpy as np
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
 from bridge.validation.detection.matching import compare_detections
+from bridge.validation.tolerance import ElementwiseRule, decide
 
 
 @dataclass
@@ -69,6 +78,8 @@ class OutputComparison:
     detection: dict[str, Any] | None = None
     covers: list[str] = field(default_factory=list)
     within_tolerance: str = ""  # the vacuous reason "the whole reference is within the tolerance", when it holds
+    tolerance_rule: str = ""  # which elementwise tolerance applied and why (bridge.validation.tolerance)
+    scaled_elements: int = 0  # elements within the tolerance only by their scale (what the scale rule excused)
 
     def add_vacuous(self, reason: str) -> None:
         self.vacuous = True
@@ -103,30 +114,62 @@ class Comparison:
     pinning: dict[str, Any] | None = None
     # how much of each detection group the inputs exercised (bridge.validation.coverage.Coverage.to_dict())
     coverage: list[dict[str, Any]] = field(default_factory=list)
+    second_input: bool = False  # the candidate also ran on a second, different input (``add_input``)
 
     def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]], label: str = "") -> None:
         """Take in the verdicts of the same candidate at another input size (``shapes``), or on other inputs of
         the same size (``label`` says which): an output passes only when it passes on every input set; its
         figures are the worst of them, and a failure there is said."""
         self.sizes.append({k: list(v) for k, v in shapes.items()})
-        where = label or _shapes_text(shapes)
+        self._merge(other, f"at {label or _shapes_text(shapes)}")
+
+    def add_input(self, other: Comparison) -> None:
+        """Take in the verdicts of the same candidate on a second, different input of the same shapes (what
+        proves it computes with its input): merged as ``add_size`` merges another size."""
+        self.second_input = True
+        self._merge(other, "on a second input")
+
+    def fail_on_input(self, error: str) -> None:
+        """The candidate raised on the second input where the reference ran: every output fails there."""
+        self.second_input = True
+        for o in self.outputs:
+            o.passed = False
+            o.note = "; ".join(n for n in (o.note, f"on a second input the candidate failed: {error}") if n)
+
+    def mark_ignores_input(self, names: Iterable[str]) -> list[str]:
+        """Fail the entries covering any of the graph outputs ``names``: the candidate gave them bit for bit on
+        two different inputs while the source's changed beyond the tolerance (a candidate with the sample
+        folded in). Returns the entry names failed."""
+        wanted = set(names)
+        failed = []
+        for o in self.outputs:
+            if wanted & {o.name, *o.covers}:
+                o.passed = False
+                o.note = "; ".join(n for n in (o.note, IGNORES_INPUT) if n)
+                failed.append(o.name)
+        return failed
+
+    def _merge(self, other: Comparison, where: str) -> None:
         mine = {o.name: o for o in self.outputs}
         for o in other.outputs:
             first = mine.get(o.name)
-            if first is None:  # an output present at one size only
-                o.note = "; ".join(n for n in (o.note, f"at {where}") if n)
+            if first is None:  # an output present at one size (or on one input) only
+                o.note = "; ".join(n for n in (o.note, where) if n)
                 self.outputs.append(o)
                 continue
             for figure in ("max_abs", "max_rel", "mismatch_fraction"):
                 values = [v for v in (getattr(first, figure), getattr(o, figure)) if v is not None]
                 setattr(first, figure, max(values) if values else None)
             first.nonfinite_mismatch += o.nonfinite_mismatch
+            if o.scaled_elements and not first.scaled_elements:  # say the rule where it excused something
+                first.tolerance_rule = f"{o.tolerance_rule} (at {where})"
+            first.scaled_elements += o.scaled_elements
             if not o.passed:
                 first.passed = False
                 first.shape_match &= o.shape_match
                 first.dtype_match &= o.dtype_match
                 figures = f"max abs {_figure(o.max_abs)}, mismatch {_figure(o.mismatch_fraction)}"
-                first.note = "; ".join(n for n in (first.note, f"at {where}: FAIL ({figures}"
+                first.note = "; ".join(n for n in (first.note, f"{where}: FAIL ({figures}"
                                                    + (f"; {o.note})" if o.note else ")")) if n)
 
     def fail_at_size(self, shapes: Mapping[str, Sequence[int]], error: str, label: str = "") -> None:
@@ -183,6 +226,8 @@ class Comparison:
             ties += f", at {len(distinct)} sizes ({' and '.join(_shapes_text(s) for s in distinct)})"
         if len(self.sizes) > len(distinct):  # more inputs of one size (bridge.validation.coverage)
             ties += f", on {len(self.sizes)} input sets"
+        if self.second_input:
+            ties += ", and on a second input"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
         ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
         if self.pinning:
@@ -193,8 +238,8 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
                 "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
-                "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "pinning": self.pinning,
-                "coverage": self.coverage,
+                "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "second_input": self.second_input,
+                "pinning": self.pinning, "coverage": self.coverage,
                 "outputs": [asdict(o) for o in self.outputs]}
 
 
@@ -207,6 +252,10 @@ def _figure(x: float | None) -> str:
 
 
 _INT_DTYPE_KINDS = "iub"
+SHAPE_ONLY = "compared by shape and dtype only: nothing about its values was proved"
+IGNORES_INPUT = ("the candidate ignores its input where the source does not: it gives this output bit for bit on "
+                 "two different inputs while the source's changes beyond twice the tolerance (e.g. a sample input "
+                 "folded into the graph)")
 
 
 def compare_outputs(
@@ -265,20 +314,25 @@ def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: M
         item.passed = item.dtype_match
         item.note = ("random output: compared by shape and dtype only (each side draws its own samples)"
                      if item.dtype_match else f"dtype {cand.dtype.name} != reference {ref.dtype.name}")
+        item.add_vacuous(SHAPE_ONLY)
         return item
     if ref.size == 0:
         item.max_abs = item.max_rel = item.mismatch_fraction = 0.0
         item.passed = item.dtype_match
         item.add_vacuous(f"no elements to compare (shape {list(ref.shape)} has a 0-sized dimension)")
     else:
-        _judge_elements(item, ref, cand, atol, rtol)
+        rule = ElementwiseRule.for_output(tolerance, name)
+        if rule.scaled and (ref.dtype.kind not in "fc" or cand.dtype.kind not in "fc"):  # counts, ids, indices
+            rule = ElementwiseRule(rule.atol, rule.rtol, False, "elementwise: not a float output")
+        _judge_elements(item, ref, cand, rule)
     if not item.dtype_match:
         item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
     return item
 
 
-def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: float) -> None:
+def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, rule: ElementwiseRule) -> None:
     """Fill the error figures, the verdict and the vacuous flag of a same-shape elementwise comparison."""
+    atol, rtol = rule.atol, rule.rtol
     r = ref.astype(np.float64)
     c = cand.astype(np.float64)
     with np.errstate(all="ignore"):
@@ -289,7 +343,8 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
         nonfinite_bad = ~both & ~same_nonfinite
         diff = np.where(both, np.abs(c - r), 0.0)
         abs_ref = np.where(r_fin, np.abs(r), 0.0)
-        bad = nonfinite_bad | (both & ~(diff <= atol + rtol * abs_ref))
+        decision = decide(diff, abs_ref, both, rule)
+        bad = nonfinite_bad | (both & ~decision.within)
         defined = both & (abs_ref > 0)
         rel = np.divide(diff, abs_ref, out=np.zeros_like(diff), where=defined)
     big = float(np.finfo(np.float64).max)  # an error too large for float64 is reported as the largest float64
@@ -301,6 +356,7 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, a
     item.mismatch_fraction = float(bad.mean())
     item.nonfinite_mismatch = int(nonfinite_bad.sum())
     item.passed = item.dtype_match and not bad.any()
+    item.tolerance_rule, item.scaled_elements = decision.rule, decision.by_scale
     if item.nonfinite_mismatch:
         item.note = f"{item.nonfinite_mismatch} positions NaN/inf on one side only (or of another kind)"
     if ref.dtype.kind not in "fc" and cand.dtype.kind not in "fc":
@@ -351,6 +407,9 @@ def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tole
     item.max_abs = max((p.max_abs or 0.0 for p in parts), default=0.0)
     item.max_rel = max((p.max_rel or 0.0 for p in parts), default=0.0)
     item.mismatch_fraction = max((p.mismatch_fraction or 0.0 for p in parts), default=0.0)
+    item.scaled_elements = sum(p.scaled_elements for p in parts)
+    item.tolerance_rule = next((p.tolerance_rule for p in parts if p.scaled_elements), parts[0].tolerance_rule
+                               if parts else "")
     bad = [f"[{i}] {p.note}" for i, p in enumerate(parts) if not p.passed]
     item.note = f"sequence of {len(ref)} elements" + (f"; {'; '.join(bad)}" if bad else "")
     if not parts:
@@ -369,8 +428,9 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     if missing:
         item.note = f"detection output missing: {', '.join(missing)}"
         return item
-    item.ref_shape = list(np.shape(reference[spec.reference_names()[0]]))
-    item.cand_shape = list(np.shape(candidate[spec.candidate_names()[0]]))
+    # the group is named after one output (its label); the shapes shown are that output's on either side
+    item.ref_shape = list(np.shape(reference[_labelled_output(spec.ref_outputs, spec.label, spec.outputs)]))
+    item.cand_shape = list(np.shape(candidate[_labelled_output(spec.outputs, spec.label, spec.outputs)]))
     try:
         ref_dets, cand_dets = read_detection_pair(spec, reference, candidate)
     except (ValueError, KeyError) as exc:
@@ -406,6 +466,16 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     return item
 
 
+def _labelled_output(roles: Mapping[str, str], label: str, candidate_roles: Mapping[str, str]) -> str:
+    """The output of ``roles`` (one side of a detection group) standing for the group's ``label``: the one with
+    the role the label names on the candidate side, else the side's detections or boxes output."""
+    role = next((r for r, name in candidate_roles.items() if name == label), None)
+    for wanted in (role, "detections", "boxes"):
+        if wanted is not None and wanted in roles:
+            return roles[wanted]
+    return next(iter(roles.values()))
+
+
 def detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
     """Score tolerance of a detection group: a per-output override for the group or its scores output wins."""
     for key in (spec.label, spec.outputs.get("scores")):
@@ -439,3 +509,56 @@ def _same_kind(a: np.dtype, b: np.dtype) -> bool:
     if a == b:
         return True
     return a.kind == b.kind == "f" or (a.kind in _INT_DTYPE_KINDS and b.kind in _INT_DTYPE_KINDS and a.kind != "b" and b.kind != "b")
+
+
+def ignored_input(reference: tuple[Mapping[str, Any], Mapping[str, Any]],
+                  candidate: tuple[Mapping[str, Any], Mapping[str, Any]], tolerance: Tolerance = DEFAULT_TOLERANCE,
+                  *, detections: Mapping[str, str] | Sequence[DetectionSpec | str] | None = None,
+                  shape_only: Iterable[str] = ()) -> list[str]:
+    """The candidate's outputs (graph names) that ignore its input: bit for bit the same in the candidate's runs on
+    two different inputs (``candidate``) while the reference's runs on them (``reference``) differ beyond twice
+    the tolerance - so no one value is within the tolerance of both, and the comparison on one of the inputs
+    fails too; this names why. A detector group counts when every candidate output of it stays while the
+    reference's boxes or scores move. Random outputs (``shape_only``) are left out: their source changes by
+    itself."""
+    (ref_a, ref_b), (cand_a, cand_b) = reference, candidate
+    skip = set(shape_only)
+    found: list[str] = []
+    grouped: set[str] = set()
+    for spec in as_detection_specs(detections):
+        grouped.update(spec.candidate_names())
+        moving = [n for role, n in spec.ref_outputs.items() if role in ("detections", "boxes", "scores")]
+        if all(_bitwise_same(cand_a, cand_b, n) for n in spec.candidate_names()) and any(
+                changed_beyond(ref_a, ref_b, n, tolerance, factor=2.0) for n in moving):
+            found.extend(spec.candidate_names())
+    for name in cand_a:
+        if name in grouped or name in skip or name not in ref_a:
+            continue
+        if _bitwise_same(cand_a, cand_b, name) and changed_beyond(ref_a, ref_b, name, tolerance, factor=2.0):
+            found.append(name)
+    return found
+
+
+def _bitwise_same(a: Mapping[str, Any], b: Mapping[str, Any], name: str) -> bool:
+    if name not in a or name not in b or isinstance(a[name], (list, tuple)) or isinstance(b[name], (list, tuple)):
+        return False
+    x, y = np.asarray(a[name]), np.asarray(b[name])
+    return x.shape == y.shape and x.size > 0 and bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"
+                                                                        and y.dtype.kind in "fc"))
+
+
+def changed_beyond(a: Mapping[str, Any], b: Mapping[str, Any], name: str, tolerance: Tolerance,
+                   factor: float = 1.0) -> bool:
+    """Whether ``name`` differs between the two runs ``a`` and ``b`` beyond ``factor`` times the tolerance
+    (another shape counts)."""
+    if name not in a or name not in b or isinstance(a[name], (list, tuple)) or isinstance(b[name], (list, tuple)):
+        return False
+    x, y = np.asarray(a[name]), np.asarray(b[name])
+    if x.shape != y.shape:
+        return True
+    if x.size == 0:
+        return False
+    atol, rtol = tolerance.for_output(name)
+    with np.errstate(all="ignore"):
+        return not bool(np.isclose(y.astype(np.float64), x.astype(np.float64), atol=atol * factor, rtol=rtol * factor,
+                                   equal_nan=True).all())

@@ -327,8 +327,17 @@ class Consumer:
         return f"input {self.slot} of {self.node.op_type} node '{self.node.name or '?'}'"
 
 
-def constrained_consumers(model: onnx.ModelProto, names: set[str]) -> dict[str, list[Consumer]]:
-    """For each of ``names``: the nodes with a rule that read its values (following value-preserving ops)."""
+# ops whose outputs hold some of input 0's values (a column, a slice) or clamp them: a role (an index column of
+# MXNet's rois rows, Gather -> Cast -> Max -> RoiAlign's batch indices) reaches its consumer through these
+_SELECTING = {"Gather", "GatherElements", "GatherND", "Slice", "Split", "Clip", "Floor", "Ceil", "Round"}
+_CLAMPING = {"Max", "Min"}  # any operand
+
+
+def constrained_consumers(model: onnx.ModelProto, names: set[str], *,
+                          through_selections: bool = False) -> dict[str, list[Consumer]]:
+    """For each of ``names``: the nodes with a rule that read its values (following value-preserving ops, and with
+    ``through_selections`` also ops that select or clamp some of them: a tensor whose column becomes indices
+    has a role, though the rest of it may be coordinates)."""
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for node in model.graph.node:
         for slot, x in enumerate(node.input):
@@ -342,9 +351,15 @@ def constrained_consumers(model: onnx.ModelProto, names: set[str]) -> dict[str, 
             for node, slot in readers.get(value, ()):
                 if (node.op_type, slot) in RULES:
                     found.setdefault(name, []).append(Consumer(node, slot))
-                elif node.op_type in _PASSTHROUGH and slot == 0 and node.output and node.output[0] not in seen:
-                    seen.add(node.output[0])
-                    stack.append(node.output[0])
+                    continue
+                follow = node.op_type in _PASSTHROUGH and slot == 0
+                if through_selections:
+                    follow = follow or (node.op_type in _SELECTING and slot == 0) or node.op_type in _CLAMPING
+                outputs = node.output if through_selections else node.output[:1]
+                for out in outputs if follow else ():
+                    if out and out not in seen:
+                        seen.add(out)
+                        stack.append(out)
     return found
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -30,6 +31,9 @@ from bridge.limits import check_allocation, nbytes_of
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.constraints import valid_values
 from bridge.validation.masks import mask_inputs, padding_mask
+
+if TYPE_CHECKING:
+    from bridge.validation.results import RunResults
 
 log = logging.getLogger(__name__)
 
@@ -259,3 +263,34 @@ def load_feeds(path: Path | str, metas: Sequence[TensorMeta]) -> dict[str, np.nd
             raise BadInputFileError(f"--feeds {path}: the array for input '{meta.name}' could not be read")
         feeds[meta.name] = _compatible(meta, arr, path)
     return feeds
+
+
+def check_saved_inputs(inputs: Mapping[str, np.ndarray], metas: Sequence[TensorMeta], where: str) -> None:
+    """A saved reference's inputs (``--reference R.npz``) must be the ones the model takes: each input there,
+    of the dtype the model declares (not converted: the reference's outputs were computed from these exact
+    values, so a cast would compare the model on other inputs than the reference saw), with its rank and
+    fixed dims. UsageError naming the file, the input and both dtypes or shapes."""
+    for meta in metas:
+        arr = inputs.get(meta.name)
+        if arr is None:
+            raise UsageError(f"{where} holds no input '{meta.name}' (it holds {sorted(inputs) or 'none'}); the "
+                             "reference was saved for another model")
+        if meta.dtype not in ("unknown", "object") and arr.dtype.name != meta.dtype:
+            raise UsageError(f"{where}: input '{meta.name}' is {arr.dtype.name}, the model declares {meta.dtype}; "
+                             f"the reference was saved for a model with other input types (save it again from this "
+                             f"model's source, or store '{meta.name}' as {meta.dtype} with the outputs it gives)")
+        if meta.shape is not None:
+            fixed = [(i, d) for i, d in enumerate(meta.shape) if isinstance(d, int)]
+            if arr.ndim != len(meta.shape) or any(arr.shape[i] != d for i, d in fixed):
+                raise UsageError(f"{where}: input '{meta.name}' has shape {list(arr.shape)}, the model declares "
+                                 f"{[d if d is not None else '?' for d in meta.shape]}")
+
+
+def check_reference_fits(saved: RunResults, model: onnx.ModelProto, path: Path) -> None:
+    """``check_saved_inputs`` for every size a saved reference holds, against ``model``'s graph inputs."""
+    inits = {i.name for i in model.graph.initializer}
+    metas = [TensorMeta.from_value_info(vi) for vi in model.graph.input if vi.name not in inits]
+    check_saved_inputs(saved.inputs, metas, f"--reference {path}")
+    for i, other in enumerate(saved.other_sizes, start=2):
+        # the file's runs at other sizes vary the dynamic axes, the fixed ones and the dtypes stay
+        check_saved_inputs(other.inputs, metas, f"--reference {path} (size{i})")

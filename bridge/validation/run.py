@@ -2,9 +2,11 @@
 
 Modelled on Polygraphy's ``Comparator.run``: runners behind one protocol (``bridge.runtimes.base.
 Runtime``), one source of inputs (``FeedSource``: a ``--feeds`` file, seeded random data at the
-model's sizes, or the inputs saved with a reference run), one comparison per candidate. ``convert``,
-``validate``, the shape tools and batch migrations all call ``run_and_compare``; nothing else runs a
-reference against a candidate.
+model's sizes, or the inputs saved with a reference run), one comparison per candidate, at the sample
+input, on a second input (every candidate: what proves it computes with its input) and at a second size of
+its dynamic axes. This is the engine of the one validation run, ``bridge.conversion.check.run_check``, which
+``convert``, ``validate``, ``debug``, the shape tools, ``bench --verify`` and batch migrations go through; the
+excuses and the verdict's rules live there.
 
 The reference is a Runtime (the source framework, or another ONNX model) or a saved ``RunResults``.
 Candidates are Runtimes or loader callables that build one (so a TensorFlow SavedModel is only
@@ -35,7 +37,9 @@ from bridge.errors import (
 from bridge.runtimes.base import Runtime, TensorMeta, activated
 from bridge.validation.compare import (
     Comparison,
+    changed_beyond,
     compare_outputs,
+    ignored_input,
     insensitive_outputs,
     reference_within_tolerance,
 )
@@ -75,25 +79,53 @@ class FeedSource:
         return make_inputs(metas, self.specs, seed=self.seed, vary_dynamic=self.vary_dynamic, values=self.values,
                            model=self.model)
 
-    def other(self, feeds: Mapping[str, np.ndarray], scale: float = 1.0) -> dict[str, np.ndarray]:
-        """A second, different input of the same shapes (for the input-sensitivity check): float inputs
-        re-generated with the next seed, or for ``--feeds`` rotated (same values, other places); integer
-        and bool inputs (indices, shapes, masks) are kept, so the model still accepts them. ``scale``
-        widens the float values' range (a threshold the first values never reach)."""
-        # inputs read as scales, roi, thresholds, ... (bridge.validation.constraints) keep their valid values
+    def roles(self, feeds: Mapping[str, np.ndarray], *, through_selections: bool = True) -> set[str]:
+        """The inputs of ``feeds`` whose values have a role in the graph(s) (indices, shapes, axes, scales, rois'
+        batch-index column, lengths: ``bridge.validation.constraints``, followed through the ops that select or
+        clamp some of their values): a second input keeps those valid, never scrambles them. Without
+        ``through_selections``: those whose role the input generator knows how to fill (it draws them valid)."""
         graphs = [] if self.model is None else [self.model] if isinstance(self.model, onnx.ModelProto) else self.model
-        fixed = {name for g in graphs for name in constrained_consumers(g, set(feeds))}
+        return {name for g in graphs
+                for name in constrained_consumers(g, set(feeds), through_selections=through_selections)}
+
+    def other(self, feeds: Mapping[str, np.ndarray], scale: float = 1.0) -> dict[str, np.ndarray]:
+        """Inputs of the same shapes with other float values, ``scale`` times wider (the wider-range runs: a
+        threshold the first values never reach): float inputs without a role (``roles``) re-generated with the
+        next seed, or for ``--feeds`` moved to other places (``_moved``); everything else is kept, so the
+        model still accepts it."""
+        fixed = self.roles(feeds)
         metas = [TensorMeta(k, tuple(v.shape), v.dtype.name) for k, v in feeds.items()
                  if v.dtype.kind == "f" and k not in fixed]
         if self.file is None and metas:
             fresh = make_inputs(metas, seed=self.seed + 1, shapes={m.name: tuple(feeds[m.name].shape) for m in metas},
                                 values=self.values)
         else:
-            fresh = {m.name: np.roll(feeds[m.name].ravel(), feeds[m.name].size // 3 + 1).reshape(feeds[m.name].shape)
-                     for m in metas}
+            fresh = {m.name: _moved(feeds[m.name]) for m in metas}
         if scale != 1.0:
             fresh = {k: (v * scale).astype(v.dtype) for k, v in fresh.items()}
         return {k: fresh.get(k, v) for k, v in feeds.items()}
+
+    def second(self, feeds: Mapping[str, np.ndarray], metas: Sequence[TensorMeta] = ()) -> dict[str, np.ndarray]:
+        """A second, different input of the same shapes, valid for the model as the first is (every candidate
+        runs on it too: a candidate whose outputs ignore its input fails there).
+
+        Generated inputs: drawn again with the next seed, values derived from the graph as for the first (indices
+        in bounds, shapes: ``bridge.validation.constraints``); an input with a role the generator cannot fill
+        (one reached through a selection, as rois rows) keeps the first input's values. ``--feeds``:
+        the file's own values, float inputs without a role moved (the next sample along the batch, or for one
+        sample the values rotated); inputs with a role and integer inputs are kept as the file has them (a
+        rotated rois tensor would put box coordinates in its batch-index column: MXNet's ROIAlign reads out
+        of bounds on that and crashes)."""
+        if self.file is None:
+            shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
+            by_name = {m.name: m for m in metas}
+            wanted = [by_name.get(k) or TensorMeta(k, shapes[k], np.asarray(v).dtype.name) for k, v in feeds.items()]
+            made = make_inputs(wanted, self.specs, seed=self.seed + 1, shapes=shapes, values=self.values,
+                               model=self.model)
+            kept = self.roles(feeds) - self.roles(feeds, through_selections=False)
+            return {k: v if k in kept else made.get(k, v) for k, v in feeds.items()}
+        fixed = self.roles(feeds)
+        return {k: _moved(v) if v.dtype.kind == "f" and k not in fixed else v for k, v in feeds.items()}
 
     def at_second_size(self, feeds: Mapping[str, np.ndarray], metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
         """``feeds`` at a second size of every dynamic axis of ``metas`` (a dim that is not a number), or {}
@@ -135,6 +167,14 @@ class FeedSource:
         return f"generated ({(self.values or InputValues()).describe()}, seed {self.seed})"
 
 
+def _moved(array: np.ndarray) -> np.ndarray:
+    """The same values elsewhere: the next sample along axis 0 when there are several (a real sample in each
+    place), else the values rotated by a third of their count."""
+    if array.ndim and array.shape[0] > 1:
+        return np.roll(array, 1, axis=0)
+    return np.roll(array.ravel(), array.size // 3 + 1).reshape(array.shape)
+
+
 def _cyclic(array: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """``array`` brought to ``shape`` by repeating (or cutting) it along every axis that differs."""
     out = np.asarray(array)
@@ -165,15 +205,26 @@ class ComparisonRun:
     # inputs added because the given ones exercised a detector too little, with the reference's outputs there
     # (bridge.validation.coverage): every candidate is compared on them too, and the tie proof re-runs them
     extra_inputs: list[tuple[dict[str, np.ndarray], dict[str, Any]]] = field(default_factory=list)
+    # the reference on a second, different input of the same shapes (every candidate is compared there too)
+    second_input: SizedRun | None = None
+    # why the candidates ran on one input only (the reference failed on the second, a saved reference holds none)
+    second_input_skipped: str | None = None
+    # outputs compared by shape and dtype only: random per the reference side (declared by the source's export
+    # or a saved reference, or measured: the reference gave them differently on the same input twice)
+    random_outputs: list[str] = field(default_factory=list)
 
     def results(self, runtime: str, meta: Mapping[str, Any]) -> RunResults:
-        """The reference's runs as RunResults (every size checked; ``--save-reference``), with ``meta`` and
-        why a second size is missing, if it is."""
+        """The reference's runs as RunResults (every size checked and the second input; ``--save-reference``),
+        with ``meta``, the outputs that are random and why a second size is missing, if it is."""
         info = dict(meta)
         if self.second_size_skipped:
             info["second_size_skipped"] = self.second_size_skipped
+        if self.random_outputs:
+            info["random_outputs"] = list(self.random_outputs)
+        second = self.second_input
         return RunResults(dict(self.feeds), dict(self.reference_outputs), runtime, info,
-                          [SizedRun(dict(r.inputs), dict(r.outputs)) for r in self.reference_at_other_sizes])
+                          [SizedRun(dict(r.inputs), dict(r.outputs)) for r in self.reference_at_other_sizes],
+                          SizedRun(dict(second.inputs), dict(second.outputs)) if second is not None else None)
 
     def input_summary(self, source: str = "") -> dict[str, dict[str, object]]:
         """Per input: shape, dtype, value range and where the values came from (for reports)."""
@@ -212,11 +263,23 @@ def saved_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
     return with_nms_thresholds(model, load_detection_specs(raw))  # the threshold from the graph, not metadata
 
 
-def nondeterministic_outputs(model: onnx.ModelProto) -> list[str]:
-    """Outputs an adapter recorded as random samples (``NONDETERMINISTIC_OUTPUTS_META``): compared by shape
-    and dtype only."""
+RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+                        "Bernoulli"})
+
+
+def random_outputs(model: onnx.ModelProto) -> list[str]:
+    """Graph outputs of a *source's export* that depend on a random op (data flow, so ``x + random`` counts):
+    the source draws them anew on every run, so they are compared by shape and dtype only. Read from the
+    export the source adapter made in this run, or recorded with a saved reference; never from the file under
+    test (a candidate cannot declare its own outputs random). The metadata an adapter records
+    (``NONDETERMINISTIC_OUTPUTS_META``) counts too."""
+    tainted: set[str] = set()
+    for node in model.graph.node:  # topological order, as the checker requires
+        if (node.domain in ("", "ai.onnx") and node.op_type in RANDOM_OPS) or any(i in tainted for i in node.input):
+            tainted.update(o for o in node.output if o)
     raw = next((p.value for p in model.metadata_props if p.key == NONDETERMINISTIC_OUTPUTS_META), None)
-    return [str(n) for n in json.loads(raw)] if raw else []
+    declared = [str(n) for n in json.loads(raw)] if raw else []
+    return list(dict.fromkeys([*declared, *(o.name for o in model.graph.output if o.name in tainted)]))
 
 
 def vacuous_warnings(comparisons: Sequence[Comparison]) -> list[str]:
@@ -254,18 +317,26 @@ def run_and_compare(
     shape_only: Sequence[str] = (),
     check_sensitivity: bool = False,
     second_size: bool = False,
+    second_input: bool = False,
+    repeat: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ComparisonRun:
     """Run ``reference`` and every candidate on the same inputs; compare each candidate with the reference.
 
     Inputs come from the saved run when ``reference`` is a RunResults, else from ``feeds`` sized by the
     first candidate's input metadata. ``detections`` (DetectionSpecs, or the legacy output name -> format
-    map) are compared detection by detection instead of elementwise.
+    map) are compared detection by detection instead of elementwise; ``shape_only`` outputs (random ones, as the
+    reference side says) by shape and dtype.
 
     ``second_size``: a model with dynamic axes is run again at a second size of every one of them, the
     reference too (``FeedSource.at_second_size``), and each candidate's verdict covers both sizes
-    (``Comparison.sizes``); one size proves nothing about an axis said to be dynamic. ``progress`` hears
-    each step (loading, reference run, each runtime).
+    (``Comparison.sizes``); one size proves nothing about an axis said to be dynamic. ``second_input``: every
+    candidate also runs on a second, different input of the same shapes (``FeedSource.second``; a saved
+    reference's own second run), is compared with the reference there, and fails outputs it gives bit for bit
+    on both inputs where the reference's change (``ignored_input``). ``check_sensitivity``: reference outputs
+    that stay bitwise the same on that second input make the verdicts on them vacuous. ``repeat``: the reference
+    runs the first input twice; outputs it gives differently beyond the tolerance are random (compared by shape
+    only, listed in ``ComparisonRun.random_outputs``). ``progress`` hears each step.
 
     One runtime is loaded at a time (a framework and an onnxruntime session side by side would double the
     peak memory): the first candidate is loaded alone to read its inputs (unless its loader knows them
@@ -274,7 +345,8 @@ def run_and_compare(
     """
     say = progress or (lambda _msg: None)
     if isinstance(reference, RunResults):
-        return _against_saved(reference, candidates, tolerance, detections, reference_name, shape_only, say)
+        return _against_saved(reference, candidates, tolerance, detections, reference_name, shape_only, second_input,
+                              say)
     loaded: dict[str, Runtime] = {}  # each loader is called once
     metas: list[TensorMeta] | None = None
     load_error: BaseException | None = None
@@ -294,8 +366,9 @@ def run_and_compare(
     refs = _ReferenceRuns.compute(reference, feeds, tolerance, metas, first, load_error,
                               detections=detections, reference_name=reference_name, shape_only=shape_only,
                               check_sensitivity=check_sensitivity, second_size=second_size and bool(candidates),
-                              say=say)
+                              second_input=second_input and bool(candidates), repeat=repeat, say=say)
     run = refs.run
+    shape_only = run.random_outputs
     for cand_name, source in candidates.items():
         say(f"loading the {cand_name} candidate")
         candidate = loaded.pop(cand_name) if cand_name in loaded else source if isinstance(source, Runtime) else source()
@@ -312,22 +385,53 @@ def run_and_compare(
                 refs.second.compare(comparison, candidate, tolerance, detections, shape_only, say)
             if refs.coverage is not None:  # more inputs where the given ones were thin; thin checks said so
                 refs.coverage.compare(comparison, candidate, tolerance, detections, shape_only, say)
+            if second_input and run.second_input is not None:
+                _compare_second_input(comparison, candidate, run, outputs, tolerance, detections, shape_only, say)
         run.comparisons.append(comparison)
     for comp in run.comparisons:
         comp.mark_vacuous(refs.insensitive_flags, INSENSITIVE_REASON)
     return run
 
 
+def _compare_second_input(comparison: Comparison, candidate: Runtime, run: ComparisonRun, first: Mapping[str, Any],
+                          tolerance: Tolerance, detections: Sequence[DetectionSpec] | Mapping[str, str] | None,
+                          shape_only: Sequence[str], say: Callable[[str], None]) -> None:
+    """The candidate on the reference's second input (``run.second_input``), compared with the reference there;
+    outputs it gives bit for bit on both inputs while the reference's change beyond the tolerance fail (a
+    candidate with the sample folded in: ``first`` are its outputs on the first input)."""
+    assert run.second_input is not None
+    say(f"running {comparison.candidate} on a second input")
+    try:
+        with np.errstate(all="ignore"):
+            outputs = candidate.infer(run.second_input.inputs)
+    except Exception as exc:  # the reference runs there and the candidate does not: a failure of the conversion
+        comparison.fail_on_input(f"{type(exc).__name__}: {exc}")
+        return
+    again = compare_outputs(run.second_input.outputs, outputs, tolerance, reference_name=comparison.reference,
+                            candidate_name=comparison.candidate, detection_outputs=detections, shape_only=shape_only)
+    comparison.add_input(again)
+    ignored = ignored_input((run.reference_outputs, run.second_input.outputs), (first, outputs), tolerance,
+                            detections=detections, shape_only=shape_only)
+    if ignored:
+        comparison.mark_ignores_input(ignored)
+
+
 def _against_saved(saved: RunResults, candidates: Mapping[str, CandidateSource], tolerance: Tolerance,
                    detections: Sequence[DetectionSpec] | Mapping[str, str] | None, reference_name: str | None,
-                   shape_only: Sequence[str], say: Callable[[str], None]) -> ComparisonRun:
+                   shape_only: Sequence[str], second_input: bool, say: Callable[[str], None]) -> ComparisonRun:
     """Every candidate on a saved run's inputs, compared with its outputs (no reference to run), at every size
-    the file holds. A candidate with dynamic axes against a file of one size was checked at one size only:
-    ``second_size_skipped`` says so (with the reason the file recorded, if any)."""
+    the file holds and on its second input. A candidate with dynamic axes against a file of one size was checked
+    at one size only: ``second_size_skipped`` says so (with the reason the file recorded, if any); a file
+    without a second input (saved by an older bridge) leaves ``second_input_skipped``."""
     name = reference_name or saved.runtime
+    sizes = list(saved.other_sizes)
     run = ComparisonRun(dict(saved.inputs), dict(saved.outputs), name, sizes=[shapes_of(saved.inputs)],
-                        reference_at_other_sizes=list(saved.other_sizes))
-    run.sizes.extend(shapes_of(other.inputs) for other in saved.other_sizes)
+                        reference_at_other_sizes=sizes, random_outputs=list(shape_only),
+                        second_input=saved.second_input)
+    run.sizes.extend(shapes_of(other.inputs) for other in sizes)
+    if second_input and run.second_input is None and candidates:
+        run.second_input_skipped = (f"the saved reference {name} holds no run on a second input (saved by an older "
+                                    "bridge?): the candidates were checked on one input only; save it again")
     for cand_name, source in candidates.items():
         say(f"loading the {cand_name} candidate")
         candidate = source if isinstance(source, Runtime) else source()
@@ -337,14 +441,17 @@ def _against_saved(saved: RunResults, candidates: Mapping[str, CandidateSource],
             comparison = compare_outputs(run.reference_outputs, outputs, tolerance, reference_name=name,
                                          candidate_name=cand_name, detection_outputs=detections, shape_only=shape_only)
             comparison.sizes = list(run.sizes[:1])
-            for other in saved.other_sizes:
+            for other in sizes:
                 _SecondSize(dict(other.inputs), dict(other.outputs)).compare(
                     comparison, candidate, tolerance, detections, shape_only, say)
-            if not saved.other_sizes and run.second_size_skipped is None and _dynamic(candidate.input_metadata()):
+            if not sizes and run.second_size_skipped is None and _dynamic(candidate.input_metadata()):
                 run.second_size_skipped = _one_saved_size(saved, name)
+            if second_input and run.second_input is not None:
+                _compare_second_input(comparison, candidate, run, outputs, tolerance, detections, shape_only, say)
         run.comparisons.append(comparison)
-    if run.second_size_skipped:
-        log.warning("%s", run.second_size_skipped)
+    for why in (run.second_size_skipped, run.second_input_skipped):
+        if why:
+            log.warning("%s", why)
     return run
 
 
@@ -387,8 +494,8 @@ class _ReferenceRuns:
     def compute(cls, reference: Runtime, feeds: FeedSource, tolerance: Tolerance, metas: Sequence[TensorMeta] | None,
             first: str, load_error: BaseException | None, *,
             detections: Sequence[DetectionSpec] | Mapping[str, str] | None, reference_name: str | None,
-            shape_only: Sequence[str], check_sensitivity: bool, second_size: bool,
-            say: Callable[[str], None]) -> _ReferenceRuns:
+            shape_only: Sequence[str], check_sensitivity: bool, second_size: bool, second_input: bool = False,
+            repeat: bool = False, say: Callable[[str], None]) -> _ReferenceRuns:
         say(f"loading the {getattr(reference, 'name', 'source')} reference")
         try:
             reference.activate()
@@ -404,18 +511,36 @@ class _ReferenceRuns:
                 metas = source_inputs(metas, source_metas, first)
             made = feeds.make(source_metas if metas is None else metas)
             say(f"running the {name} reference at {_sizes_text(shapes_of(made))}")
-            refs = cls(ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)]), source_metas)
+            refs = cls(ComparisonRun(made, reference.infer(made), name, sizes=[shapes_of(made)],
+                                     random_outputs=list(shape_only)), source_metas)
+            if repeat:
+                refs._find_random(reference, tolerance, say)
             specs = as_detection_specs(detections)
-            refs._run_wider(reference, feeds, tolerance, specs, shape_only)
+            refs._run_wider(reference, feeds, tolerance, specs, refs.run.random_outputs)
             if second_size and metas is not None:
                 refs.second = _SecondSize.run(reference, feeds, refs.run, metas, say)
-            if check_sensitivity:
-                refs._check_sensitivity(reference, feeds, specs)
+            if check_sensitivity or second_input:
+                refs._run_second_input(reference, feeds, specs, metas or source_metas,
+                                       say if second_input else (lambda _m: None), check_sensitivity=check_sensitivity)
             refs.coverage = CoverageRuns.run(reference.infer, made, refs.run.reference_outputs, specs, say)
             refs.run.extra_inputs = refs.coverage.extra_sizes()
             return refs
         finally:
             reference.deactivate()
+
+    def _find_random(self, reference: Runtime, tolerance: Tolerance, say: Callable[[str], None]) -> None:
+        """The reference on the first input once more: outputs it gives differently beyond the tolerance are random
+        (a sampler in the source); the reference itself says so, not the file under test. Within the tolerance
+        (a framework's thread-dependent reductions) they stay compared value by value."""
+        run = self.run
+        say(f"running the {run.reference_name} reference on the same input again (random outputs?)")
+        again = reference.infer(run.feeds)
+        unstable = [n for n in run.reference_outputs if n not in run.random_outputs and n in again
+                    and changed_beyond(run.reference_outputs, again, n, tolerance)]
+        if unstable:
+            log.info("the reference gives %s differently on the same input: compared by shape and dtype only",
+                     ", ".join(unstable))
+            run.random_outputs = [*run.random_outputs, *unstable]
 
     def wider_run(self, reference: Runtime, feeds: FeedSource, scale: float) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The reference on the inputs ``scale`` times wider (``FeedSource.other``), run once for both uses."""
@@ -444,18 +569,29 @@ class _ReferenceRuns:
                 return
             small = [n for n in small if n in done[1] and _small(done[1][n], tolerance, n)]
 
-    def _check_sensitivity(self, reference: Runtime, feeds: FeedSource, detections: Sequence[DetectionSpec]) -> None:
-        """Run the reference on a second input; float outputs that stay bitwise the same make the verdicts on
-        them vacuous (integer outputs and a detector's labels, counts and batch indices - TF reports classes as
+    def _run_second_input(self, reference: Runtime, feeds: FeedSource, detections: Sequence[DetectionSpec],
+                          metas: Sequence[TensorMeta], say: Callable[[str], None], *, check_sensitivity: bool) -> None:
+        """The reference on a second, different input (``FeedSource.second``), kept for the candidates
+        (``ComparisonRun.second_input``); a reference failing there is said (``second_input_skipped``), never
+        passed over in silence. ``check_sensitivity``: float outputs that stay bitwise the same make the verdicts
+        on them vacuous (integer outputs and a detector's labels, counts and batch indices - TF reports classes as
         floats - may legitimately not change; its boxes and scores may not)."""
         run = self.run
-        second = feeds.other(run.feeds)
+        second = feeds.second(run.feeds, metas)
         if all(np.array_equal(second[k], v) for k, v in run.feeds.items()):
-            return  # nothing to vary (integer-only inputs)
+            return  # nothing to vary
+        say(f"running the {run.reference_name} reference on a second input")
         try:
-            other = reference.infer(second)
-        except Exception as exc:  # the check is extra evidence; a reference that rejects the input says so elsewhere
-            log.info("input-sensitivity check skipped: the reference failed on a second input: %s", exc)
+            with np.errstate(all="ignore"):
+                other = reference.infer(second)
+        except Exception as exc:  # the second input is valid for the model as the first is: the source failing is news
+            run.second_input_skipped = (f"the {run.reference_name} reference failed on a second input "
+                                        f"({type(exc).__name__}: {exc}): the candidates were checked on one input "
+                                        "only")
+            log.warning("%s", run.second_input_skipped)
+            return
+        run.second_input = SizedRun(dict(second), dict(other))
+        if not check_sensitivity:
             return
         categorical = {name for spec in detections for role, name in spec.ref_outputs.items()
                        if role in ("labels", "num", "batch_index", "selected_indices")}

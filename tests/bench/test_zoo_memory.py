@@ -30,6 +30,26 @@ def test_tree_rss_counts_the_children() -> None:
     assert measured.peak_tree_rss > 200 * 2**20
 
 
+def test_a_child_between_fork_and_exec_is_not_counted_twice() -> None:
+    """A forked child that has not exec'd shows its parent's memory (numpy.testing's import runs ``lscpu`` from
+    a 360 MB torch process: one sample there read as a 1.31x bridge peak that was 1.09x). Here the child of a
+    200 MB process sleeps un-exec'd for a second: the tree is still ~200 MB, in RSS and in PSS."""
+    code = textwrap.dedent("""
+        import os, time
+        b = bytearray(200 * 2**20)
+        b[::4096] = b"x" * len(b[::4096])  # touched: resident
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(1.0)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """)
+    measured = run_measured([sys.executable, "-c", code], interval=0.01)
+    assert measured.returncode == 0
+    assert 200 * 2**20 < measured.peak_tree_rss < 300 * 2**20
+    assert measured.peak_tree_pss < 300 * 2**20
+
+
 @pytest.mark.slow
 def test_bridge_tree_peak_stays_within_1_6x_the_plain_exporter(tmp_path: Path) -> None:
     pytest.importorskip("torch")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -183,3 +184,111 @@ def test_raw_data_that_does_not_fit_the_declared_tensor_is_refused(tmp_path: Pat
     p.write_bytes(m.SerializeToString())
     with pytest.raises(BadInputFileError, match=r"initializer 'w' declares .* but holds 8 bytes"):
         load_model(p)
+
+
+# ---- issue 38: typed tensor data that does not fit its dims, special files, writability, links -----------------
+
+@pytest.mark.parametrize(("data_type", "dims", "field", "values"), [
+    (TensorProto.FLOAT, [2**32, 2**32], "float_data", [1.0] * 6),  # the count overflows int64: onnxruntime's SafeInt
+    (TensorProto.INT64, [3], "int64_data", [1, 2]),
+    (TensorProto.DOUBLE, [2, 2], "double_data", [1.0] * 5),
+    (TensorProto.INT32, [-1, 3], "int32_data", [1] * 3),
+    (TensorProto.COMPLEX64, [2], "float_data", [1.0] * 2),  # two floats per element
+    (TensorProto.FLOAT, [2], "float_data", []),  # no data at all
+])
+def test_typed_tensor_data_that_does_not_fit_its_dims_is_refused_naming_the_tensor(
+        tmp_path: Path, data_type: int, dims: list[int], field: str, values: list[Any]) -> None:
+    w = onnx.TensorProto(name="w", data_type=data_type, dims=dims)
+    getattr(w, field).extend(values)
+    for where in ("initializer", "constant"):
+        m = _model()
+        if where == "initializer":
+            m.graph.initializer.append(w)
+        else:
+            m.graph.node.append(helper.make_node("Constant", [], ["c"], name="const", value=w))
+        p = tmp_path / f"{where}.onnx"
+        p.write_bytes(m.SerializeToString())
+        what = "initializer 'w'" if where == "initializer" else "attribute 'value' of node 'const' (Constant)"
+        with pytest.raises(BadInputFileError, match=rf"{re.escape(what)} declares {TensorProto.DataType.Name(data_type)}"
+                                                    rf"\[{re.escape(', '.join(map(str, dims)))}\] .* but holds"):
+            load_model(p)
+
+
+def test_typed_tensor_data_that_fits_loads() -> None:
+    from bridge.io import _check_tensor_size
+
+    for data_type, field, values in ((TensorProto.FLOAT, "float_data", [1.0] * 6), (TensorProto.INT64, "int64_data", [1] * 6),
+                                     (TensorProto.COMPLEX64, "float_data", [1.0] * 12),
+                                     (TensorProto.FLOAT16, "int32_data", [1] * 6)):
+        w = onnx.TensorProto(name="w", data_type=data_type, dims=[2, 3])
+        getattr(w, field).extend(values)
+        _check_tensor_size(w, Path("m.onnx"), "initializer 'w'")  # raises nothing
+        assert numpy_helper.to_array(w).shape == (2, 3)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device", "missing"])
+def test_an_input_that_is_no_file_is_named_for_what_it_is_and_never_opened(tmp_path: Path, kind: str) -> None:
+    from bridge.errors import SourceNotFoundError
+    from bridge.io import read_npz
+
+    path = {"device": Path("/dev/zero")}.get(kind, tmp_path / "x.onnx")
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would block until a writer comes
+    elif kind == "folder":
+        path.mkdir()
+    words = {"fifo": "is a FIFO (named pipe), not a regular file", "folder": "is a folder, not a regular file",
+             "device": "is a character device, not a regular file", "missing": "no such"}[kind]
+    error = SourceNotFoundError if kind == "missing" else UsageError
+    with pytest.raises(error, match=re.escape(words)):
+        load_model(path)
+    with pytest.raises(error, match=re.escape(words)):
+        read_npz(path, what="--feeds")
+
+
+def test_an_unwritable_output_is_named_before_any_work(tmp_path: Path) -> None:
+    from bridge.io import check_writable
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "folder.json").mkdir()
+    cases = {"/proc/bridge-test/r.json": "--report /proc/bridge-test/r.json: cannot write in /proc",
+             str(tmp_path / "afile" / "r.json"): "afile is a file, not a folder",
+             str(tmp_path / "folder.json"): "folder.json: it is a folder"}
+    for target, words in cases.items():
+        with pytest.raises(UsageError, match=re.escape(words)):
+            check_writable(Path(target), "--report")
+    before = sorted(tmp_path.iterdir())
+    check_writable(tmp_path / "new" / "deeper" / "r.json", "--report")  # folders to come are fine, not created
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_a_read_only_folder_is_refused(tmp_path: Path) -> None:
+    from bridge.io import check_writable
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes into folders without write permission (the /proc case above covers root)")
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o500)
+    with pytest.raises(UsageError, match="cannot write in"):
+        check_writable(folder / "r.json", "--report")
+
+
+def test_writing_replaces_a_planted_link_never_its_target(tmp_path: Path) -> None:
+    from bridge.io import create_nofollow, refuse_link
+
+    victim = tmp_path / "victim"
+    victim.write_text("not bridge's")
+    victim.chmod(0o600)
+    for name in ("atomic.txt", "created.txt", "model.onnx"):
+        (tmp_path / name).symlink_to(victim)
+    atomic_write_text(tmp_path / "atomic.txt", "bridge's")
+    os.close(create_nofollow(tmp_path / "created.txt"))
+    save_model(_model(), tmp_path / "model.onnx")
+    assert victim.read_text() == "not bridge's" and (victim.stat().st_mode & 0o777) == 0o600
+    assert not any((tmp_path / n).is_symlink() for n in ("atomic.txt", "created.txt", "model.onnx"))
+    assert (tmp_path / "atomic.txt").read_text() == "bridge's"
+    (tmp_path / "lock").symlink_to(victim)
+    with pytest.raises(UsageError, match="is a symlink"):
+        refuse_link(tmp_path / "lock", "the lock")
+    os.link(victim, tmp_path / "hard")
+    with pytest.raises(UsageError, match="2 hard links"):
+        refuse_link(tmp_path / "hard", "the lock")

@@ -115,6 +115,52 @@ EXPECTED: dict[str, tuple[int, str]] = {
     "migrate_executor_port_not_a_number": (2, "--executor dask://localhost:notaport"),
     "migrate_model_folder_is_a_symlink": (2, "models/a is a symlink"),
     "migrate_corrupt_state_resume": (2, "state.sqlite is corrupt"),
+    # issue 38: links and user files under --out, saved references, bench settings, special files, attributes
+    "reference_unused_1gib_member": (0, "members ['unused'] are not part of a RunResults file and were not read"),
+    "reference_sidecar_meta_list": (2, "ref.json is not a valid RunResults sidecar: field 'meta'"),
+    "reference_sidecar_meta_text": (2, "ref.json is not a valid RunResults sidecar: field 'meta'"),
+    "reference_sidecar_negative_shape": (2, "field 'outputs.y.shape.0'"),
+    "reference_sidecar_declares_other_shape": (3, "holds float32[2, 3] but"),
+    "reference_float64_inputs": (2, "input 'x' is float64, the model declares float32"),
+    "reference_is_a_fifo": (2, "ref.npz is a FIFO (named pipe)"),
+    "reference_is_dev_zero": (2, "/dev/zero is a character device"),
+    "model_is_a_fifo": (2, "m.onnx is a FIFO (named pipe)"),
+    "model_is_dev_zero": (2, "/dev/zero is a character device"),
+    "model_is_a_folder": (2, "m.onnx is a folder, not a .onnx file"),
+    "inspect_a_fifo": (2, "m.onnx is a FIFO (named pipe)"),
+    "feeds_is_a_fifo": (2, "--feeds"),
+    "feeds_is_a_folder": (2, "feeds.npz is a folder"),
+    "manifest_is_a_fifo": (2, "manifest.yaml is a FIFO (named pipe)"),
+    "report_folder_unwritable": (2, "--report /proc/bridge-hostile/r.json"),
+    "report_under_a_file": (2, "afile is a file, not a folder"),
+    "save_reference_unwritable": (2, "--save-reference /proc/bridge-hostile/r.npz"),
+    "bench_time_nan": (2, "--time nan: must be a positive number"),
+    "bench_time_inf": (2, "--time inf: must be a positive number"),
+    "bench_iterations_0": (2, "--iterations 0: at least 1"),
+    "bench_no_runtime_ran": (3, "no runtime ran"),
+    "onnx_cast_to_undefined": (3, "node 'cast' (Cast): attribute 'to' is 0 (UNDEFINED)"),
+    "onnx_relu_unknown_attribute": (3, "node 'relu' (Relu): attribute 'alpha' is not one Relu takes"),
+    "onnx_constant_value_is_an_int": (3, "node 'const' (Constant): attribute 'value' is an integer (INT), but "
+                                         "Constant takes it as a tensor (TENSOR)"),
+    "onnx_loop_body_is_an_int": (3, "node 'loop' (Loop): attribute 'body' is an integer (INT), but Loop takes it "
+                                    "as a graph (GRAPH)"),
+    "onnx_initializer_size_overflows": (3, "initializer 'w' declares FLOAT[4294967296, 4294967296]"),
+    "migrate_lock_is_a_symlink": (2, ".bridge-migrate.lock is a symlink"),
+    "migrate_state_is_a_symlink": (2, "state.sqlite is a symlink"),
+    "migrate_users_file_in_model_folder": (0, "left in place, not written by bridge: models/a/notes.txt"),
+    "migrate_tolerance_inf": (2, "tolerance.atol: Input should be a finite number"),
+    "migrate_timeout_nan": (2, "timeout: Input should be a finite number"),
+    "migrate_artefact_dir_absolute": (2, "artefact_dir: a migration writes each model's artefacts"),
+    "migrate_artefact_dir_escaping": (2, "artefact_dir: a migration writes each model's artefacts"),
+}
+# what a case must leave as it was (relative to its folder): a file outside --out behind a planted link, the
+# user's file in a model folder, the model -o names when its --report cannot be written
+UNTOUCHED: dict[str, tuple[str, str | None]] = {
+    "migrate_lock_is_a_symlink": ("victim", "not bridge's"),
+    "migrate_state_is_a_symlink": ("victim", "not bridge's"),
+    "migrate_users_file_in_model_folder": ("o/models/a/notes.txt", "mine"),
+    "report_folder_unwritable": ("written.onnx", None),
+    "report_under_a_file": ("written.onnx", None),
 }
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +198,9 @@ def test_corpus_case(name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
     assert rc == code, f"{json.dumps(args)} -> {rc}: {text[-800:]}"
     assert words in text or (not words and rc == 0), text[-800:]
     assert "internal error" not in text and "Traceback" not in text
+    if name in UNTOUCHED:  # None: must not exist (nothing written before a usage error)
+        path, content = UNTOUCHED[name]
+        assert ((case_dir / path).read_text() == content) if content is not None else not (case_dir / path).exists()
 
 
 @pytest.mark.parametrize("as_json", [False, True])

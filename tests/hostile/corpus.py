@@ -11,10 +11,13 @@ signal or a hang). The files are built here with numpy/onnx only (no framework, 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import struct
 import sys
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -705,6 +708,265 @@ def migrate_corrupt_state_resume(d: Path) -> list[str]:
     (d / "o").mkdir()
     (d / "o" / "state.sqlite").write_bytes(b"not a database" * 100)
     return args
+
+
+# ---- links and user files under --out, saved references, bench settings, special files, attributes -------------
+
+
+def _relu_reference(d: Path, inputs: dict[str, np.ndarray] | None = None, sidecar: dict[str, Any] | None = None,
+                    unused_bytes: int = 0) -> list[str]:
+    """A saved reference of ``relu_onnx`` (``ref.npz`` + ``ref.json``, as ``--save-reference`` writes them);
+    ``unused_bytes``: plus a member 'unused' of that many zero bytes, deflated."""
+    relu_onnx(d)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    given = inputs or {"x": x}
+    arrays = {**{f"input/{k}": v for k, v in given.items()}, "output/y": np.abs(x)}
+    if unused_bytes:
+        deflated_zeros_npz(d / "ref.npz", "unused", unused_bytes, arrays)
+    else:
+        np.savez(d / "ref.npz", **arrays)
+    side = {"format": "bridge.RunResults/2", "runtime": "onnxruntime", "inputs": {k: {} for k in given},
+            "outputs": {"y": {"shape": [2, 3], "dtype": "float32"}}, "sizes": [], "meta": {}}
+    (d / "ref.json").write_text(json.dumps({**side, **(sidecar or {})}))
+    return ["validate", "{dir}/m.onnx", "--reference", "{dir}/ref.npz"]
+
+
+def deflated_zeros_npz(path: Path, key: str, nbytes: int, arrays: dict[str, np.ndarray] | None = None) -> None:
+    """An .npz holding ``arrays`` and a member ``key`` that declares ``nbytes`` of float32 zeros (deflated
+    ~1000:1), built in about a second whatever ``nbytes`` (a multiple of 4 MiB): deflate resets its window at
+    a full flush, so every 4 MiB block of zeros deflates to the same bytes, computed once. zipfile still
+    counts the CRC and sizes (its compressor is swapped for the cached blocks: ``_ZipWriteFile._compressor``)."""
+    chunk = bytes(2**22)
+    assert nbytes % len(chunk) == 0
+    real = zlib.compressobj(9, zlib.DEFLATED, -15)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (nbytes // 4,)})
+    block = real.compress(chunk) + real.flush(zlib.Z_FULL_FLUSH)
+
+    class Cached:
+        def compress(self, data: bytes) -> bytes:
+            return block if data is chunk else real.compress(data) + real.flush(zlib.Z_FULL_FLUSH)
+
+        def flush(self) -> bytes:
+            return real.flush()
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, array in (arrays or {}).items():
+            with zf.open(f"{name}.npy", "w") as fh:
+                np.lib.format.write_array(fh, array)
+        with zf.open(f"{key}.npy", "w", force_zip64=True) as fh:
+            fh._compressor = Cached()  # type: ignore[attr-defined]
+            fh.write(header.getvalue())
+            for _ in range(nbytes // len(chunk)):
+                fh.write(chunk)
+    with zipfile.ZipFile(path) as zf:
+        assert zf.getinfo(f"{key}.npy").file_size == nbytes + len(header.getvalue())
+
+
+@case
+def reference_unused_1gib_member(d: Path) -> list[str]:
+    return _relu_reference(d, unused_bytes=2**30)
+
+
+@case
+def reference_sidecar_meta_list(d: Path) -> list[str]:
+    return _relu_reference(d, sidecar={"meta": [1, 2, 3]})
+
+
+@case
+def reference_sidecar_meta_text(d: Path) -> list[str]:
+    return _relu_reference(d, sidecar={"meta": "abc"})
+
+
+@case
+def reference_sidecar_negative_shape(d: Path) -> list[str]:
+    return _relu_reference(d, sidecar={"outputs": {"y": {"shape": [-2, 3], "dtype": "float32"}}})
+
+
+@case
+def reference_sidecar_declares_other_shape(d: Path) -> list[str]:
+    return _relu_reference(d, sidecar={"outputs": {"y": {"shape": [1000000, 3], "dtype": "float32"}}})
+
+
+@case
+def reference_float64_inputs(d: Path) -> list[str]:
+    return _relu_reference(d, inputs={"x": np.ones((2, 3), np.float64)})
+
+
+@case
+def reference_is_a_fifo(d: Path) -> list[str]:
+    relu_onnx(d)
+    os.mkfifo(d / "ref.npz")
+    return ["validate", "{dir}/m.onnx", "--reference", "{dir}/ref.npz"]
+
+
+@case
+def reference_is_dev_zero(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["validate", "{dir}/m.onnx", "--reference", "/dev/zero"]
+
+
+@case
+def model_is_a_fifo(d: Path) -> list[str]:
+    os.mkfifo(d / "m.onnx")
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def model_is_dev_zero(d: Path) -> list[str]:
+    return ["convert", "/dev/zero", "--framework", "onnx", "-o", "{out}"]
+
+
+@case
+def model_is_a_folder(d: Path) -> list[str]:
+    (d / "m.onnx").mkdir()
+    return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+
+@case
+def inspect_a_fifo(d: Path) -> list[str]:
+    os.mkfifo(d / "m.onnx")
+    return ["inspect", "{dir}/m.onnx"]
+
+
+@case
+def feeds_is_a_fifo(d: Path) -> list[str]:
+    relu_onnx(d)
+    os.mkfifo(d / "feeds.npz")
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def feeds_is_a_folder(d: Path) -> list[str]:
+    relu_onnx(d)
+    (d / "feeds.npz").mkdir()
+    return ["convert", "{dir}/m.onnx", "--feeds", "{dir}/feeds.npz", "-o", "{out}"]
+
+
+@case
+def manifest_is_a_fifo(d: Path) -> list[str]:
+    os.mkfifo(d / "manifest.yaml")
+    return ["migrate", "{dir}/manifest.yaml", "--out", "{dir}/o"]
+
+
+@case
+def report_folder_unwritable(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["convert", "{dir}/m.onnx", "-o", "{dir}/written.onnx", "--report", "/proc/bridge-hostile/r.json"]
+
+
+@case
+def report_under_a_file(d: Path) -> list[str]:
+    relu_onnx(d)
+    (d / "afile").write_text("x")
+    return ["convert", "{dir}/m.onnx", "-o", "{dir}/written.onnx", "--report", "{dir}/afile/r.json"]
+
+
+@case
+def save_reference_unwritable(d: Path) -> list[str]:
+    relu_onnx(d)
+    return ["validate", "{dir}/m.onnx", "--source", "{dir}/m.onnx", "--save-reference", "/proc/bridge-hostile/r.npz"]
+
+
+def _bench(*extra: str, model: Callable[[Path], Any] = relu_onnx) -> Case:
+    def build(d: Path) -> list[str]:
+        model(d)
+        return ["bench", "{dir}/m.onnx", "--runtime", "onnxruntime", "--rounds", "1", *extra]
+
+    return build
+
+
+def _gather_out_of_range(d: Path) -> None:
+    """Loads in onnxruntime, fails every run: Gather index 7 on an axis of 3."""
+    m = onnx_model([helper.make_node("Gather", ["x", "i"], ["y"], name="gather", axis=1)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])],
+                   [numpy_helper.from_array(np.array([7], np.int64), "i")])
+    (d / "m.onnx").write_bytes(m.SerializeToString())
+
+
+CASES["bench_time_nan"] = _bench("--time", "nan")
+CASES["bench_time_inf"] = _bench("--time", "inf")
+CASES["bench_iterations_0"] = _bench("--iterations", "0")
+CASES["bench_no_runtime_ran"] = _bench("--iterations", "3", model=_gather_out_of_range)
+
+
+def _node_case(node: onnx.NodeProto, inits: Sequence[onnx.TensorProto] = ()) -> Case:
+    def build(d: Path) -> list[str]:
+        m = onnx_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], inits)
+        (d / "m.onnx").write_bytes(m.SerializeToString())
+        return ["convert", "{dir}/m.onnx", "-o", "{out}"]
+
+    return build
+
+
+def _with_attribute(node: onnx.NodeProto, name: str, kind: int, **value: Any) -> onnx.NodeProto:
+    attr = onnx.AttributeProto(name=name, type=kind)  # type: ignore[arg-type]
+    for field_name, v in value.items():
+        if isinstance(v, list):
+            getattr(attr, field_name).extend(v)
+        else:
+            setattr(attr, field_name, v)
+    node.attribute.append(attr)
+    return node
+
+
+CASES["onnx_cast_to_undefined"] = _node_case(helper.make_node("Cast", ["x"], ["y"], name="cast", to=0))
+CASES["onnx_relu_unknown_attribute"] = _node_case(
+    _with_attribute(helper.make_node("Relu", ["x"], ["y"], name="relu"), "alpha", onnx.AttributeProto.STRING, s=b"x"))
+CASES["onnx_constant_value_is_an_int"] = _node_case(
+    _with_attribute(helper.make_node("Constant", [], ["y"], name="const"), "value", onnx.AttributeProto.INT, i=3))
+CASES["onnx_loop_body_is_an_int"] = _node_case(
+    _with_attribute(helper.make_node("Loop", ["trip", "cond", "x"], ["y"], name="loop"), "body",
+                    onnx.AttributeProto.INT, i=1),
+    [numpy_helper.from_array(np.array(2, np.int64), "trip"), numpy_helper.from_array(np.array(True), "cond")])
+
+
+def _typed_overflow() -> onnx.TensorProto:
+    w = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2**32, 2**32])
+    w.float_data.extend([1.0] * 6)
+    return w
+
+
+CASES["onnx_initializer_size_overflows"] = _node_case(helper.make_node("Add", ["x", "w"], ["y"], name="add"),
+                                                      [_typed_overflow()])
+
+
+def _out_with_link(name: str, target: str = "victim") -> Case:
+    """A migration's --out from an earlier run, where ``name`` is now a symlink to a file outside it."""
+    def build(d: Path) -> list[str]:
+        args = _manifest(_OK, "--out", "{dir}/o")(d)
+        (d / "o").mkdir()
+        (d / target).write_text("not bridge's")
+        (d / "o" / name).symlink_to(d / target)
+        return args
+
+    return build
+
+
+CASES["migrate_lock_is_a_symlink"] = _out_with_link(".bridge-migrate.lock")
+CASES["migrate_state_is_a_symlink"] = _out_with_link("state.sqlite")
+
+
+@case
+def migrate_users_file_in_model_folder(d: Path) -> list[str]:
+    args = _manifest(_OK, "--out", "{dir}/o")(d)
+    folder = d / "o" / "models" / "a"
+    folder.mkdir(parents=True)
+    (folder / ".bridge-migrate").write_text(json.dumps({"format": "bridge.migrate-folder/1", "complete": True,
+                                                        "written": ["model.onnx"], "before": {}}))
+    (folder / "notes.txt").write_text("mine")
+    return args
+
+
+for _name, _text in [
+    ("migrate_tolerance_inf", _OK + "    tolerance: {atol: .inf}\n"),
+    ("migrate_timeout_nan", _OK + "    timeout: .nan\n"),
+    ("migrate_artefact_dir_absolute", _OK + "    artefact_dir: /tmp/bridge-hostile-elsewhere\n"),
+    ("migrate_artefact_dir_escaping", _OK + "    artefact_dir: ../../..\n"),
+]:
+    CASES[_name] = _manifest(_text, "--out", "{dir}/o")
 
 
 def big_cases() -> dict[str, Case]:

@@ -4,7 +4,9 @@ Adapters record such layers faithfully as ``bridge.contrib`` nodes (the attribut
 adapters/mxnet/contrib.py); these passes replace them, so every framework's detector shares one
 implementation: ``LowerMultiBoxPriorPass`` (anchors), ``LowerMultiBoxDetectionPass`` (SSD decode +
 NMS), ``LowerProposalPass`` (the legacy rcnn RPN), ``LowerBoxNMSPass`` and ``LowerBoxDecodePass`` (GluonCV). The NMS and assembly building blocks
-in ``nms`` are also what ``bridge.graft`` uses to add NMS to a headless detector.
+in ``nms`` (hard and weighted NMS), the decode kinds and score activations of ``decode`` (registered by name)
+and the anchor generators of ``anchor_generators`` are also what ``bridge.graft`` uses to add decoding and NMS to
+a headless detector.
 """
 
 from __future__ import annotations

@@ -361,3 +361,115 @@ def set_output_types(values: Sequence[ir.Value], specs: Sequence[tuple[ir.DataTy
     for value, (dtype, dims) in zip(values, specs, strict=True):
         value.type = ir.TensorType(dtype)
         value.shape = ir.Shape([d if isinstance(d, int) else ir.SymbolicDim(d) for d in dims])
+
+
+def iou_with(b: Builder, box: ir.Value, boxes: ir.Value) -> ir.Value:
+    """IoU of each corner box ``box`` [L, 1, 4] with every box of ``boxes`` [L, N, 4] -> [L, N] float32.
+
+    Corners are read in either diagonal order (min / max per axis, as ONNX NonMaxSuppression does); a pair with
+    no positive union has IoU 0 (as MediaPipe's OverlapSimilarity)."""
+    def extent(x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        low, high = b.slice(x, -1, 0, 2), b.slice(x, -1, 2, 4)
+        return b.op("Min", low, high), b.op("Max", low, high)
+
+    a_low, a_high = extent(box)
+    o_low, o_high = extent(boxes)
+    zero = b.f32(0.0)
+
+    def area(low: ir.Value, high: ir.Value) -> ir.Value:
+        side = b.op("Max", b.op("Sub", high, low), zero)
+        return b.op("Mul", b.slice(side, -1, 0, 1), b.slice(side, -1, 1, 2))
+
+    inter = area(b.op("Max", a_low, o_low), b.op("Min", a_high, o_high))  # [L, N, 1]
+    union = b.op("Sub", b.op("Add", area(a_low, a_high), area(o_low, o_high)), inter)
+    positive = b.op("Greater", union, zero)
+    iou = b.where(positive, b.op("Div", inter, b.where(positive, union, b.f32(1.0))), zero)
+    return b.squeeze(iou, -1)
+
+
+def _stable_order(b: Builder, key: ir.Value, largest: int) -> ir.Value:
+    """Indices [L] sorting the float key [L] (descending when ``largest``), equal keys in index order (TopK-11+)."""
+    _, idx = b.op_multi("TopK", key, b.dim(key, 0), num_outputs=2, axis=0, largest=largest, sorted=1)
+    return idx
+
+
+def weighted_detections(b: Builder, coords: ir.Value, nms_scores: ir.Value, selected: ir.Value, *,
+                        iou_threshold: float, max_det: int, box_classes: ir.Value | None = None) -> PaddedDetections:
+    """Weighted (blended) NMS in the TF combined-NMS layout: MediaPipe's NonMaxSuppressionCalculator with
+    algorithm WEIGHTED (mediapipe/calculators/util/non_max_suppression_calculator.cc).
+
+    MediaPipe's loop takes the best remaining detection, removes every remaining one whose IoU with it is above
+    the threshold (itself included), and outputs the best one with its score but with the score-weighted mean of
+    the removed ones' coordinates (boxes as x1, y1, x2, y2 and keypoints). The detections it outputs are exactly
+    the ones greedy NMS selects (``selected``, ONNX NonMaxSuppression on the same scores and threshold); each
+    other candidate is blended into the first selected one, in score order, it overlaps. So: the leaders are
+    the rows of ``selected`` [L, 3] (batch, class, box), sorted by (batch, class), score descending, box
+    ascending; member[l, k] = candidate k of l's (batch, class) with IoU(l, k) > threshold not taken by an
+    earlier leader of that group (an exclusive CumSum over the sorted leaders); the blend is one MatMul.
+    The candidates are the boxes whose entry in ``nms_scores`` [B, C, N] is not -inf; ``coords`` [B, N, D] holds
+    the corner box in columns 0-3 and any keypoints after it. Returns the ``max_det`` best leaders per image
+    (ties: lower class, then lower box first) zero padded; ``boxes`` holds all D blended columns.
+    One difference from MediaPipe: a leader whose box has no area (IoU 0 even with itself) ends MediaPipe's
+    loop (nothing after it is output); here it is output alone and the others continue, as in hard NMS.
+    """
+    leader_b = b.squeeze(b.op("Gather", selected, b.i64(0), axis=1), 1)  # [L]
+    leader_c = b.squeeze(b.op("Gather", selected, b.i64(1), axis=1), 1)
+    leader_k = b.squeeze(b.op("Gather", selected, b.i64(2), axis=1), 1)
+    num_classes = b.dim(nms_scores, 1)
+    group = b.op("Add", b.op("Mul", leader_b, b.squeeze(num_classes, 0)), leader_c)  # [L] int64
+    score = b.op("GatherND", nms_scores, selected)  # [L]
+    # sort by (group asc, score desc, box asc): stable TopK passes, least significant key first
+    order = _stable_order(b, b.op("Neg", b.cast(leader_k, F32)), 1)
+    order = b.op("Gather", order, _stable_order(b, b.op("Gather", score, order, axis=0), 1), axis=0)
+    order = b.op("Gather", order, _stable_order(b, b.op("Neg", b.cast(b.op("Gather", group, order, axis=0), F32)), 1),
+                 axis=0)
+    sel = b.op("Gather", selected, order, axis=0)  # [L, 3] sorted
+    leader_b, leader_c, leader_k = (b.op("Gather", x, order, axis=0) for x in (leader_b, leader_c, leader_k))
+    group = b.op("Gather", group, order, axis=0)
+    score = b.op("Gather", score, order, axis=0)
+    # every leader's view of its own image: boxes [L, N, 4], candidate scores of its class [L, N]
+    boxes = b.slice(coords, -1, 0, 4)
+    image_boxes = b.op("Gather", boxes, leader_b, axis=0)
+    own_box = b.op("GatherND", boxes, b.op("Gather", sel, b.i64(0, 2), axis=1))  # [L, 4]
+    slot_scores = b.op("GatherND", nms_scores, b.op("Gather", sel, b.i64(0, 1), axis=1))  # [L, N]
+    candidate = b.op("Greater", slot_scores, neg_inf(b))
+    overlap = b.op("And", b.op("Greater", iou_with(b, b.unsqueeze(own_box, 1), image_boxes), b.f32(iou_threshold)),
+                   candidate)
+    # taken by an earlier leader of the same group: exclusive CumSum over the sorted leaders minus its value at the
+    # group's first leader (the number of leaders in a lower group)
+    counts = b.op("CumSum", b.cast(overlap, F32), b.const(np.array(0, np.int64)), exclusive=1)  # [L, N]
+    first = b.reduce("ReduceSum", b.cast(b.op("Less", b.unsqueeze(group, 0), b.unsqueeze(group, 1)), I64), [1],
+                     keepdims=0)  # [L]
+    taken = b.op("Greater", b.op("Sub", counts, b.op("Gather", counts, first, axis=0)), b.f32(0.0))
+    positions = b.unsqueeze(arange(b, b.dim(coords, 1)), 0)  # [1, N]
+    itself = b.op("Equal", positions, b.unsqueeze(leader_k, 1))  # [L, N]
+    member = b.op("Or", b.op("And", overlap, b.op("Not", taken)), itself)
+    weights = b.where(member, slot_scores, b.f32(0.0))  # [L, N]
+    # blended[l] = sum_k w[l, k] coords[b_l, k] / sum_k w[l, k], as one batched MatMul over the images
+    images = arange(b, b.dim(coords, 0))
+    in_image = b.cast(b.op("Equal", b.unsqueeze(images, 1, 2), b.unsqueeze(leader_b, 0, 2)), F32)  # [B, L, 1]
+    summed = b.op("MatMul", b.op("Mul", b.unsqueeze(weights, 0), in_image), coords)  # [B, L, D]
+    rows = b.unsqueeze(arange(b, b.dim(sel, 0)), 1)  # [L, 1]
+    summed = b.op("GatherND", summed, b.op("Concat", b.op("Gather", sel, b.i64(0), axis=1), rows, axis=1))  # [L, D]
+    total = b.reduce("ReduceSum", weights, [1], keepdims=1)  # [L, 1]
+    own = b.op("GatherND", coords, b.op("Gather", sel, b.i64(0, 2), axis=1))  # [L, D]
+    positive = b.op("Greater", total, b.f32(0.0))  # scores <= 0 (no activation) cannot weigh: the leader's own
+    blended = b.where(positive, b.op("Div", summed, b.where(positive, total, b.f32(1.0))), own)
+    classes = leader_c if box_classes is None else b.op("GatherND", box_classes, b.op("Gather", sel, b.i64(0, 2), axis=1))
+    # per image, the max_det best leaders (their sorted order breaks ties: lower class, then lower box)
+    per_image = b.where(b.op("Equal", b.unsqueeze(images, 1), b.unsqueeze(leader_b, 0)), b.unsqueeze(score, 0),
+                        neg_inf(b))  # [B, L]
+    k = b.op("Min", b.dim(per_image, 1), b.i64(max_det))
+    values, idx = b.op_multi("TopK", per_image, k, num_outputs=2, axis=1, largest=1, sorted=1)  # [B, k]
+    valid = b.op("Greater", values, neg_inf(b))
+    zero_f, zero_i = b.f32(0.0), b.const(np.array(0, np.int64))
+    picked = b.where(b.unsqueeze(valid, -1), b.op("Gather", blended, idx, axis=0), zero_f)  # [B, k, D]
+    out_scores = b.where(valid, values, zero_f)
+    out_classes = b.where(valid, b.op("Gather", classes, idx, axis=0), zero_i)
+    num = b.reduce("ReduceSum", b.cast(valid, I64), [1], keepdims=0)
+    pad = b.op("Sub", b.i64(max_det), k)
+    zero1 = b.i64(0)
+    pads2 = b.op("Concat", zero1, zero1, zero1, pad, axis=0)
+    pads3 = b.op("Concat", zero1, zero1, zero1, zero1, pad, zero1, axis=0)
+    return PaddedDetections(b.op("Pad", picked, pads3, zero_f), b.op("Pad", out_scores, pads2, zero_f),
+                            b.op("Pad", out_classes, pads2, zero_i), num)

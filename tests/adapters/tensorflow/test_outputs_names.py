@@ -56,7 +56,6 @@ def test_a_graph_def_output_renamed(tf_sources: dict[str, Path], tmp_path: Path)
     ("graph_def", {"signature": "serving_default"}, "--signature serving_default: "),
     ("saved_model", {"graph_inputs": "boxes"}, "--inputs boxes: "),
     ("saved_model", {"outputs": "Identity"}, "--outputs Identity: "),
-    ("tflite", {"outputs": "x"}, "--outputs x: "),
 ])
 def test_an_option_this_kind_does_not_read_is_refused(tf_sources: dict[str, Path], tmp_path: Path, kind: str,
                                                       options: dict[str, str], words: str) -> None:

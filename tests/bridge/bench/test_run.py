@@ -210,3 +210,40 @@ def test_ratios_are_source_median_over_runtime_median() -> None:
     assert result.ratio("onnxruntime", 4) == pytest.approx(10.5 / 2.25)
     assert result.ratio("mxnet", 4) is None and result.ratio("onnxruntime", 1) is None
     assert result.to_dict()["ratios_vs_source"] == {"onnxruntime@4": pytest.approx(10.5 / 2.25)}
+
+
+@pytest.mark.parametrize(("settings", "words"), [
+    ({"iterations": 0}, "--iterations 0: at least 1"), ({"iterations": -2}, "--iterations -2"),
+    ({"seconds": float("nan")}, "--time nan: must be a positive number"),
+    ({"seconds": float("inf")}, "--time inf: must be a positive number"), ({"seconds": 0.0}, "--time 0.0"),
+    ({"seconds": 1e308}, "--time 1e\\+308: at most 86400 s"), ({"rounds": 0}, "--rounds 0"),
+    ({"warmup": -1}, "--warmup -1"), ({"threads": 0}, "--threads 0"),
+])
+def test_settings_that_measure_nothing_or_never_end_are_refused_before_any_runner(
+        tmp_path: Path, settings: dict[str, Any], words: str) -> None:
+    from bridge import api
+
+    model = relu_model(tmp_path / "m.onnx")
+    with pytest.raises(UsageError, match=words):
+        api.bench(model, runtime="fake_a", isolated=False, **settings)
+    assert LOG == []
+    with pytest.raises(UsageError, match=words):  # the settings type itself, whoever builds one
+        BenchSettings(batches=(1,), **settings)
+
+
+def test_a_bench_in_which_no_runtime_ran_the_model_fails_and_still_writes_its_report(tmp_path: Path) -> None:
+    from bridge import api
+    from bridge.bench.run import BenchFailedError
+
+    model = relu_model(tmp_path / "m.onnx")
+    report = tmp_path / "r.json"
+    with pytest.raises(BenchFailedError, match=r"no runtime ran .*m\.onnx: unloadable: .*no kernel for Relu; "
+                                               r"broken at batch 3: .*cannot run batch 3") as err:
+        api.bench(model, runtime=["unloadable", "broken"], batch=[3], iterations=2, rounds=1, warmup=0,
+                  isolated=False, report=report)
+    assert err.value.exit_code == 3 and err.value.result is not None and not err.value.result.measured
+    assert report.is_file() and "no kernel for Relu" in report.read_text()
+    assert main(["bench", str(model), "--runtime", "unloadable", "--no-isolate", "--iterations", "2"]) == 3
+    # one runtime that ran the model is a result: the other's failure is in it
+    result = api.bench(model, runtime=["unloadable", "fake_a"], iterations=2, rounds=1, warmup=0, isolated=False)
+    assert result.measured and result.cell("fake_a", 1).latency is not None  # type: ignore[union-attr]

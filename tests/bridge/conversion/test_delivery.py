@@ -32,3 +32,21 @@ def test_the_onnx_target_writes_nothing_beside_the_model(relu: Path, tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "relu.onnx"]
     assert {k: v.status for k, v in result.stages.items()} == {
         "adapter": "ok", "export": "ok", "onnx_stage": "ok", "target": "skipped", "validation": "ok", "write": "ok"}
+
+
+def test_a_link_planted_at_any_output_is_replaced_never_followed(relu: Path, tmp_path: Path) -> None:
+    """-o, its external data, --report and a target's artefact are written to a temp file and renamed over
+    their path: a symlink there to a file outside is replaced, the file keeps its content (issue 38, 1)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    names = ["m.onnx", "r.json", "m.xml", "m.bin"]
+    victims = {}
+    for name in names:
+        victims[name] = tmp_path / f"victim-{name}"
+        victims[name].write_text("not bridge's")
+        (out / name).symlink_to(victims[name])
+    result = api.convert(relu, out / "m.onnx", report=out / "r.json", to="openvino", isolated=False)
+    assert result.written
+    for name, victim in victims.items():
+        assert victim.read_text() == "not bridge's", name
+        assert (out / name).is_file() and not (out / name).is_symlink(), name

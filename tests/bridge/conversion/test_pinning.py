@@ -68,7 +68,7 @@ def test_a_tie_at_the_cut_fails_unpinned_and_passes_pinned(framework: str, tmp_p
     source, extra, boxes = SOURCES[framework](tmp_path)
     _edit(monkeypatch, 5e-7)
     with monkeypatch.context() as m:  # the same conversion without the proof: the swap at the cut fails it
-        m.setattr("bridge.conversion.delivery.pin_failures", lambda *a, **k: None)
+        m.setattr("bridge.conversion.check.pin_failures", lambda *a, **k: None)
         with pytest.raises(ValidationMismatch):
             api.convert(source, tmp_path / "plain.onnx", feeds=_feeds(tmp_path), **extra)
     result = api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), report=tmp_path / "r.json", **extra)
@@ -204,7 +204,7 @@ def test_an_mxnet_peak_mask_flipped_by_a_ulp_is_pinned(tmp_path: Path, monkeypat
     extra: dict[str, Any] = {"inputs": ["x:1,1,1,8", "boxes:8,4"]}
     delta = 5e-7
     with monkeypatch.context() as m:  # without the proof the flipped peak fails the kept boxes
-        m.setattr("bridge.conversion.delivery.pin_failures", lambda *a, **k: None)
+        m.setattr("bridge.conversion.check.pin_failures", lambda *a, **k: None)
         with pytest.raises(ValidationMismatch):
             api.convert(tmp_path / "net-symbol.json", tmp_path / "plain.onnx", feeds=tmp_path / "feeds.npz", **extra)
     result = api.convert(tmp_path / "net-symbol.json", tmp_path / "out.onnx", feeds=tmp_path / "feeds.npz", **extra)

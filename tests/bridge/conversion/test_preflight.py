@@ -3,6 +3,7 @@ still exit 2 naming the option (they used to surface after a 10-40 s framework i
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -64,3 +65,41 @@ def test_axes_inside_the_rank_pass_and_unshaped_inputs_are_not_judged() -> None:
         check_axes(ExportSpec((InputSpec("x", (2, 3)),), (DynamicAxis("x", 2, "n"),)))
     with pytest.raises(SourceNotFoundError):
         check_source(Source(location="nowhere/saved_model"))
+
+
+# ---- every place a conversion writes is tried before the work; special files are named (issue 38, 7 and 10) ---
+
+@pytest.mark.parametrize(("where", "option"), [
+    ({"report": "/proc/bridge-test/r.json"}, "--report /proc/bridge-test/r.json"),
+    ({"report": "{tmp}/afile/r.json"}, "afile is a file, not a folder"),
+    ({"to": "openvino", "artefact_dir": "/proc/bridge-test"}, "--artefact-dir (ir) /proc/bridge-test/out.xml"),
+    ({"output": "/proc/bridge-test/out.onnx"}, "-o /proc/bridge-test/out.onnx"),
+])
+def test_an_output_that_cannot_be_written_fails_before_the_work_and_nothing_is_written(
+        relu: Path, tmp_path: Path, where: dict[str, str], option: str) -> None:
+    from bridge import api
+
+    (tmp_path / "afile").write_text("x")
+    values = {k: v.replace("{tmp}", str(tmp_path)) for k, v in where.items()}
+    output = Path(values.pop("output", str(tmp_path / "out.onnx")))
+    with pytest.raises(UsageError, match=re.escape(option)):
+        api.convert(relu, output, isolated=False, **values)
+    assert not (tmp_path / "out.onnx").exists()  # the model is not written before the report fails
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_source_or_feeds_that_is_no_file_is_named_for_what_it_is(tmp_path: Path, relu: Path, kind: str) -> None:
+    import os
+
+    special = {"device": Path("/dev/zero")}.get(kind, tmp_path / "special.onnx")
+    if kind == "fifo":
+        os.mkfifo(special)  # an adapter reading it would block until a writer came
+    elif kind == "folder":
+        special.mkdir()
+    words = {"fifo": "is a FIFO (named pipe)", "device": "is a character device", "folder": "is a folder"}[kind]
+    with pytest.raises(UsageError, match=re.escape(f"{special} {words}")):
+        check_source(Source(location=str(special)))
+    from bridge.conversion.preflight import preflight
+
+    with pytest.raises(UsageError, match=re.escape(f"--feeds {special} {words}")):
+        preflight(Source(location=str(relu)), ExportSpec(), special)

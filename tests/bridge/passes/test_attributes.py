@@ -87,3 +87,71 @@ def test_an_onnx_source_is_refused_before_its_reference_runs(tmp_path: Path) -> 
         OnnxFileAdapter().export(Source(location=str(tmp_path / "ct.onnx")), ExportSpec())
     assert str(tmp_path / "ct.onnx") in str(err.value)
     assert "node '<unnamed ConvTranspose #0>' (ConvTranspose): attribute 'group' is 0" in str(err.value)
+
+
+# ---- kinds, names and element types from the op's schema (issue 38, 12) ------------------------------------
+
+def _with_attr(node: onnx.NodeProto, name: str, kind: int, **value: object) -> onnx.NodeProto:
+    attr = onnx.AttributeProto(name=name, type=kind)  # type: ignore[arg-type]
+    for field, v in value.items():
+        (getattr(attr, field).extend(v) if isinstance(v, list) else setattr(attr, field, v))
+    node.attribute.append(attr)
+    return node
+
+
+def _one_node(node: onnx.NodeProto, opset: int = 17) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    inits = [onnx.numpy_helper.from_array(np.array(2, np.int64), "trip"),
+             onnx.numpy_helper.from_array(np.array(True), "cond")] if node.op_type == "Loop" else []
+    return make_model([node], [x], [y], initializers=inits, opset=opset)
+
+
+A = onnx.AttributeProto
+SCHEMA_CASES = [
+    (helper.make_node("Cast", ["x"], ["y"], name="n", to=0), "attribute 'to' is 0 (UNDEFINED); it must be an ONNX "
+                                                             "element type"),
+    (helper.make_node("Cast", ["x"], ["y"], name="n", to=999), "attribute 'to' is 999 (not a type ONNX defines)"),
+    (helper.make_node("EyeLike", ["x"], ["y"], name="n", dtype=0), "attribute 'dtype' is 0 (UNDEFINED)"),
+    (_with_attr(helper.make_node("Constant", [], ["y"], name="n"), "value", A.INT, i=3),
+     "attribute 'value' is an integer (INT), but Constant takes it as a tensor (TENSOR)"),
+    (_with_attr(helper.make_node("Constant", [], ["y"], name="n"), "value", A.FLOATS, floats=[1.0]),
+     "attribute 'value' is a list of floats (FLOATS), but Constant takes it as a tensor (TENSOR)"),
+    (_with_attr(helper.make_node("Loop", ["trip", "cond", "x"], ["y"], name="n"), "body", A.INT, i=1),
+     "attribute 'body' is an integer (INT), but Loop takes it as a graph (GRAPH)"),
+    (_with_attr(helper.make_node("Relu", ["x"], ["y"], name="n"), "alpha", A.FLOAT, f=0.1),
+     "attribute 'alpha' is not one Relu takes at opset 17 (its attributes: none)"),
+    (_with_attr(helper.make_node("LeakyRelu", ["x"], ["y"], name="n"), "alpha", A.STRING, s=b"0.1"),
+     "attribute 'alpha' is a string (STRING), but LeakyRelu takes it as a float (FLOAT)"),
+    (helper.make_node("Cast", ["x"], ["y"], name="n"), "attribute 'to' is missing; Cast requires it"),
+]
+
+
+@pytest.mark.parametrize(("node", "words"), SCHEMA_CASES, ids=[w.split(",")[0][:40] for _, w in SCHEMA_CASES])
+def test_an_attribute_the_schema_refuses_is_named_with_what_the_op_takes(node: onnx.NodeProto, words: str) -> None:
+    model = _one_node(node)
+    with pytest.raises(NodeError) as err:
+        check_model_attributes(model)
+    assert f"node 'n' ({node.op_type}): {words}" in str(err.value)
+    container = ModelContainer.from_proto(model, source_framework="onnx", exporter="test")
+    with pytest.raises(PassFailedError) as failed:  # the ONNX stage's first pass says the same, for any adapter
+        run_pipeline(container, conversion_pipeline(opset=17))
+    assert failed.value.pass_name == "CheckAttributesPass" and words in str(failed.value)
+
+
+def test_an_op_of_an_older_opset_is_judged_by_its_own_schema() -> None:
+    relu5 = _with_attr(helper.make_node("Relu", ["x"], ["y"], name="n"), "consumed_inputs", A.INTS, ints=[0])
+    check_model_attributes(_one_node(relu5, opset=5))  # Relu-1..5 take consumed_inputs (INTS)
+    wrong = _with_attr(helper.make_node("Relu", ["x"], ["y"], name="n"), "consumed_inputs", A.INT, i=0)
+    with pytest.raises(NodeError, match=r"'consumed_inputs' is an integer \(INT\), but Relu takes it as a list"):
+        check_model_attributes(_one_node(wrong, opset=5))
+
+
+def test_the_checker_stays_the_authority_on_ops_that_take_other_attributes() -> None:
+    """LayerNormalization-17 allows unchecked attributes (onnx/defs): an extra one is not refused here."""
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="n", axis=-1, exporter_note=1)
+    model = make_model([node], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                       initializers=[onnx.numpy_helper.from_array(np.ones(3, np.float32), "s")], opset=17)
+    onnx.checker.check_model(model)
+    check_model_attributes(model)

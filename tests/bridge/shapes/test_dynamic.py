@@ -138,8 +138,8 @@ def test_dynamic_leaves_constants_that_only_equal_the_old_batch(batch: int) -> N
 
 def test_dynamic_runs_every_model_in_isolated_children(baked: onnx.ModelProto, monkeypatch: pytest.MonkeyPatch) -> None:
     """No onnxruntime session in this process: the runs and comparisons go through the isolated runners and
-    run_and_compare, like every other validation."""
-    import bridge.shapes.dynamic as dynamic
+    the one validation run (bridge.conversion.check.run_check), like every other validation."""
+    import bridge.conversion.check as check
     from bridge.runtimes import onnxruntime as ort_runtime
 
     def refuse(*_: object, **__: object) -> None:
@@ -147,13 +147,13 @@ def test_dynamic_runs_every_model_in_isolated_children(baked: onnx.ModelProto, m
 
     monkeypatch.setattr(ort_runtime.OnnxRuntime, "activate", refuse)
     compared: list[str] = []
-    real = dynamic.run_and_compare
+    real = check.run_check
 
-    def spy(*args: object, **kwargs: object) -> object:
-        compared.append(str(kwargs.get("reference_name")))
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def spy(described: check.Check) -> check.CheckResult:
+        compared.append(str(getattr(described.reference, "name", None)))
+        return real(described)
 
-    monkeypatch.setattr(dynamic, "run_and_compare", spy)
+    monkeypatch.setattr(check, "run_check", spy)
     result = make_dynamic(baked, None, axes=["img:0=batch", "meta:0=batch"])
     assert result.passed
     assert compared[0] == "original model" and len(compared) == 3  # the original size, then per-sample x2

@@ -116,3 +116,38 @@ def test_layer_is_not_loaded_by_a_plain_convert(tmp_path: Path) -> None:
         print("ok")
     """)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
+@needs_onnx_tf
+def test_unsqueeze_of_a_tensor_whose_rank_tf_does_not_know() -> None:
+    """onnx-tf leaves some tensors' rank unknown (in tf2onnx's combined NMS of the trained Keras detector,
+    tests/trained_models): Unsqueeze-13 with non-negative axes needs no rank (it failed with "Cannot take the
+    length of shape with unknown rank"); with negative ones it names the node."""
+    code = textwrap.dedent("""
+        import os; os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+        from types import SimpleNamespace
+        import numpy as np, tensorflow as tf
+        from bridge.targets.onnx_tf_compat import OnnxTfCompatError, _unsqueeze_13
+
+        def unsqueeze(axes):
+            node = SimpleNamespace(inputs=["x", "axes"], name="unsq", op_type="Unsqueeze")
+
+            @tf.function(input_signature=[tf.TensorSpec(None, tf.float32)])  # rank unknown while tracing
+            def run(x):
+                return _unsqueeze_13(None, node, tensor_dict={"x": x, "axes": tf.constant(axes, tf.int64)})[0]
+            return run
+
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        y = unsqueeze([0, 2])(x).numpy()
+        assert y.shape == (1, 2, 1, 3), y.shape
+        np.testing.assert_array_equal(y.reshape(2, 3), x)
+        try:
+            unsqueeze([-1])(x)
+        except OnnxTfCompatError as exc:
+            assert "unsq" in str(exc) and "negative" in str(exc), exc
+        else:
+            raise AssertionError("a negative axis on an unknown rank was accepted")
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]

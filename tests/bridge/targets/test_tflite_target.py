@@ -72,15 +72,16 @@ def test_float64_compute_is_refused_before_conversion(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_an_op_litert_has_no_builtin_for_is_named_with_its_onnx_node(tmp_path: Path) -> None:
+@pytest.mark.parametrize("node", ["det_1", "/head/Det_1"])  # exporters' names hold "/" (torch: "/Div_1")
+def test_an_op_litert_has_no_builtin_for_is_named_with_its_onnx_node(node: str, tmp_path: Path) -> None:
     """Det becomes TF's MatrixDeterminant, which LiteRT has only as a select (Flex) op."""
-    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
-                        helper.make_node("Det", ["r"], ["y"], name="det_1")],
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="/head/Relu"),
+                        helper.make_node("Det", ["r"], ["y"], name=node)],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 3])],
                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])], opset=13)
     with pytest.raises(LiteRtUnsupportedError) as info:
         export_tflite(model, tmp_path / "m.tflite")
-    assert info.value.unsupported == {"tf.MatrixDeterminant": ["det_1"]}
+    assert info.value.unsupported == {"tf.MatrixDeterminant": [node]}
     assert not (tmp_path / "m.tflite").exists()
 
 

@@ -234,3 +234,12 @@ def test_candidate_shaped_unlike_the_reference_is_not_blamed_on_the_layout() -> 
     assert not item.passed
     assert "masks [1, 1, 8, 8] vs [21, 1, 8, 8]" in item.note and "computes something else" in item.note
     assert "do not fit the boxes-scores-labels layout" not in item.note
+
+
+@pytest.mark.parametrize("layout", LAYOUT_CASES)
+def test_a_group_line_shows_the_shape_of_the_output_it_is_named_after(layout: str) -> None:
+    # GluonCV lists ids and scores ([B, N, 1]) before the boxes the line is named after: the line showed [2, 5, 1]
+    spec, ref = _layout_outputs(layout, reorder=False)
+    [o] = compare_outputs(ref, ref, detection_outputs=[spec]).outputs
+    assert o.name == spec.label
+    assert o.cand_shape == o.ref_shape == list(ref[spec.label].shape)

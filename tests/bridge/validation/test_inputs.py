@@ -210,3 +210,52 @@ def test_a_float_named_mask_without_a_boolean_consumer_keeps_generic_values() ->
     model = _mask_model(TensorProto.FLOAT, "mul")
     feeds = make_inputs([TensorMeta("ids", (2, 6), "int64"), TensorMeta("m", (2, 6), "float32")], seed=3, model=model)
     assert not set(np.unique(feeds["m"]).tolist()) <= {0.0, 1.0}
+
+
+# ---- a saved reference's inputs must be the model's (issue 38, 6) --------------------------------------------
+
+def _model_with(dtype: int = TensorProto.FLOAT, shape: tuple[object, ...] = ("N", 3)) -> onnx.ModelProto:
+    return make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", dtype, list(shape))],
+                      [helper.make_tensor_value_info("y", dtype, list(shape))])
+
+
+@pytest.mark.parametrize(("inputs", "words"), [
+    ({"x": np.ones((2, 3), np.float64)}, "input 'x' is float64, the model declares float32"),
+    ({"x": np.ones((2, 3), np.float16)}, "input 'x' is float16, the model declares float32"),
+    ({"x": np.ones((2, 3), np.int64)}, "input 'x' is int64, the model declares float32"),
+    ({"z": np.ones((2, 3), np.float32)}, "holds no input 'x' (it holds ['z'])"),
+    ({"x": np.ones((2, 4), np.float32)}, "input 'x' has shape [2, 4], the model declares ['N', 3]"),
+    ({"x": np.ones(6, np.float32)}, "input 'x' has shape [6], the model declares ['N', 3]"),
+])
+def test_a_saved_reference_whose_inputs_the_model_does_not_take_is_named(tmp_path: Path, inputs: dict[str, np.ndarray],
+                                                                        words: str) -> None:
+    from bridge.validation.inputs import check_reference_fits
+    from bridge.validation.results import RunResults
+
+    saved = RunResults(inputs, {"y": np.ones(1, np.float32)}, "onnxruntime")
+    with pytest.raises(UsageError) as err:
+        check_reference_fits(saved, _model_with(), tmp_path / "ref.npz")
+    assert f"--reference {tmp_path / 'ref.npz'}" in str(err.value) and words in str(err.value)
+
+
+def test_a_reference_that_fits_passes_at_every_size_and_a_bad_second_size_is_named(tmp_path: Path) -> None:
+    from bridge.validation.inputs import check_reference_fits
+    from bridge.validation.results import RunResults, SizedRun
+
+    x = np.ones((2, 3), np.float32)
+    good = RunResults({"x": x}, {"y": x}, "onnxruntime", other_sizes=[SizedRun({"x": np.ones((5, 3), np.float32)}, {"y": x})])
+    check_reference_fits(good, _model_with(), tmp_path / "ref.npz")
+    bad = RunResults({"x": x}, {"y": x}, "onnxruntime", other_sizes=[SizedRun({"x": np.ones((5, 3))}, {"y": x})])
+    with pytest.raises(UsageError, match=r"\(size2\): input 'x' is float64"):
+        check_reference_fits(bad, _model_with(), tmp_path / "ref.npz")
+
+
+def test_validate_names_the_file_the_input_and_the_dtypes_before_any_runtime_runs(tmp_path: Path) -> None:
+    from bridge import api
+    from bridge.validation.results import RunResults
+
+    onnx.save(_model_with(shape=(2, 3)), tmp_path / "m.onnx")
+    x = np.linspace(-1, 1, 6).reshape(2, 3)  # float64: saved from a float64 model of the same graph
+    RunResults({"x": x}, {"y": np.maximum(x, 0)}, "onnxruntime").save(tmp_path / "ref.npz")
+    with pytest.raises(UsageError, match=r"ref\.npz: input 'x' is float64, the model declares float32"):
+        api.validate(tmp_path / "m.onnx", reference=tmp_path / "ref.npz", isolated=False)

@@ -1,0 +1,215 @@
+"""Which elementwise differences between a candidate's output and the reference's are float32 rounding.
+
+The tolerance ``|cand_i - ref_i| <= atol + rtol * |ref_i|`` (numpy.isclose) judges each element by its own
+magnitude. Float32 rounding does not follow that magnitude: it follows the magnitude of the values that were
+*summed* to compute the element. An output of a convolution or matrix product that reaches 1e3 has elements near
+zero where large terms cancel, and those carry the rounding error of the large terms, not of their own size
+(two correct runtimes then FAIL on them: logits up to 1.7e3 off by 0.86 = 5e-4 of their range, a detector head
+fed [-1, 1] off by 1e-6 of its range). So the scale rule (the default) judges element ``i`` by
+
+    |cand_i - ref_i| <= atol + rtol * scale_i
+
+where ``scale_i`` (>= |ref_i|) is the largest |ref| among the values computed alongside element ``i``: for each
+axis along which the output has more than one slice holding more than one element, the largest |ref| of the slice
+through ``i`` (its image of the batch, its channel, its row, its column, ...); ``scale_i`` is the smallest of
+those (the whole output's largest |ref| when no axis qualifies, e.g. a vector; ``|ref_i|`` for a single value).
+
+Why (float32 error analysis): a sum ``y = sum_k x_k w_k`` of K terms computed in floating point in any order
+satisfies ``|fl(y) - y| <= gamma_K * sum_k |x_k w_k|``, ``gamma_K = K u / (1 - K u)``, ``u = 2**-24`` for float32
+(N. J. Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM 2002, section 3.1, eq. (3.5);
+the probabilistic bound of Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019, is ``~ sqrt(K) u sum_k |x_k w_k|``).
+Two correct implementations that differ only in summation order (blocked GEMM, im2col or Winograd, a Conv split
+into partial sums, a fused bias) therefore differ by up to ``2 gamma_K sum_k |x_k w_k|`` - relative to the summed
+magnitude ``sum_k |x_k w_k|``, not to ``|y|``. That magnitude is not in the output, but it is at least ``|y|`` for
+every element, so the largest |ref| of the elements computed from the same weights (a channel) or the same inputs
+(an image, a position) is what the output's own values say about it; ``rtol`` is then read as the accepted
+rounding relative to that magnitude (the default 1e-3 is ``2 gamma_K`` for K ~ 8,400 terms: the worst case of
+the reductions of common networks, 3x3x512 = 4,608 or 1x1x2,048, and ~10^3 times their typical sqrt(K) u).
+
+What it never excuses: no element is allowed more than ``atol + rtol`` times the largest |ref| of any slice it
+lies in, so an output's largest elements are judged exactly as before, any error beyond ``rtol`` of the scale of
+its channel / row / image still FAILs (a wrong scale, a bias off by a fraction of the range, one element off by 1%
+of it, a sign flipped near zero), and taking the smallest slice maximum keeps quantities of other units packed in
+one tensor apart (YOLO's probability columns next to pixel coordinates are judged at their own scale). Whether
+the whole reference is within the tolerance (a vacuous check) is unchanged: its largest element decides that.
+
+Explicit values: ``--atol`` / ``--rtol`` set the rule's atol and rtol (``--rtol 0`` leaves only atol; both 0 ask
+for equality); a per-output ``--tolerance NAME=ATOL,RTOL`` wins for that output and is applied elementwise as
+numpy.isclose, without the scale; ``Tolerance(scale_rule=False)`` does that for every output. ``--strict`` is
+unaffected (it fails vacuous checks). The scale is computed only where the elementwise rule alone fails, so a
+comparison that passes elementwise costs what it did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bridge.config import Tolerance
+
+
+@dataclass(frozen=True)
+class ElementwiseRule:
+    """How one output's elements are judged: ``atol + rtol * scale_i`` (``scaled``) or ``atol + rtol * |ref_i|``
+    (``why_elementwise`` says why: an explicit per-output tolerance, or the scale rule turned off)."""
+
+    atol: float
+    rtol: float
+    scaled: bool = True
+    why_elementwise: str = ""
+
+    @classmethod
+    def for_output(cls, tolerance: Tolerance, name: str) -> ElementwiseRule:
+        atol, rtol = tolerance.for_output(name)
+        if name in tolerance.per_output:
+            return cls(atol, rtol, False, f"--tolerance {name}={atol:g},{rtol:g}: elementwise, as given")
+        if not tolerance.scale_rule:
+            return cls(atol, rtol, False, "elementwise: the scale rule is off")
+        return cls(atol, rtol, rtol > 0, "" if rtol > 0 else "rtol 0: atol alone")
+
+
+@dataclass(frozen=True)
+class ToleranceDecision:
+    """The verdict of ``decide`` on every element, and what to say about it."""
+
+    within: np.ndarray  # bool per element: the difference is within the tolerance (meaningful where both finite)
+    rule: str  # which tolerance applied and why, for the verdict line and the reports
+    by_scale: int = 0  # elements within the tolerance only because of their scale (what the scale rule excused)
+
+
+def element_scales(abs_ref: np.ndarray, index: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``scale_i`` (module docstring) at the elements ``index`` (``np.nonzero`` form) of ``abs_ref`` (the
+    reference's magnitudes, 0 where not finite, at least 1-D): the smallest, over the axes whose slices hold more
+    than one element and that have more than one slice, of the largest magnitude in the slice through each."""
+    shape = abs_ref.shape
+    axes = [a for a, d in enumerate(shape) if d > 1 and abs_ref.size // d > 1]
+    if not axes:  # a vector (its one slice is the whole output) or a single value (its own magnitude)
+        return np.full(len(index[0]), float(abs_ref.max()) if abs_ref.size else 0.0)
+    scale: np.ndarray | None = None
+    for a in axes:
+        per_slice = abs_ref.max(axis=tuple(k for k in range(len(shape)) if k != a))
+        at = per_slice[index[a]]
+        scale = at if scale is None else np.minimum(scale, at)
+    assert scale is not None
+    return scale
+
+
+# above this share of the elements outside the elementwise bound, the scale is computed for the whole output at
+# once (ndim reductions and a broadcast) instead of gathered at each of those elements
+DENSE_SHARE = 1 / 64
+
+
+def dense_scales(abs_ref: np.ndarray) -> np.ndarray:
+    """``scale_i`` (module docstring) for every element of ``abs_ref`` (as ``element_scales``, broadcast)."""
+    a = np.atleast_1d(abs_ref)
+    axes = [k for k, d in enumerate(a.shape) if d > 1 and a.size // d > 1]
+    if not axes:
+        return np.full(a.shape, float(a.max()) if a.size else 0.0)
+    scale = a.max(axis=tuple(j for j in range(a.ndim) if j != axes[0]), keepdims=True)
+    for k in axes[1:]:
+        scale = np.minimum(scale, a.max(axis=tuple(j for j in range(a.ndim) if j != k), keepdims=True))
+    return np.broadcast_to(scale, a.shape)
+
+
+def decide(diff: np.ndarray, abs_ref: np.ndarray, both: np.ndarray, rule: ElementwiseRule) -> ToleranceDecision:
+    """Judge every element: ``diff`` = |cand - ref| (0 where not both finite), ``abs_ref`` = |ref| (0 where not
+    finite), ``both`` = both sides finite; all of the output's shape. The scale is computed only when the
+    elementwise bound alone rejects some element: gathered at those elements when they are few, for the whole
+    output when they are many (``DENSE_SHARE``)."""
+    plain = f"atol {rule.atol:g} + rtol {rule.rtol:g} x |ref|"
+    within = diff <= rule.atol + rule.rtol * abs_ref
+    if not rule.scaled:
+        return ToleranceDecision(within, f"{plain} ({rule.why_elementwise})")
+    outside = both & ~within
+    count = int(np.count_nonzero(outside))
+    if not count:
+        return ToleranceDecision(within, f"{plain}: no element beyond it (the scale rule not needed)")
+    d, a, out = np.atleast_1d(diff), np.atleast_1d(abs_ref), np.atleast_1d(outside)
+    within = np.atleast_1d(within.copy())
+    if count > DENSE_SHARE * d.size:
+        scale = dense_scales(a)
+        allowed = rule.atol + rule.rtol * scale
+        rescued = out & (d <= allowed)
+        within |= rescued
+        beyond = out & ~rescued
+        excused = _Excused.of(d[rescued], scale[rescued]) if rescued.any() else _Excused(0)
+        worst = _Worst.dense(beyond, d, allowed, a, scale)
+    else:
+        index = np.nonzero(out)
+        scale = element_scales(a, index)
+        allowed = rule.atol + rule.rtol * scale
+        excess = d[index]
+        ok = excess <= allowed
+        within[tuple(i[ok] for i in index)] = True
+        excused = _Excused.of(excess[ok], scale[ok])
+        worst = _Worst.of(tuple(i[~ok] for i in index), excess[~ok], allowed[~ok], a[index][~ok], scale[~ok])
+    parts = [f"atol {rule.atol:g} + rtol {rule.rtol:g} x scale, the scale rule (float32 rounding follows the magnitude "
+             "summed; an element's scale is the largest |ref| of its slices)"]
+    parts += [excused.text()] if excused.count else []
+    parts += [worst.text(np.ndim(abs_ref) > 0)] if worst.count else []
+    return ToleranceDecision(within.reshape(np.shape(diff)), parts[0] + ": " + "; ".join(parts[1:]), excused.count)
+
+
+@dataclass(frozen=True)
+class _Excused:
+    """The elements within the tolerance only by their scale: how many, their largest scale and error."""
+
+    count: int
+    scale: float = 0.0
+    excess: float = 0.0
+    ratio: float = 0.0
+
+    @classmethod
+    def of(cls, excess: np.ndarray, scale: np.ndarray) -> _Excused:
+        if not excess.size:  # an excused element has a scale > its |ref| >= 0 (else atol alone decided it)
+            return cls(0)
+        return cls(int(excess.size), float(scale.max()), float(excess.max()), float((excess / scale).max()))
+
+    def text(self) -> str:
+        return (f"{_count(self.count)} within it only by their scale (up to {self.scale:.3g}; worst |delta| "
+                f"{self.excess:.3g} = {self.ratio:.2g} x scale)")
+
+
+@dataclass(frozen=True)
+class _Worst:
+    """The elements beyond the tolerance even with their scale: how many, and the worst of them (the largest
+    error relative to what it was allowed)."""
+
+    count: int
+    where: tuple[int, ...] = ()
+    excess: float = 0.0
+    allowed: float = 0.0
+    ref: float = 0.0
+    scale: float = 0.0
+
+    @classmethod
+    def of(cls, index: tuple[np.ndarray, ...], excess: np.ndarray, allowed: np.ndarray, ref: np.ndarray,
+           scale: np.ndarray) -> _Worst:
+        if not excess.size:
+            return cls(0)
+        k = int(np.argmax(excess / np.maximum(allowed, np.finfo(np.float64).tiny)))
+        return cls(int(excess.size), tuple(int(i[k]) for i in index), float(excess[k]), float(allowed[k]),
+                   float(ref[k]), float(scale[k]))
+
+    @classmethod
+    def dense(cls, beyond: np.ndarray, excess: np.ndarray, allowed: np.ndarray, ref: np.ndarray, scale: np.ndarray
+              ) -> _Worst:
+        """``of`` for whole-output arrays and the mask ``beyond`` (no gather of every element beyond)."""
+        count = int(np.count_nonzero(beyond))
+        if not count:
+            return cls(0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = int(np.argmax(np.where(beyond, excess / np.maximum(allowed, np.finfo(np.float64).tiny), -np.inf)))
+        at = np.unravel_index(k, beyond.shape)
+        return cls(count, tuple(int(i) for i in at), float(excess[at]), float(allowed[at]), float(ref[at]),
+                   float(scale[at]))
+
+    def text(self, with_index: bool) -> str:
+        where = f" at {list(self.where)}" if with_index else ""
+        return (f"{_count(self.count)} beyond it, the worst{where}: |delta| {self.excess:.3g} > {self.allowed:.3g} "
+                f"allowed (|ref| {self.ref:.3g}, scale {self.scale:.3g})")
+
+
+def _count(n: int) -> str:
+    return f"{n} element{'' if n == 1 else 's'}"
