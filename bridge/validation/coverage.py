@@ -15,7 +15,7 @@ a converter that moved any of them passes. ``measure`` reads the *reference's* o
 A check is *thin* (``Coverage.thin_reasons``) with fewer than ``MIN_DETECTIONS`` detections, fewer than
 ``MIN_PER_IMAGE`` per image on average, or fewer than ``MIN_NEAR`` scores near the score threshold or box pairs
 near the NMS threshold (each where the graph gives the threshold). Where the inputs are images (float
-[B, C, H, W], C 1 or 3), ``more_inputs`` makes more of the same kind and shape from the given ones - 2x2 mosaics
+[B, C, H, W] or [B, H, W, C], C 1 or 3), ``more_inputs`` makes more of the same kind and shape from the given ones - 2x2 mosaics
 of half-size copies, some mirrored (more objects per image, more candidates for the cuts), blends of an image
 with a mirrored other (objects over objects), and each image over itself shifted sideways (every object twice,
 the two boxes overlapping by an IoU that sweeps the NMS threshold) - and the validation compares the candidate
@@ -127,10 +127,21 @@ def measure(spec: DetectionSpec, reference_outputs: Mapping[str, Any], inputs: s
     return cov
 
 
-def _image_inputs(feeds: Mapping[str, np.ndarray]) -> list[str]:
-    """Inputs that are batches of images: float [B, C, H, W] with C 1 or 3 and even H, W."""
-    return [k for k, v in feeds.items() if v.dtype.kind == "f" and v.ndim == 4 and v.shape[1] in (1, 3)
-            and v.shape[2] % 2 == 0 and v.shape[3] % 2 == 0 and v.shape[2] >= 8 and v.shape[3] >= 8]
+def _image_inputs(feeds: Mapping[str, np.ndarray]) -> dict[str, bool]:
+    """Inputs that are batches of images -> whether channels come last: float [B, C, H, W] (or [B, H, W, C], as
+    Keras and TFLite take them) with C 1 or 3 and even H, W of at least 8."""
+    def image(h: int, w: int) -> bool:
+        return h % 2 == 0 and w % 2 == 0 and h >= 8 and w >= 8
+
+    found = {}
+    for k, v in feeds.items():
+        if v.dtype.kind != "f" or v.ndim != 4:
+            continue
+        if v.shape[1] in (1, 3) and image(v.shape[2], v.shape[3]):
+            found[k] = False
+        elif v.shape[3] in (1, 3) and image(v.shape[1], v.shape[2]):
+            found[k] = True
+    return found
 
 
 def _half(image: np.ndarray) -> np.ndarray:
@@ -146,8 +157,9 @@ def more_inputs(feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np
     if not names:
         return []
     mosaics, blends, echoes = dict(feeds), dict(feeds), dict(feeds)
-    for name in names:
+    for name, channels_last in names.items():
         x = np.asarray(feeds[name])
+        x = x.transpose(0, 3, 1, 2) if channels_last else x  # made as [B, C, H, W], given back as it came
         b, w = x.shape[0], x.shape[3]
         tiles, mixed, echoed = np.empty_like(x), np.empty_like(x), np.empty_like(x)
         for i in range(b):
@@ -159,6 +171,8 @@ def more_inputs(feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np
             # overlapping by an IoU that sweeps past the NMS threshold from image to image
             shift = max(1, round(w * (0.04 + 0.12 * i / max(b - 1, 1))))
             echoed[i] = (0.5 * x[i] + 0.5 * np.roll(x[i], shift, axis=2)).astype(x.dtype)
+        if channels_last:
+            tiles, mixed, echoed = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)) for a in (tiles, mixed, echoed))
         mosaics[name], blends[name], echoes[name] = tiles, mixed, echoed
     return [("2x2 mosaics of the validation images (some mirrored)", mosaics),
             ("blends of each validation image with another, mirrored", blends),

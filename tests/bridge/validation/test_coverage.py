@@ -58,6 +58,18 @@ def test_more_inputs_keep_shapes_and_change_only_images() -> None:
     assert more_inputs({"tokens": np.ones((2, 7), np.int64)}) == []  # not images: nothing to make
 
 
+def test_channels_last_images_get_the_same_inputs_made() -> None:
+    """Keras and TFLite detectors take [B, H, W, C]: the same mosaics, blends and echoes, channels kept last."""
+    rng = np.random.default_rng(0)
+    nchw = rng.uniform(-1, 1, (4, 3, 16, 24)).astype(np.float32)
+    nhwc = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
+    first, last = more_inputs({"images": nchw}), more_inputs({"images": nhwc})
+    assert [label for label, _ in first] == [label for label, _ in last] and len(last) == 3
+    for (_, a), (_, b) in zip(first, last, strict=True):
+        assert b["images"].shape == nhwc.shape and b["images"].dtype == np.float32
+        np.testing.assert_allclose(b["images"], a["images"].transpose(0, 2, 3, 1), atol=1e-6)  # sum order
+
+
 class Detector:
     """A Runtime reporting one detection per bright 4x4 patch of its [B, 3, H, W] input (boxes in pixels)."""
 
