@@ -14,11 +14,13 @@ a converter that moved any of them passes. ``measure`` reads the *reference's* o
 
 A check is *thin* (``Coverage.thin_reasons``) with fewer than ``MIN_DETECTIONS`` detections, fewer than
 ``MIN_PER_IMAGE`` per image on average, or fewer than ``MIN_NEAR`` scores near the score threshold or box pairs
-near the NMS threshold (each where the graph gives the threshold). Where the inputs are images (float
+near the NMS threshold (each where the graph gives the threshold), or with most boxes flat (width or height within
+the box tolerance: a saturated decode, on which a moved box changes nothing). Where the inputs are images (float
 [B, C, H, W] or [B, H, W, C], C 1 or 3), ``more_inputs`` makes more of the same kind and shape from the given ones - 2x2 mosaics
 of half-size copies, some mirrored (more objects per image, more candidates for the cuts), blends of an image
-with a mirrored other (objects over objects), and each image over itself shifted sideways (every object twice,
-the two boxes overlapping by an IoU that sweeps the NMS threshold) - and the validation compares the candidate
+with a mirrored other (objects over objects), each image over itself shifted sideways (every object twice,
+the two boxes overlapping by an IoU that sweeps the NMS threshold), and each image at a tenth of its contrast
+(a saturated detector - most boxes flat, clipped to an edge - decodes boxes with extent there) - and the validation compares the candidate
 on all of them too (``CoverageRuns``). A check thin on every input set is said in the verdict: its output's
 comparison is marked vacuous with the best measurement, which ``--strict`` turns into a failure.
 """
@@ -35,6 +37,7 @@ import numpy as np
 from bridge.validation.compare import Comparison, compare_outputs
 from bridge.validation.detection.boxes import Detections, iou_matrix
 from bridge.validation.detection.layouts import DetectionSpec
+from bridge.validation.detection.matching import DEFAULT_BOX_ATOL
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,8 @@ MIN_NEAR = 3  # scores near the score threshold, box pairs near the NMS threshol
 NEAR_IOU = 0.05  # IoU within this of the NMS threshold: a threshold moved that far changes what is kept
 MAX_PAIRS = 1 << 22  # IoU pairs measured per image and class (a detector with thousands of rows is not thin)
 THIN = "thin feeds"
+FLAT_SHARE = 0.5  # more detections than this share flat (a saturated decode clipped to an edge): thin
+LOW_CONTRAST = 0.1  # the low-contrast copies keep this share of each image's deviation from its mean
 
 
 @dataclass
@@ -61,6 +66,7 @@ class Coverage:
     near_score: int = 0
     nms_iou: float | None = None
     near_iou: int = 0
+    flat: int = 0  # detections whose width or height is within the box tolerance (moving them changes nothing)
     thin_reasons: list[str] = field(default_factory=list)
 
     @property
@@ -76,6 +82,8 @@ class Coverage:
                      if self.score_threshold is not None else "score threshold not read from the graph")
         parts.append(f"{self.near_iou} box pairs near the NMS threshold {self.nms_iou:.3g}"
                      if self.nms_iou is not None else "NMS threshold not read from the graph")
+        if self.flat:
+            parts.append(f"{self.flat} flat boxes")
         return f"{self.output} on {self.inputs}: " + ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,6 +124,15 @@ def measure(spec: DetectionSpec, reference_outputs: Mapping[str, Any], inputs: s
         cov.near_score = int(sum(((d.scores >= t) & (d.scores <= t + max(t, 0.01))).sum() for d in dets))
     if spec.nms_iou is not None:
         cov.near_iou = sum(_near_pairs(d, spec.nms_iou) for d in dets)
+    # a box whose width or height is within the box tolerance of the coordinate scale: shifting it along that
+    # side changes nothing measurable, so a geometry bug cannot show on it
+    scale = max([1.0, *(float(np.abs(d.boxes[np.isfinite(d.boxes)]).max(initial=0.0)) for d in dets)])
+    tol = DEFAULT_BOX_ATOL * scale
+    cov.flat = int(sum((((d.boxes[:, 2] - d.boxes[:, 0]) <= tol) | ((d.boxes[:, 3] - d.boxes[:, 1]) <= tol)).sum()
+                       for d in dets if len(d)))
+    if cov.detections and cov.flat > FLAT_SHARE * cov.detections:
+        cov.thin_reasons.append(f"{cov.flat} of {cov.detections} boxes flat (width or height within the box "
+                                "tolerance: a saturated decode)")
     if cov.detections < MIN_DETECTIONS:
         cov.thin_reasons.append(f"{cov.detections} detections (fewer than {MIN_DETECTIONS})")
     if cov.images and cov.detections / cov.images < MIN_PER_IMAGE:
@@ -156,12 +173,14 @@ def more_inputs(feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np
     names = _image_inputs(feeds)
     if not names:
         return []
-    mosaics, blends, echoes = dict(feeds), dict(feeds), dict(feeds)
+    mosaics, blends, echoes, dim = dict(feeds), dict(feeds), dict(feeds), dict(feeds)
     for name, channels_last in names.items():
         x = np.asarray(feeds[name])
         x = x.transpose(0, 3, 1, 2) if channels_last else x  # made as [B, C, H, W], given back as it came
         b, w = x.shape[0], x.shape[3]
         tiles, mixed, echoed = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+        mean = x.mean(axis=(1, 2, 3), keepdims=True)
+        faint = (mean + LOW_CONTRAST * (x - mean)).astype(x.dtype)
         for i in range(b):
             quads = [_half(x[(i + k) % b][..., ::-1] if k % 2 else x[(i + k) % b]) for k in range(4)]
             top, bottom = np.concatenate(quads[:2], axis=2), np.concatenate(quads[2:], axis=2)
@@ -172,11 +191,14 @@ def more_inputs(feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np
             shift = max(1, round(w * (0.04 + 0.12 * i / max(b - 1, 1))))
             echoed[i] = (0.5 * x[i] + 0.5 * np.roll(x[i], shift, axis=2)).astype(x.dtype)
         if channels_last:
-            tiles, mixed, echoed = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)) for a in (tiles, mixed, echoed))
-        mosaics[name], blends[name], echoes[name] = tiles, mixed, echoed
+            tiles, mixed, echoed, faint = (np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+                                           for a in (tiles, mixed, echoed, faint))
+        mosaics[name], blends[name], echoes[name], dim[name] = tiles, mixed, echoed, faint
     return [("2x2 mosaics of the validation images (some mirrored)", mosaics),
             ("blends of each validation image with another, mirrored", blends),
-            ("each validation image over itself shifted sideways (objects twice, overlapping)", echoes)]
+            ("each validation image over itself shifted sideways (objects twice, overlapping)", echoes),
+            (f"each validation image at {LOW_CONTRAST:g} of its contrast (weaker activations, less saturated boxes)",
+             dim)]
 
 
 @dataclass

@@ -49,7 +49,7 @@ def test_more_inputs_keep_shapes_and_change_only_images() -> None:
     rng = np.random.default_rng(0)
     feeds = {"data": rng.uniform(0, 1, (4, 3, 16, 16)).astype(np.float32), "im_info": np.ones((4, 3), np.float32)}
     made = more_inputs(feeds)
-    assert len(made) == 3
+    assert len(made) == 4
     for _label, more in made:
         assert {k: (v.shape, v.dtype) for k, v in more.items()} == {k: (v.shape, v.dtype) for k, v in feeds.items()}
         assert not np.array_equal(more["data"], feeds["data"]) and more["im_info"] is feeds["im_info"]
@@ -64,7 +64,7 @@ def test_channels_last_images_get_the_same_inputs_made() -> None:
     nchw = rng.uniform(-1, 1, (4, 3, 16, 24)).astype(np.float32)
     nhwc = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
     first, last = more_inputs({"images": nchw}), more_inputs({"images": nhwc})
-    assert [label for label, _ in first] == [label for label, _ in last] and len(last) == 3
+    assert [label for label, _ in first] == [label for label, _ in last] and len(last) == 4
     for (_, a), (_, b) in zip(first, last, strict=True):
         assert b["images"].shape == nhwc.shape and b["images"].dtype == np.float32
         np.testing.assert_allclose(b["images"], a["images"].transpose(0, 2, 3, 1), atol=1e-6)  # sum order
@@ -117,7 +117,7 @@ def test_thin_feeds_get_more_inputs_and_a_check_thin_on_all_is_said(patches: int
     (comp,) = run.comparisons
     assert comp.passed and comp.coverage
     if patches == 1:
-        assert len(run.extra_inputs) == 3 and len(comp.sizes) == 4 and "on 4 input sets" in comp.summary()
+        assert len(run.extra_inputs) == 4 and len(comp.sizes) == 5 and "on 5 input sets" in comp.summary()
         assert comp.vacuous and any(THIN in r for r in comp.vacuous_reasons)
         assert all(c["thin"] for c in comp.coverage)
     else:
@@ -154,5 +154,24 @@ def test_the_bundled_ssd_sample_images_are_thin_and_bridge_adds_mosaics(tmp_path
     first = comp.coverage[0]
     assert first["inputs"] == "the validation inputs" and first["detections"] == 8 and first["thin"]
     assert first["nms_iou"] == pytest.approx(0.45, abs=1e-6) and first["score_threshold"] == pytest.approx(0.01)
-    assert len(comp.coverage) == 4 and not all(c["thin"] for c in comp.coverage)  # the mosaics were not thin
+    assert len(comp.coverage) == 5 and not all(c["thin"] for c in comp.coverage)  # the mosaics were not thin
     assert result.passed and not comp.vacuous
+
+
+def test_flat_boxes_are_thin_and_low_contrast_copies_are_made() -> None:
+    """A saturated decode clips most boxes flat (2e-7 wide): a moved box changes nothing there, so the check is
+    thin, and the inputs made include each image at a tenth of its contrast (weaker activations)."""
+    rng = np.random.default_rng(0)
+    boxes = rng.uniform(0, 0.5, (1, 40, 4)).astype(np.float32)
+    boxes[..., 2:] += boxes[..., :2] + 0.1
+    rows = np.concatenate([np.zeros((1, 40, 1)), np.full((1, 40, 1), 0.9), boxes], axis=2).astype(np.float32)
+    spec = DetectionSpec("mxnet", {"detections": "d"})
+    assert not any("flat" in r for r in measure(spec, {"d": rows}, "x").thin_reasons)
+    rows[0, :30, 4] = rows[0, :30, 2] + 2.4e-7  # 30 of 40 flat
+    cov = measure(spec, {"d": rows}, "x")
+    assert cov.flat == 30 and any("30 of 40 boxes flat" in r for r in cov.thin_reasons) and "30 flat boxes" in cov.text
+    x = rng.uniform(-120, 150, (2, 3, 16, 16)).astype(np.float32)
+    label, dim = more_inputs({"data": x})[-1]
+    assert "contrast" in label
+    mean = x.mean(axis=(1, 2, 3), keepdims=True)
+    np.testing.assert_allclose(dim["data"] - mean, 0.1 * (x - mean), atol=1e-4)
