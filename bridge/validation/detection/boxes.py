@@ -99,9 +99,7 @@ def iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], same_atol: fl
 
     Two zero-area boxes are the same box (IoU 1) when their corners agree within DEGENERATE_EPS (relative past
     magnitude 1) or ``same_atol``: the comparison's corner tolerance, so a flat box whose corners moved by
-    float32 decode noise matches itself as a box with area does (corners within that tolerance are clean). With
-    ``same_atol`` any two boxes whose corners all agree within it are the same box (IoU 1): a box thinner than
-    the tolerance (a saturated decode clipped to 2e-7 x 1) has IoU 0 with itself moved by float noise.
+    float32 decode noise matches itself as a box with area does (corners within that tolerance are clean).
     """
     ax1, ay1, ax2, ay2 = a
     bx1, by1, bx2, by2 = b
@@ -120,13 +118,6 @@ def iou_cols(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], same_atol: fl
                 ad, bd = ac[degenerate], bc[degenerate]  # relative beyond 1: saturated models reach 1e2..1e38
                 same &= np.abs(ad - bd) <= np.maximum(DEGENERATE_EPS * np.maximum(1.0, np.abs(ad)), same_atol)
             iou[degenerate] = same.astype(np.float64)
-        if same_atol > 0:  # thin boxes (a saturated decode: 2e-7 wide, 1 high) too: IoU is no measure for them
-            thin = np.flatnonzero(ok & (iou < 1))
-            if len(thin):
-                same = np.ones(len(thin), bool)
-                for ac, bc in zip(a, b, strict=True):
-                    same &= np.abs(ac[thin] - bc[thin]) <= same_atol
-                iou[thin[same]] = 1.0
     return iou
 
 

@@ -162,7 +162,8 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
 
     Returns (reference indices, candidate indices, IoU) of the matched pairs. Only candidates that
     can reach match_iou are examined (``_window_pairs``), in chunks of about PAIR_CHUNK pairs; boxes
-    must be finite. ``same_atol``: zero-area boxes whose corners agree within it are the same box (``iou_cols``).
+    must be finite. ``same_atol``: boxes whose corners all agree within it are the same box, paired whatever their
+    IoU (a box thinner than it has none to speak of); the IoU reported is the real one.
     """
     none = np.zeros(0, np.int64)
     if len(ref) == 0 or len(cand) == 0:
@@ -189,6 +190,10 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
             pi, pj = refs[pi], members[pj]
             ious = iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols), same_atol)
             keep = ious >= match_iou
+            if same_atol > 0:  # corners within it: the same box, however thin (IoU is no measure for a box
+                # thinner than the tolerance: a saturated decode clipped to 2e-7 x 1 has IoU 0 with itself moved)
+                keep |= np.all([np.abs(rc[pi] - cc[pj]) <= same_atol for rc, cc in zip(r_cols, c_cols, strict=True)],
+                               axis=0)
             pi, pj, ious = pi[keep], pj[keep], ious[keep]
             order = np.lexsort((pj, -ious, rank[pi]))
             prev, taken = -1, False
