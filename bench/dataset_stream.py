@@ -7,8 +7,10 @@ PNG files with COCO labels, cached in ``bench/.cache/dataset``), converts the SS
 runs ``bridge validate out.onnx --source model-symbol.json --dataset ... --labels ... --dataset-limit N`` in
 a fresh process. Measured there: wall time, the bridge process's peak RSS (``ru_maxrss`` of itself) and
 its largest child's (the MXNet reference or a runtime, ``RUSAGE_CHILDREN``), and from the JSON report the
-dataset run's seconds and the metric's own seconds (pycocotools, agreement counts, worst images). The
-result: the RSS ratio 10,000 / 1,000 (flat: within 1.10) and the metric's share of the run (under 10%).
+dataset run's seconds and the metric's own seconds (COCO evaluation and accumulation, agreement counts, worst
+images). The result: the RSS ratio 10,000 / 1,000 (flat: within 1.10) and the metric's share of the run (under
+10%). The machine's load average is recorded before and after each run: on a shared machine both the inference
+and the metric slow down with it, the share less so than the absolute times.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def measure(counts: list[int], runtimes: str) -> dict:
     rows = []
     for count in counts:
         report = CACHE / f"report-{count}.json"
+        load_before = os.getloadavg()[0]
         proc = subprocess.run([sys.executable, "-m", "bench.dataset_stream", "--child", str(count), "--runtimes",
                                runtimes, "--report", str(report)], cwd=ROOT, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
@@ -76,7 +79,8 @@ def measure(counts: list[int], runtimes: str) -> dict:
             raise SystemExit(f"bridge validate on {count} images failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         data = json.loads(report.read_text())
         run = data["dataset_run"]
-        rows.append({"images": count, **peaks, "dataset_s": run["seconds"], "metric_s": run["metric_seconds"],
+        rows.append({"images": count, **peaks, "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+                     "dataset_s": run["seconds"], "metric_s": run["metric_seconds"],
                      "metric_share": run["metric_seconds"] / run["seconds"],
                      "figures": {k: {f: v.get(f) for f in ("map50", "map50_95", "agreement_ap50", "images_per_s")}
                                  for k, v in data["dataset"].items()}})
@@ -97,11 +101,13 @@ def markdown(result: dict) -> str:
              f"{result['runtimes']})\n",
              "Bundled trained MXNet SSD (64x64), procedural PNG images with COCO labels; `bridge validate --dataset "
              "--labels --dataset-limit N` in a fresh process per N (`python -m bench.dataset_stream`).\n",
-             "| images | wall s | dataset run s | metric s | metric share | peak RSS MB | largest child MB |",
-             "|---|---|---|---|---|---|---|"]
+             "| images | wall s | dataset run s | metric s | metric share | peak RSS MB | largest child MB | load avg |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
+        load = "-".join(f"{v:g}" for v in r.get("load_average", []))
         lines.append(f"| {r['images']} | {r['wall_s']:.1f} | {r['dataset_s']:.1f} | {r['metric_s']:.2f} | "
-                     f"{100 * r['metric_share']:.1f}% | {r['peak_rss_mb']:.0f} | {r['largest_child_peak_rss_mb']:.0f} |")
+                     f"{100 * r['metric_share']:.1f}% | {r['peak_rss_mb']:.0f} | {r['largest_child_peak_rss_mb']:.0f} | "
+                     f"{load} |")
     lines.append(f"\nPeak RSS {result['runs'][-1]['images']} / {result['runs'][0]['images']} images: bridge "
                  f"{result['rss_ratio']:.3f}, largest child {result['child_rss_ratio']:.3f} (flat: <= 1.10). "
                  f"Metric share at most {100 * result['max_metric_share']:.1f}% (target < 10%).")

@@ -38,7 +38,7 @@ STDS = (0.1, 0.1, 0.2, 0.2)
 GLUONCV_MODELS = {"gluoncv_vgg_like_300": "vgg_like_300", "gluoncv_mobilenet_like_256": "mobilenet_like_256",
                   "gluoncv_tiny": "tiny"}
 # GluonCV-style YOLOv3 (YOLOOutputV3's inference branch + box_nms): name -> (input side, classes)
-YOLO_MODELS = {"gluoncv_yolo3_like_320": (320, 80)}
+YOLO_MODELS = {"gluoncv_yolo3_like_320": (320, 80), "gluoncv_yolo3_like_128": (128, 8)}
 
 
 def gluoncv_symbol(mx: Any, spec: SSDSpec, anchor_scale: float = 1.0) -> Any:
@@ -186,6 +186,158 @@ def _yolo_params(mx: Any, sym: Any, size: int) -> dict[str, Any]:
     return params
 
 
+# GluonCV-style Faster / Mask R-CNN (gluoncv/model_zoo/rcnn/, 0.10): name -> (input side, classes, mask head,
+# FPN-style level padding)
+RCNN_MODELS = {"gluoncv_faster_rcnn_like_128": (128, 8, False, False),
+               "gluoncv_mask_rcnn_like_128": (128, 8, True, False),
+               "gluoncv_mask_rcnn_fpn_like_128": (128, 8, True, True)}
+RPN_STRIDE, RPN_SIZES, RPN_RATIOS = 16, (16, 32, 64), (0.5, 1.0, 2.0)
+RPN_PRE, RPN_POST, RCNN_NMS, RCNN_TOPK, RCNN_POST = 200, 32, 0.3, 200, 50
+
+
+def rpn_anchors(size: int) -> np.ndarray:
+    """RPNAnchorGenerator's anchors (corner format, pixels) of a size x size input at RPN_STRIDE: [1, HW*A, 4]."""
+    side = size // RPN_STRIDE
+    base = []
+    for r in RPN_RATIOS:
+        for s in RPN_SIZES:
+            w, h = s / math.sqrt(r), s * math.sqrt(r)
+            base.append((-w / 2, -h / 2, w / 2, h / 2))
+    ys, xs = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+    centers = (np.stack([xs, ys, xs, ys], -1).reshape(-1, 1, 4) + 0.5) * RPN_STRIDE
+    return (centers + np.array(base)[None]).reshape(1, -1, 4).astype(np.float32)
+
+
+def _center_decode(F: Any, deltas: Any, anchors: Any, stds: tuple[float, ...], clip: float) -> Any:
+    """gluoncv/nn/coder.py NormalizedBoxCenterDecoder (corner anchors converted to centres by BBoxCornerToCenter)
+    as R-CNN uses it: elementwise ops, anchors broadcast against the deltas."""
+    xmin, ymin, xmax, ymax = F.split(anchors, axis=-1, num_outputs=4)
+    aw, ah = xmax - xmin, ymax - ymin
+    ax, ay = xmin + aw * 0.5, ymin + ah * 0.5
+    px, py, pw, ph = F.split(deltas, axis=-1, num_outputs=4)
+    ox = F.broadcast_add(F.broadcast_mul(px * stds[0], aw), ax)
+    oy = F.broadcast_add(F.broadcast_mul(py * stds[1], ah), ay)
+    ow = F.broadcast_mul(F.exp(F.minimum(pw * stds[2], clip)), aw) * 0.5
+    oh = F.broadcast_mul(F.exp(F.minimum(ph * stds[3], clip)), ah) * 0.5
+    return F.concat(ox - ow, oy - oh, ox + ow, oy + oh, dim=-1)
+
+
+def rcnn_symbol(mx: Any, size: int, num_classes: int, masks: bool, fpn_pad: bool) -> Any:
+    """GluonCV 0.10's Faster R-CNN inference graph on a small conv body: RPN (sigmoid scores, deltas decoded against
+    constant anchors, clip to the image, min-size mask with -1 fill, box_nms IoU 0.7, the top RPN_POST), rois with
+    their batch index (arange over the batch: any batch size), ROIAlign, a dense head (softmax scores,
+    per-class boxes decoded against the proposals with stds 0.1/0.1/0.2/0.2), MultiPerClassDecoder rows, box_nms
+    per class and the split into ids / scores / boxes; Mask R-CNN adds ROIAlign on the kept boxes and a
+    sigmoid mask head. ``fpn_pad``: each roi is pooled twice as by two FPN levels, every roi going to one level
+    and padded with batch index -1 in the other (gluoncv's _pyramid_roi_feats), the two summed: MXNet leaves
+    the padded rows unwritten."""
+    from bench.ssd_models import _conv
+
+    F = mx.sym
+    data = F.var("data")
+    x = _conv(mx, data, "rc_conv0", 16, stride=2, bn=True)
+    for i, c in enumerate([24, 32, 32], start=1):
+        x = _conv(mx, x, f"rc_conv{i}", c, stride=2, bn=True)  # stride 16
+    feat = x
+    a = len(RPN_SIZES) * len(RPN_RATIOS)
+    rpn = _conv(mx, feat, "rpn_conv", 32)
+    score = F.sigmoid(F.reshape(F.transpose(F.Convolution(rpn, kernel=(1, 1), num_filter=a, name="rpn_score"),
+                                            axes=(0, 2, 3, 1)), shape=(0, -1, 1)))
+    loc = F.reshape(F.transpose(F.Convolution(rpn, kernel=(1, 1), num_filter=4 * a, name="rpn_loc"),
+                                axes=(0, 2, 3, 1)), shape=(0, -1, 4))
+    anchors = F.var("rpn_anchors", shape=rpn_anchors(size).shape)  # a constant of the export
+    roi = _center_decode(F, loc, anchors, (1.0, 1.0, 1.0, 1.0), math.log(1000.0 / 16))
+    window = F.ones_like(F.slice_axis(roi, axis=1, begin=0, end=1)) * (size - 1.0)
+    roi = F.broadcast_minimum(F.maximum(roi, 0.0), window)
+    xmin, ymin, xmax, ymax = F.split(roi, num_outputs=4, axis=-1)
+    invalid = (xmax - xmin < 4.0) + (ymax - ymin < 4.0)
+    score = F.where(invalid, F.ones_like(invalid) * -1, score)
+    invalid4 = F.broadcast_axes(invalid, axis=2, size=4)
+    roi = F.where(invalid4, F.ones_like(invalid4) * -1, roi)
+    pre = F.contrib.box_nms(F.concat(score, roi, dim=-1), overlap_thresh=0.7, topk=RPN_PRE, coord_start=1,
+                            score_index=0, id_index=-1, force_suppress=True)
+    pre = F.slice_axis(pre, axis=1, begin=0, end=RPN_POST)
+    rpn_box = F.slice_axis(pre, axis=-1, begin=1, end=None)  # [B, P, 4]
+
+    def with_batch_index(boxes: Any) -> Any:  # [B, K, 4] -> [B * K, 5]
+        bidx = F.broadcast_like(F.reshape(F.contrib.arange_like(boxes, axis=0), shape=(-1, 1, 1)),
+                                F.slice_axis(boxes, axis=-1, begin=0, end=1))
+        return F.reshape(F.concat(bidx, boxes, dim=-1), shape=(-1, 5))
+
+    rois = with_batch_index(rpn_box)
+
+    def pool(rois: Any, side: int, name: str) -> Any:
+        if not fpn_pad:
+            return F.contrib.ROIAlign(feat, rois, pooled_size=(side, side), spatial_scale=1.0 / RPN_STRIDE,
+                                      sample_ratio=2, name=name)
+        bidx = F.slice_axis(rois, axis=-1, begin=0, end=1)
+        area = (F.slice_axis(rois, axis=-1, begin=3, end=4) - F.slice_axis(rois, axis=-1, begin=1, end=2)) * \
+            (F.slice_axis(rois, axis=-1, begin=4, end=5) - F.slice_axis(rois, axis=-1, begin=2, end=3))
+        small = area < 32.0 * 32.0
+        levels = []
+        for k, on in enumerate((small, 1 - small)):
+            level_rois = F.concat(F.where(on, bidx, F.ones_like(bidx) * -1), F.slice_axis(rois, axis=-1, begin=1,
+                                                                                         end=None), dim=-1)
+            levels.append(F.contrib.ROIAlign(feat, level_rois, pooled_size=(side, side), sample_ratio=2,
+                                             spatial_scale=1.0 / RPN_STRIDE, name=f"{name}_level{k}"))
+        return F.ElementWiseSum(*levels, name=f"{name}_sum")
+
+    pooled = pool(rois, 7, "box_roi_align")
+    top = F.Activation(F.FullyConnected(pooled, num_hidden=64, name="box_fc"), act_type="relu")
+    cls_pred = F.reshape(F.FullyConnected(top, num_hidden=num_classes + 1, name="class_predictor"),
+                         shape=(-1, RPN_POST, num_classes + 1))
+    box_pred = F.reshape(F.FullyConnected(top, num_hidden=num_classes * 4, name="box_predictor"),
+                         shape=(-1, RPN_POST, num_classes, 4))
+    probs = F.softmax(cls_pred, axis=-1)
+    scores = F.slice_axis(probs, axis=-1, begin=1, end=None)  # [B, P, C]; MultiPerClassDecoder
+    template = F.zeros_like(F.slice_axis(scores, axis=-1, begin=0, end=1))
+    cls_ids = F.broadcast_add(template, F.reshape(F.arange(num_classes), shape=(1, 1, -1)))
+    mask = scores > 0.001
+    cls_ids = F.where(mask, cls_ids, F.ones_like(cls_ids) * -1)
+    scores = F.where(mask, scores, F.zeros_like(scores))
+    rows = []
+    for c in range(num_classes):  # NormalizedPerClassBoxCenterEncoder's decode, one class at a time
+        deltas = F.reshape(F.slice_axis(box_pred, axis=2, begin=c, end=c + 1), shape=(0, 0, 4))
+        boxes = _center_decode(F, deltas, rpn_box, STDS, math.log(1000.0 / 16))
+        rows.append(F.concat(F.slice_axis(cls_ids, axis=-1, begin=c, end=c + 1),
+                             F.slice_axis(scores, axis=-1, begin=c, end=c + 1), boxes, dim=-1))
+    result = F.contrib.box_nms(F.concat(*rows, dim=1), overlap_thresh=RCNN_NMS, valid_thresh=0.001, topk=RCNN_TOPK,
+                               id_index=0, score_index=1, coord_start=2, force_suppress=False)
+    result = F.slice_axis(result, axis=1, begin=0, end=RCNN_POST)
+    ids = F.slice_axis(result, axis=-1, begin=0, end=1, name="ids")
+    out_scores = F.slice_axis(result, axis=-1, begin=1, end=2, name="scores")
+    bboxes = F.slice_axis(result, axis=-1, begin=2, end=None, name="bboxes")
+    outputs = [ids, out_scores, bboxes]
+    if masks:
+        mpool = pool(with_batch_index(bboxes), 14, "mask_roi_align")
+        m = F.sigmoid(F.Convolution(mpool, kernel=(3, 3), pad=(1, 1), num_filter=1, name="mask_conv"))
+        outputs.append(F.reshape(m, shape=(-1, RCNN_POST, 14, 14), name="masks"))
+    return F.Group(outputs)
+
+
+def _rcnn_params(mx: Any, sym: Any, size: int) -> dict[str, Any]:
+    """He-normal weights, BatchNorm statistics near 1, and the RPN anchors constant."""
+    rng = np.random.default_rng(0)
+    arg_shapes, _, aux_shapes = sym.infer_shape(data=(1, 3, size, size))
+    params: dict[str, Any] = {}
+    for name, shp in zip(sym.list_arguments(), arg_shapes, strict=True):
+        if name == "data":
+            continue
+        if name == "rpn_anchors":
+            arr = rpn_anchors(size)
+        elif name.endswith("_weight"):
+            arr = (rng.standard_normal(shp) * np.sqrt(2.0 / np.prod(shp[1:]))).astype(np.float32)
+        elif name.endswith("gamma"):
+            arr = rng.uniform(0.8, 1.2, shp).astype(np.float32)
+        else:
+            arr = (rng.standard_normal(shp) * 0.05).astype(np.float32)
+        params[f"arg:{name}"] = mx.nd.array(arr)
+    for name, shp in zip(sym.list_auxiliary_states(), aux_shapes, strict=True):
+        arr = rng.uniform(0.8, 1.2, shp) if name.endswith("var") else rng.standard_normal(shp) * 0.05
+        params[f"aux:{name}"] = mx.nd.array(arr.astype(np.float32))
+    return params
+
+
 @dataclass(frozen=True)
 class GluonBuilt:
     name: str
@@ -200,6 +352,18 @@ def build_gluoncv(mx: Any, name: str, cache: Path = CACHE) -> GluonBuilt:
     (the YOLOv3-style model gets its own)."""
     from bench.ssd_models import build
 
+    if name in RCNN_MODELS:
+        size, classes, masks, fpn_pad = RCNN_MODELS[name]
+        kind = "Mask" if masks else "Faster"
+        spec = SSDSpec(name, size, classes, yolo_backbone, (), {}, f"GluonCV-style {kind} R-CNN, {size} px, {classes} "
+                       "classes" + (", FPN-style level padding" if fpn_pad else ""))
+        symbol, params = cache / f"{name}-symbol.json", cache / f"{name}-0000.params"
+        cache.mkdir(parents=True, exist_ok=True)
+        sym = rcnn_symbol(mx, size, classes, masks, fpn_pad)
+        if not (symbol.exists() and params.exists()):
+            sym.save(str(symbol))
+            mx.nd.save(str(params), _rcnn_params(mx, sym, size))
+        return GluonBuilt(name, spec, symbol, params, RPN_POST)
     if name in YOLO_MODELS:
         size, classes = YOLO_MODELS[name]
         spec = SSDSpec(name, size, classes, yolo_backbone, (), {}, f"GluonCV-style YOLOv3, {size} px, {classes} classes")

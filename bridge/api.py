@@ -62,6 +62,12 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
     """
     result = _convert(source, output, progress=progress, options=options, **values)
     cfg = result.config
+    if result.precision is not None and result.precision.written and cfg is not None:  # --precision (issue 34)
+        _bench_precision(cfg, result, progress)
+        if cfg.report:
+            from bridge.report import write_report
+
+            write_report(result.to_dict(), cfg.report)
     if values.get("bench") and result.written and cfg is not None:  # the written model's speed, vs the source
         result.bench = _bench_converted(cfg, progress)
         if cfg.report:
@@ -69,6 +75,54 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
 
             write_report(result.to_dict(), cfg.report)
     return result
+
+
+def _bench_precision(cfg: ConvertConfig, result: ConvertResult, progress: Progress | None) -> None:
+    """--precision (issue 34): the fp32 artefact and the variant timed in the variant's runtime, in the same
+    interleaved rounds, at batch 1 and 4 (the model's own batch when it is fixed); figures into ``variant.speed``."""
+    from bridge.bench.run import model_inputs
+
+    variant = result.precision
+    # the written fp32 artefact the variant's runtime runs: the target's own (IR, .tflite; ``result.target`` is set
+    # only for a target that writes one), else the .onnx
+    fp32 = Path(result.target["path"]) if result.target and result.target.get("path") else cfg.output
+    metas = model_inputs(load_model(cfg.output))
+    fixed = [m.shape[0] for m in metas if m.shape and isinstance(m.shape[0], int)]
+    batches = (fixed[0],) if fixed else (1, 4)
+    fp32_label, variant_label = f"{variant.runtime} fp32", f"{variant.runtime} {variant.precision}"
+    with tempfile.TemporaryDirectory(prefix="bridge-precision-bench-") as tmp:
+        try:
+            # the dataset's first images as inputs: a detector's run time depends on how many boxes reach NMS
+            feeds = cfg.feeds or _dataset_feeds(cfg, result, Path(tmp) / "feeds.npz")
+            data = bench(cfg.output, runtime=[], batch=batches, iterations=20, rounds=5, isolated=cfg.isolate,
+                         timeout=cfg.timeout, max_memory=max_memory(), feeds=feeds,
+                         inputs=[s for s in cfg.export.inputs if s.shape], seed=cfg.seed, progress=progress,
+                         variants={fp32_label: (variant.runtime, fp32),
+                                   variant_label: (variant.runtime, variant.destination)})
+        except BridgeError as exc:
+            variant.notes.append(f"speed not measured: {exc}")
+            return
+    p50 = {label: {b: (round(c.latency.p50 * 1e3, 3) if c is not None and c.latency is not None else None)
+                   for b in batches for c in [data.cell(name, b)]}
+           for label, name in (("fp32", fp32_label), (variant.precision, variant_label))}
+    variant.speed = {"batches": list(batches), "p50_ms": p50,
+                     "speedup": {b: data.relative(variant_label, fp32_label, b) for b in batches},
+                     "threads": data.settings.threads, "iterations": data.settings.iterations,
+                     "rounds": data.settings.rounds, "load_avg": data.machine.get("load_avg"),
+                     "load_avg_end": data.machine.get("load_avg_end")}
+
+
+def _dataset_feeds(cfg: ConvertConfig, result: ConvertResult, path: Path) -> Path:
+    """The first batch of --dataset, preprocessed as the dataset run does, as an .npz of inputs."""
+    from adapters import get_adapter
+    from bridge.validation.dataset import dataset_settings
+    from bridge.validation.dataset.options import first_batch
+
+    settings = dataset_settings(cfg.values)
+    assert settings is not None  # --precision requires --dataset
+    return first_batch(settings, load_model(cfg.output), path, framework=result.framework,
+                       defaults=getattr(get_adapter(result.framework), "dataset_preprocessing", None),
+                       sample_shapes={s.name: s.shape for s in cfg.export.inputs if s.shape})
 
 
 def _bench_converted(cfg: ConvertConfig, progress: Progress | None) -> dict[str, Any]:

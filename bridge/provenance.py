@@ -22,8 +22,10 @@ A leaf: it imports onnx and onnx_ir only, and works on both ``onnx.NodeProto`` a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -297,3 +299,25 @@ def strip(model: onnx.ModelProto) -> int:
             count += 1
             del node.metadata_props[:]
     return count
+
+
+# tensors a pass computed in another layout than the tensor they stand for: {tensor: {"of": name, "perm": [...]}},
+# the tensor is ``transpose(of, perm)``. A pass that moves a Transpose across a named tensor (SoftmaxLastAxisPass)
+# records it, so tools comparing by name (pinning, bridge debug) still find the source's tensor there.
+TENSOR_ALIASES_META = "bridge.tensor_aliases"
+
+
+def tensor_aliases(metadata: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The aliases recorded in a model's metadata (``TENSOR_ALIASES_META``), or none."""
+    raw = metadata.get(TENSOR_ALIASES_META)
+    return dict(json.loads(raw)) if raw else {}
+
+
+def record_tensor_alias(metadata: dict[str, str], tensor: str, of: str, perm: Sequence[int]) -> None:
+    """Record that ``tensor`` is ``transpose(of, perm)`` (an alias of an alias resolves to the first name)."""
+    aliases = tensor_aliases(metadata)
+    base = aliases.get(of)
+    if base is not None:  # of = transpose(base, p): tensor = transpose(base, p[perm])
+        of, perm = base["of"], [base["perm"][i] for i in perm]
+    aliases[tensor] = {"of": of, "perm": [int(p) for p in perm]}
+    metadata[TENSOR_ALIASES_META] = json.dumps(aliases, sort_keys=True)

@@ -23,6 +23,7 @@ AREAS = {"ops_math": "math", "ops_elemwise": "elementwise", "ops_tensor": "tenso
          "ops_sequence": "sequence / rnn", "ops_legacy": "legacy aliases, inference-identity heads",
          "ops_special": "elementwise formulas, special functions", "ops_reduce": "reductions, histogram",
          "ops_scatter": "scatter / multi-index", "ops_linalg": "linalg", "ops_random": "random samplers, densities",
+         "ops_quantized": "int8 (mxnet.contrib.quantization, oneDNN flow) as QDQ",
          "contrib": "detection (bridge.contrib, lowered in the ONNX stage)"}
 
 

@@ -67,6 +67,19 @@ def decode_model(opset: int = 17) -> onnx.ModelProto:
     )
 
 
+def tied_topk_model(n: int = 5000, k: int = 400) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """scores [1, n] -> TopK(k) -> values, indices; the feed holds 5 distinct values only, so nearly every
+    selected value is tied with others and ONNX's tie rule (the lower index first) decides the order."""
+    model = make_model(
+        [helper.make_node("TopK", ["scores", "k"], ["values", "indices"], axis=1, largest=1, sorted=1, name="topk")],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, n])],
+        [helper.make_tensor_value_info("values", TensorProto.FLOAT, [1, k]),
+         helper.make_tensor_value_info("indices", TensorProto.INT64, [1, k])],
+        initializers=[numpy_helper.from_array(np.array([k], np.int64), "k")])
+    scores = np.random.default_rng(0).integers(0, 5, (1, n)).astype(np.float32)
+    return model, {"scores": scores}
+
+
 def custom_op_model() -> onnx.ModelProto:
     """x -> Relu -> my.ops::Frobnicate (no runtime has it) -> y."""
     model = make_model(

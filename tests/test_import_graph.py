@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.api",),
     ("bridge.shapes", "bridge.graft", "bridge.migrate", "bridge.debug", "bridge.bench"),
     ("bridge.conversion",),
+    ("bridge.precision",),
     ("bridge.validation", "bridge.targets", "bridge.inspection", "adapters"),
     ("bridge.passes",),
     ("bridge.runtimes",),

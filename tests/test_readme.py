@@ -114,7 +114,7 @@ NOT_RUN = {  # (pattern, reason): every other command of the README runs
 }
 SLOW = (r"--to (tensorflow|openvino|tflite)", r"--runtime \S*tensorflow", r"build_models\.py", r"keras_cnn",
         r"old_upsample", r"^bridge (migrate|bench|debug)\b", r"\bbridge debug\b", r"--bench\b", r"sweep\.py",
-        r"bridge\.(debug|bench|migrate)\(")
+        r"bridge\.(debug|bench|migrate)\(", r"--precision\b")
 
 
 def _steps() -> list[Step]:

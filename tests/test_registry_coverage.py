@@ -36,3 +36,16 @@ def test_every_runtime_has_tests(runtime: str) -> None:
 @pytest.mark.parametrize("target", registered_targets())
 def test_every_target_has_tests(target: str) -> None:
     assert (REPO / "tests" / "bridge" / "targets" / f"test_{target}_target.py").is_file()
+
+
+def _variant_targets() -> list[str]:
+    from bridge.precision import _BUILDERS
+
+    return _BUILDERS.names()
+
+
+@pytest.mark.parametrize("target", _variant_targets())
+def test_every_precision_variant_builder_has_tests(target: str) -> None:
+    """``--precision``'s builders (bridge.precision) vary registered targets, each with its own tests."""
+    assert target in registered_targets()
+    assert (REPO / "tests" / "bridge" / "precision" / f"test_{target}_variant.py").is_file()

@@ -35,6 +35,7 @@ from adapters.mxnet import (  # noqa: F401
     ops_math,
     ops_nn,
     ops_norm,
+    ops_quantized,
     ops_random,
     ops_reduce,
     ops_scatter,

@@ -289,7 +289,13 @@ def _pool(ctx: ConversionContext, node: MXNode, inputs: list[str], pool_type: st
                 size = np.minimum(start + kernel[i], in_sp[i]) - np.maximum(start, 0)
             div = np.multiply.outer(div, size.astype(np.float64))
         div = div.reshape((1, 1, *div.shape[1:]))
+        # pool.h's divisor is the product of the window's extents, each possibly <= 0 in the 'full' overhang
+        # (then the window holds nothing and its sum is 0). The 1-D and 2-D kernels write that sum, 0; the 3-D
+        # ones (pool_sum_3d_ncdhw_cpu / _ndhwc_cpu) write NaN where the product is exactly 0 ("pool_size == 0 ?
+        # nanf"), and 0 where it is not (a negative extent)
         factor = np.where(div > 0, scale / np.where(div > 0, div, 1), 0.0)
+        if n == 3:
+            factor = np.where(div == 0, np.nan, factor)
     f = ctx.const(factor.astype(ctx.np_dtype(x)), f"{node.name}__factor")
     return ctx.emit("Mul", [sums, f], [output], name=node.name)
 

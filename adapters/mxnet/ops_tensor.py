@@ -204,10 +204,28 @@ def expand_dims(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list
 
 @translator("squeeze")
 def squeeze(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    # as in MXNet src/operator/tensor/matrix_op-inl.h (SqueezeShape): size-1 axes (all, or the given ones) are
+    # dropped, but a result with no axis left is shape (1,), never 0-d (outside MXNet's numpy mode)
+    x = inputs[0]
     axes = list(node.attrs.optional_ints("axis"))
-    if not axes:
-        return ctx.emit("Squeeze", inputs[:1], [out(ctx, node)], name=node.name)
-    return [ctx.squeeze(inputs[0], axes, name=node.name, output=out(ctx, node))]
+    shape = ctx.shape(x)
+    if not axes and shape is not None and all(isinstance(d, int) for d in shape):
+        axes = [i for i, d in enumerate(shape) if d == 1]
+        if not axes:
+            return ctx.emit("Identity", [x], [out(ctx, node)], name=node.name)
+    if axes and shape is not None:
+        if len({a % len(shape) for a in axes}) == len(shape):  # every axis goes: MXNet keeps one
+            return ctx.emit("Reshape", [x, ctx.i64([1], f"{node.name}__one")], [out(ctx, node)], name=node.name)
+        return [ctx.squeeze(x, axes, name=node.name, output=out(ctx, node))]
+    if axes:
+        return [ctx.squeeze(x, axes, name=node.name, output=out(ctx, node))]
+    # no axis given and some dims known only at run time: which axes go (and so the result's rank) depends on
+    # their run-time sizes, and an ONNX graph output needs a fixed rank
+    unknown = [i for i, d in enumerate(shape or ()) if not isinstance(d, int)]
+    dims = f"dims {unknown}" if unknown else "dims (its rank is unknown)"
+    raise ExportError(f"node '{node.name}' (squeeze without axis): the result's rank depends on the run-time size of "
+                      f"{dims} of '{x}' (MXNet drops every axis of size 1); give the squeeze an axis, or pass a static "
+                      "--input shape for those dims")
 
 
 @translator("tile")

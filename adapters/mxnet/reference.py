@@ -76,6 +76,9 @@ def _subgraph_backend(value: str | None) -> Iterator[None]:
             os.environ["MXNET_SUBGRAPH_BACKEND"] = old
 
 
+SUBGRAPH_BACKEND = "NONE"  # the reference's MXNET_SUBGRAPH_BACKEND at bind (see MXNetReferenceRuntime._executor)
+
+
 class MXNetReferenceRuntime:
     """Runs ``symbol`` + ``params`` in MXNet (CPU). Outputs are keyed by ONNX output name.
 
@@ -158,10 +161,12 @@ class MXNetReferenceRuntime:
             for k, v in self._args.items():
                 if k in arg_names:
                     types[k] = v.dtype
-            # MXNet's MKLDNN subgraph backend fuses e.g. Convolution+BatchNorm and then cannot return the
-            # intermediate tensor; when several outputs are fetched, bind without it (env var read at bind)
+            # bound without MXNet's default subgraph backend (MKLDNN, which fuses Convolution+BatchNorm+ReLU and
+            # rounds otherwise: 33 of 50 scores of a Mask R-CNN-like graph differ): the graph as Gluon runs it,
+            # imperative or hybridized (what GluonCV users get), the same whether one output or every internal
+            # tensor is fetched (a fused graph cannot return the tensors inside a fusion). Env var read at bind.
             self._check_param_shapes(shapes)
-            with _subgraph_backend("NONE" if len(self.outputs) > 1 else None), \
+            with _subgraph_backend(SUBGRAPH_BACKEND), \
                     source_failures("mxnet", f"binding {self.symbol_path} at input shapes {shapes}", _mxnet_node):
                 try:
                     exe = self._group.simple_bind(ctx=mx.cpu(), grad_req="null", type_dict=types, **shapes)

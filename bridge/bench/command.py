@@ -9,7 +9,7 @@ is recorded in the result (``BenchResult.verification``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,10 @@ OWN: tuple[Option, ...] = (
     Option("seconds", float | None, None, "timed seconds per runner and batch size (instead of --iterations)",
            flags=("--time",), metavar="SECONDS"),
     Option("rounds", int, 10, "interleaved rounds the timed calls are spread over", metavar="N"),
+    # --precision's side by side (issue 34): label -> (runtime, file) from the API, RUNTIME=FILE strings from the CLI
+    Option("variants", Any, None, "also time another file of the model in RUNTIME in the same rounds (an int8 "
+           ".onnx, an IR .xml, a .tflite), compared with RUNTIME on MODEL (repeatable)", cli_type=list[str] | None,
+           flags=("--variant",), metavar="RUNTIME=FILE"),
 )
 REPORT_HELP = "write a report: .json, .md or .html (latency plots)"
 
@@ -55,6 +59,19 @@ REPORT_HELP = "write a report: .json, .md or .html (latency plots)"
 def bench_options() -> list[Option]:
     """Every option ``bench`` takes: its own, then those of its groups."""
     return command_options("bench", OWN)
+
+
+def parse_variants(given: Mapping[str, tuple[str, str | Path]] | Sequence[str] | None) -> dict[str, tuple[str, Path]]:
+    """``bench``'s variants as label -> (runtime, file); ``RUNTIME=FILE`` strings are labelled ``RUNTIME [FILE]``."""
+    if isinstance(given, Mapping):
+        return {label: (runtime, Path(path)) for label, (runtime, path) in given.items()}
+    found: dict[str, tuple[str, Path]] = {}
+    for text in given or ():
+        runtime, sep, path = text.partition("=")
+        if not sep or not runtime or not path:
+            raise UsageError(f"--variant {text}: expected RUNTIME=FILE, e.g. onnxruntime=model.int8.onnx")
+        found[f"{runtime} [{Path(path).name}]"] = (runtime, Path(path))
+    return found
 
 
 def bench(model: str | Path, *, progress: Progress | None = None, options: Mapping[str, str] | None = None,
@@ -84,6 +101,7 @@ def bench(model: str | Path, *, progress: Progress | None = None, options: Mappi
                              isolated=v["isolated"])
     runtime = v["runtime"]
     runtimes = [runtime] if isinstance(runtime, str) else runtime
+    variants = parse_variants(v["variants"])  # a malformed --variant is a usage error before any work
     with memory_limit(v["max_memory"]):
         if v["verify"]:  # in the runtimes about to be timed: every installed one unless --runtime names some
             from bridge.runtimes import available_runtimes
@@ -96,7 +114,8 @@ def bench(model: str | Path, *, progress: Progress | None = None, options: Mappi
                            feeds=Path(v["feeds"]) if v["feeds"] else None,
                            inputs=tuple(i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in v["inputs"]),
                            seed=v["seed"], values=InputValues.parse(v["input_kind"], v["input_range"]),
-                           timeout=v["timeout"], max_memory=child_memory_limit(), progress=progress)
+                           timeout=v["timeout"], max_memory=child_memory_limit(), progress=progress,
+                           variants=variants)
     result.verification = verification
     if v["report"]:
         write_bench_report(result.to_dict(), Path(v["report"]))

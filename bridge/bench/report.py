@@ -27,11 +27,15 @@ def _num(value: float | None, digits: int = 3) -> str:
 def rows(data: dict[str, Any]) -> list[list[str]]:
     """One row per runner and batch size, in the order measured (the table of the Markdown and HTML)."""
     ratios = data.get("ratios_vs_source", {})
+    variants, vs_base = data.get("variants") or {}, data.get("ratios_vs_base") or {}
     out = []
     for cell in data["results"]:
         lat = cell.get("latency")
         r = ratios.get(f"{cell['runner']}@{cell['batch']}")
         vs = "source" if cell["runner"] == data.get("reference") else (f"{r:.2f}x" if r is not None else "-")
+        base = vs_base.get(f"{cell['runner']}@{cell['batch']}")
+        if cell["runner"] in variants and base is not None:  # another file in a runtime: against that runtime
+            vs = f"{base:.2f}x {variants[cell['runner']]['runtime']}"
         if lat is None:
             out.append([cell["runner"], str(cell["batch"]), *(["-"] * 8), f"failed: {cell.get('error') or '?'}"])
             continue

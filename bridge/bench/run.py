@@ -136,7 +136,15 @@ class BenchResult:
     machine: dict[str, Any]
     inputs: dict[int, dict[str, list[int]]] = field(default_factory=dict)  # batch -> input shapes
     notes: list[str] = field(default_factory=list)
+    variants: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> {runtime, model}: other files timed
     verification: dict[str, Any] | None = None  # ``--verify``: the check's verdict before anything was timed
+
+    def relative(self, runner: str, base: str, batch: int) -> float | None:
+        """``base``'s median latency / ``runner``'s at ``batch`` (> 1: ``runner`` is faster); None without both."""
+        mine, theirs = self.cell(runner, batch), self.cell(base, batch)
+        if mine is None or theirs is None or mine.latency is None or theirs.latency is None:
+            return None
+        return ratio(theirs.latency.p50, mine.latency.p50)
 
     @property
     def source_runner(self) -> str | None:
@@ -168,11 +176,16 @@ class BenchResult:
     def to_dict(self) -> dict[str, Any]:
         ratios = {f"{c.runner}@{c.batch}": self.ratio(c.runner, c.batch) for c in self.cells
                   if self.ratio(c.runner, c.batch) is not None}
+        # a variant (another file in the same runtime, e.g. an int8 model) against the runtime on the model itself
+        vs_base = {f"{c.runner}@{c.batch}": self.relative(c.runner, v["runtime"], c.batch) for c in self.cells
+                   for v in [self.variants.get(c.runner)] if v is not None
+                   and self.relative(c.runner, v["runtime"], c.batch) is not None}
         return {"kind": "bench", "model": self.model, "source": self.source, "reference": self.source_runner,
                 "settings": self.settings.to_dict(), "machine": self.machine,
                 "runners": [r.to_dict() for r in self.runners], "results": [c.to_dict() for c in self.cells],
                 "ratios_vs_source": ratios, "inputs": {str(b): s for b, s in self.inputs.items()},
-                "notes": self.notes, "verification": self.verification}
+                "notes": self.notes, "variants": self.variants, "ratios_vs_base": vs_base,
+                "verification": self.verification}
 
 
 def model_inputs(proto: onnx.ModelProto) -> list[TensorMeta]:
@@ -315,9 +328,14 @@ def run_bench(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     max_memory: int | None = None,
     progress: Progress | None = None,
+    variants: Mapping[str, tuple[str, Path]] | None = None,
 ) -> BenchResult:
     """Benchmark ``model`` in ``runtimes`` (default: every registered runtime that is installed here) and
-    the ``source`` framework on the same inputs. Naming a runtime that is not installed is a UsageError."""
+    the ``source`` framework on the same inputs. Naming a runtime that is not installed is a UsageError.
+
+    ``variants``: label -> (runtime, file), other files of the same model (an int8 .onnx, an IR, a .tflite)
+    timed in that runtime in the same interleaved rounds, on the same inputs; each is compared with the
+    runtime running ``model`` itself (``BenchResult.relative``, ``ratios_vs_base`` in the report)."""
     from bridge.io import load_model
     from bridge.targets import candidate_runtime
 
@@ -349,6 +367,13 @@ def run_bench(
             factories[f"{fw} (source)" if fw in names else fw] = ("source", factory)
         for name in names:
             factories[name] = ("runtime", partial(candidate_runtime, name, Path(model), Path(tmp) / name))
+        for label, (runtime_name, path) in (variants or {}).items():
+            check_runtimes([runtime_name])
+            if not Path(path).exists():
+                raise UsageError(f"--variant {runtime_name}={path}: no such file")
+            result.variants[label] = {"runtime": runtime_name, "model": str(path)}
+            factories[label] = ("runtime", partial(candidate_runtime, runtime_name, Path(path), Path(tmp) / label,
+                                                   {runtime_name: Path(path)}))
         live: dict[str, Runtime] = {}
         try:
             for name, (kind, factory) in factories.items():

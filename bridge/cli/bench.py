@@ -92,4 +92,6 @@ def register(app: typer.Typer) -> None:
     bench_command.__signature__ = _signature()  # type: ignore[attr-defined]
     app.command("bench", epilog=examples(
         "bridge bench out/ssd.onnx --source examples/mxnet_ssd/model-symbol.json --batch 1,4",
-        "bridge bench out/ssd.onnx --runtime onnxruntime,openvino --time 5 --report out/bench.html"))(bench_command)
+        "bridge bench out/ssd.onnx --runtime onnxruntime,openvino --time 5 --report out/bench.html",
+        "bridge bench out/ssd.onnx --runtime onnxruntime --variant onnxruntime=out/ssd.int8.onnx --batch 1,4 "
+        "--threads 2"))(bench_command)

@@ -86,6 +86,7 @@ def _render_convert(result: Any, as_json: bool) -> None:
                   + (f"; traced on: {escape(result.export_inputs)}" if result.export_inputs else ""), soft_wrap=True)
     render.print_comparisons(result.validation)
     render.print_dataset(result.dataset)  # --dataset (issue 33)
+    render.print_precision(result.precision)  # --precision (issue 34)
     if result.bench:
         out.print(f"bench (median latency, vs source): {escape(result.bench['summary'])}", soft_wrap=True)
 

@@ -114,13 +114,14 @@ def print_dataset(dataset: Any) -> None:
     """``--dataset``: what ran on what, one line per runtime (agreement, mAP) and the accuracy budget's verdict."""
     if dataset is None:
         return
+    from bridge.report.dataset import budget_text
+
     info = dataset.run_dict()
     budget = info["budget"]
     out.print(f"dataset: {escape(info['input'])}" + (f"; labels {escape(str(dataset.spec.labels))}" if info["labels"]
                                                       else "; no labels"), soft_wrap=True)
     out.print(f"  preprocessing: {escape(info['preprocessing']['description'])}", soft_wrap=True)
-    out.print(f"  budget: agreement >= {budget['min_agreement']:g} (--min-agreement), drop <= "
-              f"{budget['max_map_drop']:g} (--max-map-drop)", soft_wrap=True)
+    out.print(f"  budget: {escape(budget_text(budget))}", soft_wrap=True)
     for key, entry in dataset.to_dict().items():
         figures = " ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} -" for k, v in entry.items()
                            if k in _DATASET_FIGURES)
@@ -141,8 +142,43 @@ def print_dataset(dataset: Any) -> None:
         out.print("[green]dataset: PASS[/green]")
 
 
-_DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement", "miou", "map50",
-                    "map50_95", "top1_accuracy", "top5_accuracy")
+def print_precision(precision: Any) -> None:
+    """``--precision``: fp32 and the variant side by side, the speed-up, what the fallback kept float, the verdict."""
+    if precision is None:
+        return
+    from bridge.report.precision import cell, precision_verdict, side_columns, speed_line
+
+    data = precision.to_dict()
+    budget = data["settings"]["budget"]
+    out.print(f"precision {data['precision']} ({escape(data['target'])}, judged in {escape(data['runtime'])} on the "
+              f"dataset): budget agreement >= {budget['min_agreement']:g}, mAP drop <= {budget['max_map_drop']:g} "
+              f"({escape(budget['origin'])})", soft_wrap=True)
+    if data.get("calibration"):
+        out.print(f"  calibration: {escape(data['calibration'])}", soft_wrap=True)
+    rows = data["side_by_side"]
+    cols = [c for c in side_columns(rows) if c not in ("precision", "runtime")]
+    for row in rows:
+        out.print(f"  {escape(row['precision'])}: " + ", ".join(f"{c} {escape(cell(row, c))}" for c in cols),
+                  soft_wrap=True)
+    line = speed_line(data)
+    if line:
+        out.print(f"  {escape(line)}", soft_wrap=True)
+    for r in data["rounds"][1:]:
+        f = r.get("figures") or {}
+        out.print(f"  fallback round {r['round']}: kept float {escape(', '.join(r['kept_float']))}: agreement_ap50 "
+                  f"{cell(f, 'agreement_ap50')}, map50 {cell(f, 'map50')} - {'pass' if r['passed'] else 'fail'}",
+                  soft_wrap=True)
+    if data["layer_costs"] and not data["passed"]:
+        worst = ", ".join(f"{c['node']} {c['cost']:.3g}" for c in data["layer_costs"][:5])
+        out.print(f"  worst layers (cost): {escape(worst)}", soft_wrap=True)
+    verdict = precision_verdict(data)
+    written = f" - {escape(data['destination'])} written" if data.get("written") else ""
+    out.print(("[green]" if data["passed"] else "[red]") + f"precision: {escape(verdict)}"
+              + ("[/green]" if data["passed"] else "[/red]") + written, soft_wrap=True)
+
+
+_DATASET_FIGURES = ("agreement_ap50", "agreement_ap50_95", "keypoint_pck", "keypoint_error", "top1_agreement",
+                    "top5_agreement", "miou", "map50", "map50_95", "top1_accuracy", "top5_accuracy")
 
 
 def _tolerance_text(o: Any) -> str:

@@ -180,8 +180,9 @@ class Check:
     source's export). ``second_input`` / ``second_size``: every candidate also runs on a second input, and a
     model with dynamic axes at a second size. ``pinning``: a failure at a selection may be re-judged with the
     source's values pinned (source references only). ``artefact_runtimes``: runtime -> the target artefact it
-    runs (not re-judged by pinning). ``workdir``: where candidate variants are written (a temporary folder when
-    None)."""
+    runs; ``target``: the delivering target's name and options, which pinning uses to convert each pinned variant
+    the same way, so those runtimes get the tie proof on their own artefacts. ``workdir``: where candidate
+    variants are written (a temporary folder when None)."""
 
     reference: Reference
     candidates: Mapping[str, CandidateSource]
@@ -196,6 +197,7 @@ class Check:
     second_size: bool = True
     pinning: bool = True
     artefact_runtimes: Mapping[str, Any] = field(default_factory=dict)
+    target: tuple[str, Mapping[str, Any]] | None = None
     workdir: Path | None = None
     judges: Sequence[Judge] = ()
     progress: Progress = _quiet
@@ -213,6 +215,9 @@ class CheckResult:
     warnings: list[str] = field(default_factory=list)
     # what a dataset judge found (bridge.conversion.dataset_check: a DatasetResult); its budget is part of the verdict
     dataset: Any = None
+    # what a precision judge delivered (bridge.conversion.precision_check: a PrecisionResult); its budget is part of
+    # the verdict
+    precision: Any = None
 
     @property
     def comparisons(self) -> list[Comparison]:
@@ -246,7 +251,8 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return (self.matched and not (self.strict and self.unproved_by_strict())
-                and (self.dataset is None or self.dataset.passed))
+                and (self.dataset is None or self.dataset.passed)
+                and (self.precision is None or self.precision.passed))
 
     def unproved_by_strict(self) -> list[str]:
         """What ``--strict`` fails although every comparison passed: a vacuous verdict, one size, one input."""
@@ -260,6 +266,8 @@ class CheckResult:
             failing += [f"{why} (--strict)" for why in (self.second_size_skipped, self.second_input_skipped) if why]
         if self.dataset is not None and not self.dataset.passed:
             failing.append("dataset accuracy budget: " + "; ".join(self.dataset.failures))
+        if self.precision is not None and not self.precision.passed:
+            failing.append(f"the --precision {self.precision.precision} variant: {self.precision.failure}")
         return "; ".join(failing)
 
     def input_shapes(self) -> dict[str, list[int]]:
@@ -299,7 +307,7 @@ def run_check(check: Check) -> CheckResult:
     if isinstance(check.reference, SourceReference) and check.model is not None:  # off: each failure says so
         _pin(check, check.reference, run)
     result = CheckResult(run, run.reference_name, strict=check.strict, warnings=warnings)
-    result.warnings += vacuous_warnings(run.comparisons)
+    result.warnings += vacuous_warnings(run.comparisons, feeds_given=check.feeds.file is not None)
     result.warnings += [why for why in (run.second_input_skipped,) if why]
     for judge in check.judges:
         judge(check, result)
@@ -331,5 +339,5 @@ def _pin(check: Check, reference: SourceReference, run: ComparisonRun) -> None:
                      model=check.model, workdir=Path(workdir), feeds=check.feeds, tolerance=check.tolerance,
                      detections=check.detections, shape_only=run.random_outputs, isolated=check.isolation.enabled,
                      timeout=check.isolation.timeout, max_memory=check.isolation.limit(),
-                     artefact_runtimes=check.artefact_runtimes, progress=check.progress, strict=check.strict,
-                     enabled=check.pinning)
+                     artefact_runtimes=check.artefact_runtimes, target=check.target, progress=check.progress,
+                     strict=check.strict, enabled=check.pinning)

@@ -69,6 +69,9 @@ def convert(source: Any, output: str | Path, *, progress: Progress | None = None
         from bridge.validation.dataset import dataset_settings
 
         dataset_settings(cfg.values)  # so is a bad --dataset option (issue 33)
+        from bridge.precision import check_precision
+
+        check_precision(cfg.values)  # and a --precision the target cannot build (issue 34)
         check_outputs(cfg)  # a read-only --report folder fails now, not after the model was written
         return run_recipe(cfg, progress or (lambda _msg: None))
 
@@ -144,7 +147,7 @@ def _deliver(cfg: ConvertConfig, stages: dict[str, StageStatus], progress: Progr
             artefacts = _stage_artefacts(cfg, target, proto, result, staging, progress)
             with staged(stages, "validation"):
                 _validate(cfg, adapter, exported, proto, runtimes, artefacts, Path(workdir), result, progress,
-                          worker)
+                          worker, staging)
             worker.close()
             result.files = _files(cfg, target, artefacts, result)
             _write(cfg, target, proto, artefacts, result)
@@ -185,11 +188,13 @@ def _skip(result: ConvertResult, reason: str, cause: str) -> None:
         result.warnings.append(reason)
     if result.config is not None and result.config.values.get("dataset"):  # --dataset (issue 33)
         result.warnings.append(f"--dataset was not run: {reason}")
+    if result.config is not None and result.config.values.get("precision") not in (None, "fp32"):  # issue 34
+        result.warnings.append(f"--precision {result.config.values['precision']} was not built: {reason}")
 
 
 def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelProto, runtimes: Sequence[str],
               artefacts: dict[str, Path], workdir: Path, result: ConvertResult, progress: Progress,
-              worker: KeptWorker | None = None) -> None:
+              worker: KeptWorker | None = None, staging: list[Path] | None = None) -> None:
     from bridge.targets import get_target
 
     leftover = Counter(n.op_type for n in proto.graph.node if n.domain == CONTRIB_DOMAIN)
@@ -202,6 +207,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         return _skip(result, f"the model still contains {CONTRIB_DOMAIN} ops ({ops}) that no standard runtime runs; "
                      "they need lowering before validation", SKIP_UNRUNNABLE)
     from bridge.conversion.dataset_check import dataset_judges
+    from bridge.conversion.precision_check import precision_judges
     from bridge.validation.dataset.run import DatasetCancelled
 
     start = time.perf_counter()
@@ -210,12 +216,18 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
     by_runtime = {name: path for name in target.runtimes for path in artefacts.values()}
     isolation = Isolation(cfg.isolate, cfg.timeout)
     candidates = model_candidates(proto, runtimes, workdir, isolation, artefacts=by_runtime)
+    shapes = {s.name: s.shape for s in export.inputs if s.shape}
     check = Check(SourceReference(adapter.framework, cfg.source, export, worker=worker), candidates,
                   feed_source(cfg, export, proto), cfg.tolerance, detections=saved_detection_outputs(proto),
                   model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict,
                   pinning=cfg.values.get("pinning", True), isolation=isolation,
                   artefact_runtimes=by_runtime, workdir=workdir, progress=progress,
-                  judges=dataset_judges(cfg.values, adapter, {s.name: s.shape for s in export.inputs if s.shape}))
+                  target=(cfg.to, dict(cfg.target_options)) if target.artefact else None,
+                  judges=[*dataset_judges(cfg.values, adapter, shapes),  # --dataset, then --precision on its images
+                          *precision_judges(cfg.values, adapter, to=cfg.to, target_options=cfg.target_options,
+                                            output=cfg.output, artefact_paths=cfg.artefacts, artefacts=by_runtime,
+                                            workdir=workdir, staging=staging if staging is not None else [],
+                                            sample_shapes=shapes)])
     try:
         progress(f"validating in {', '.join(runtimes)} against the {adapter.framework} source")
         checked = run_check(check)
@@ -240,6 +252,7 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
         result.second_input_skipped = checked.second_input_skipped
         result.validation_feeds = checked.run.input_summary(check.feeds.describe())
         result.dataset = checked.dataset
+        result.precision = checked.precision
     result.timings["validate_s"] = time.perf_counter() - start
 
 
@@ -269,7 +282,10 @@ def _files(cfg: ConvertConfig, target: Any, artefacts: dict[str, Path], result: 
                       "validated_by": [c.candidate for c in result.validation if c.candidate in on_artefact]})
     for f in files:
         verdicts = [c for c in result.validation if c.candidate in f["validated_by"]]
-        f["verdict"] = ("not validated" if not verdicts else "pass" if all(c.passed for c in verdicts) else "fail")
+        # --dataset's accuracy budget judges the same runtimes: a runtime outside it fails its file too (issue 33)
+        budget = [] if result.dataset is None else [result.dataset.candidate_passed(n) for n in f["validated_by"]]
+        f["verdict"] = ("not validated" if not verdicts else
+                        "pass" if all(c.passed for c in verdicts) and False not in budget else "fail")
     return files
 
 
@@ -285,6 +301,14 @@ def _write(cfg: ConvertConfig, target: Any, proto: onnx.ModelProto, artefacts: d
                 placed = target.commit(staged_path, cfg.artefacts[name])
                 if result.target is not None:
                     result.target["path"] = str(placed)
+            if result.precision is not None and result.precision.final is not None:  # --precision (issue 34)
+                from bridge.precision import variant_builder
+
+                variant = result.precision
+                builder = variant_builder(cfg.to, variant.precision, **cfg.target_options)
+                assert variant.final.build is not None  # a variant that passed was built
+                variant.destination = builder.commit(variant.final.build.path, variant.destination)
+                variant.written = True
             result.written = True
         else:
             stage.status, stage.reason = "skipped", "validation did not pass"
@@ -302,6 +326,9 @@ def _failure(cfg: ConvertConfig, result: ConvertResult) -> str:
         return (f"validation could not run ({result.validation_skipped}) and {why} asks for it; "
                 f"{cfg.output} was not written")
     failing = "; ".join(c.summary() for c in result.validation if not c.passed or c.vacuous)
+    if result.precision is not None and not result.precision.passed:  # --precision's budget (issue 34)
+        return (f"the --precision {result.precision.precision} variant fails: {result.precision.failure}; "
+                f"nothing was written")
     if result.dataset is not None and not result.dataset.passed:  # --dataset's accuracy budget (issue 33)
         failing = "; ".join([*([failing] if failing else []), *result.dataset.failures])
         if all(c.passed for c in result.validation):

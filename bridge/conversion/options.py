@@ -107,7 +107,7 @@ TIMEOUT_BOUNDS = Bounds(gt=0, le=MAX_TIMEOUT_S, validate=check_timeout)
 COUNT_BOUNDS = Bounds(gt=0, integer=True)
 
 # the groups a command subscribes to, in the order convert's --help lists them; adapters and targets add theirs
-GROUPS = ("source", "inputs", "tolerance", "check", "dataset", "isolation", "report", "convert")
+GROUPS = ("source", "inputs", "tolerance", "check", "dataset", "precision", "isolation", "report", "convert")
 ADAPTERS, TARGETS = "adapters", "targets"  # every registered adapter's / target's own group
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "convert": (*GROUPS, ADAPTERS, TARGETS),
@@ -209,6 +209,10 @@ def group_options(*groups: str) -> list[Option]:
         from bridge.validation.dataset.options import DATASET_OPTIONS
 
         found += DATASET_OPTIONS
+    if "precision" in wanted:  # --precision (issue 34): its own group, judged by the dataset run's budget
+        from bridge.precision.options import PRECISION_OPTIONS
+
+        found += PRECISION_OPTIONS
     if ADAPTERS in wanted:
         for framework in _frameworks():
             found += [dataclasses.replace(o, group=f"adapter:{framework}", route="source")

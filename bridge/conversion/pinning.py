@@ -4,9 +4,11 @@ the candidate's selection inputs (``bridge.validation.pinning``), wired to the s
 The source's tensors come from its per-layer taps (``bridge.conversion.sources``: MXNet internals, an ONNX
 source's own tensors, PyTorch module outputs), fetched in a child process like the reference itself; the
 candidate's runs (the model with extra outputs, the pinned model) go through the same ``candidate_runtime``
-and isolation as its validation run, so the pinned verdict is the same runtime's. Only runtimes that run the
-ONNX model itself are re-judged (a target whose artefact is another format is validated as measured, and its
-comparison says so). A comparison that passed costs nothing here: the hook returns before any work.
+and isolation as its validation run, so the pinned verdict is the same runtime's. A runtime that runs the
+delivering target's artefact (OpenVINO's IR, a .tflite) gets the same proof: each variant of the ONNX model is
+made into that artefact by the same target with the same options (``artefact_runtime``), so a tie that
+onnxruntime's proof explains is explained for every target alike. A comparison that passed costs nothing
+here: the hook returns before any work.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import onnx
 from bridge.config import Source, Tolerance
 from bridge.errors import BridgeError
 from bridge.inspection import graph_metas
+from bridge.provenance import tensor_aliases
 from bridge.runtimes.base import activated
 from bridge.runtimes.isolated import call_isolated, isolate
 from bridge.validation.detection.layouts import DetectionSpec
@@ -33,42 +36,47 @@ from bridge.validation.run import ComparisonRun, FeedSource
 log = logging.getLogger(__name__)
 
 
-def source_tap_names(framework: str, source: Source, export: Any) -> set[str]:
+def source_tap_names(framework: str, source: Source, export: Any,
+                     aliases: Mapping[str, Mapping[str, Any]] | None = None) -> set[str]:
     """The candidate tensor names the source can return (run in the reference's child process)."""
     from adapters import reference_runner
     from bridge.conversion.sources import source_taps
 
-    return source_taps(framework, source, export, reference_runner(framework, source, export)).names()
+    return source_taps(framework, source, export, reference_runner(framework, source, export), aliases).names()
 
 
 def source_tap_values(framework: str, source: Source, export: Any, feeds: Sequence[Mapping[str, np.ndarray]],
-                      names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+                      names: Sequence[str], aliases: Mapping[str, Mapping[str, Any]] | None = None,
+                      ) -> list[dict[str, np.ndarray]]:
     """The source's values of ``names`` on each of ``feeds``."""
     from adapters import reference_runner
     from bridge.conversion.sources import source_taps
 
-    taps = source_taps(framework, source, export, reference_runner(framework, source, export))
+    taps = source_taps(framework, source, export, reference_runner(framework, source, export), aliases)
     return [taps.run(f, list(names)) for f in feeds]
 
 
 class TapsPinSource:
-    """``bridge.validation.pinning.PinSource`` over the source's taps, each call in a child process."""
+    """``bridge.validation.pinning.PinSource`` over the source's taps, each call in a child process; ``aliases``:
+    the candidate model's layout aliases (a tensor a pass moved a Transpose across is the source's, transposed)."""
 
     def __init__(self, framework: str, source: Source, export: Any, *, enabled: bool, timeout: float | None,
-                 max_memory: int | None) -> None:
+                 max_memory: int | None, aliases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.framework, self.source, self.export = framework, source, export
+        self.aliases = dict(aliases or {})
         self.kw: dict[str, Any] = {"enabled": enabled, "timeout": timeout, "max_memory": max_memory}
         self._names: set[str] | None = None
 
     def names(self) -> set[str]:
         if self._names is None:
-            self._names = call_isolated(partial(source_tap_names, self.framework, self.source, self.export),
+            self._names = call_isolated(partial(source_tap_names, self.framework, self.source, self.export,
+                                                self.aliases),
                                         stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
         return self._names
 
     def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
         return call_isolated(partial(source_tap_values, self.framework, self.source, self.export,
-                                     [dict(f) for f in feeds], list(names)),
+                                     [dict(f) for f in feeds], list(names), self.aliases),
                              stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
 
 
@@ -81,22 +89,33 @@ def onnx_runtimes(artefact_runtimes: Mapping[str, Any]) -> set[str]:
             if not get_target(t).artefact and r not in artefact_runtimes}
 
 
-def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float | None,
-                     max_memory: int | None) -> Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, Any]]:
+def artefact_runtime(target: str, options: Mapping[str, Any], name: str, model: Any, workdir: Path) -> Any:
+    """Runtime ``name`` on the artefact target ``target`` (with ``options``) makes of ``model`` in ``workdir``."""
+    from bridge.targets import get_target
+
+    return get_target(target, **options).runtime(name, model, workdir)
+
+
+def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float | None, max_memory: int | None,
+                     target: tuple[str, Mapping[str, Any]] | None = None,
+                     ) -> Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, Any]]:
     """Runs a variant of the candidate model (extra outputs, pinned inputs) in runtime ``name``, isolated as
-    its validation run was (the model travels as a file in ``workdir``)."""
+    its validation run was (the model travels as a file in ``workdir``); with ``target`` (name, options), on the
+    artefact that target makes of the variant, as the delivered artefact was made."""
     from bridge.io import save_model
     from bridge.targets import candidate_runtime
 
     counter = itertools.count()
 
     def run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        k = next(counter)
         handed: Any = model
         if enabled:
-            handed = workdir / f"pinning-{name}-{next(counter)}.onnx"
+            handed = workdir / f"pinning-{name}-{k}.onnx"
             save_model(model, handed)
-        runtime = isolate(partial(candidate_runtime, name, handed, workdir, {}), name=name,
-                          stage=f"the {name} candidate (pinning)", enabled=enabled, timeout=timeout,
+        make = partial(candidate_runtime, name, handed, workdir, {}) if target is None else \
+            partial(artefact_runtime, target[0], dict(target[1]), name, handed, workdir / f"pinning-{name}-{k}")
+        runtime = isolate(make, name=name, stage=f"the {name} candidate (pinning)", enabled=enabled, timeout=timeout,
                           max_memory=max_memory)
         try:
             with activated(runtime):
@@ -113,12 +132,13 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
                  workdir: Path, feeds: FeedSource, tolerance: Tolerance, detections: Sequence[DetectionSpec],
                  shape_only: Sequence[str], isolated: bool, timeout: float | None, max_memory: int | None,
                  artefact_runtimes: Mapping[str, Any] | None = None,
+                 target: tuple[str, Mapping[str, Any]] | None = None,
                  progress: Callable[[str], None] = lambda _m: None, strict: bool = False,
                  enabled: bool = True) -> None:
-    """Each failed comparison of ``run`` on a model with selection ops gets the upstream tie proof (or, for a
-    runtime that runs another artefact, a note that it was not tried); a passing run returns at once.
-    ``isolated``: the source and the candidate run in child processes (a live framework object stays here).
-    ``strict`` (``--strict``): only rounding ties are excused (``bridge.validation.pinning.STRICT_TIE_ULPS``);
+    """Each failed comparison of ``run`` on a model with selection ops gets the upstream tie proof; a passing run
+    returns at once. ``target``: the delivering target's name and options, whose artefact runtimes are proved on
+    its artefacts. ``isolated``: the source and the candidate run in child processes (a live framework object stays
+    here). ``strict`` (``--strict``): only rounding ties are excused (``bridge.validation.pinning.STRICT_TIE_ULPS``);
     ``enabled`` False (``--no-pinning``): nothing is tried, each failure says so and stands as measured."""
     failing = [c for c in run.comparisons if not c.passed]
     if not failing or not has_selection_ops(model):
@@ -128,16 +148,17 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
             comp.pinning = {"explained": False, "text": "the upstream tie proof by pinning is off (--no-pinning): "
                             "the failure stands as measured"}
         return
+    from bridge.targets import get_target
+
     direct = onnx_runtimes(artefact_runtimes or {})
     taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
-                         max_memory=max_memory)
+                         max_memory=max_memory,
+                         aliases=tensor_aliases({p.key: p.value for p in model.metadata_props}))
+    made = set(get_target(target[0], **target[1]).runtimes) if target is not None else set()
     for comp in failing:
-        if comp.candidate not in direct:
-            comp.pinning = {"explained": False, "text": (
-                f"the upstream tie proof by pinning runs only where the ONNX model itself is the artefact "
-                f"({', '.join(sorted(direct)) or 'none here'}); {comp.candidate} runs another artefact, so its "
-                "failure stands as measured")}
-            continue
+        # each variant runs as the candidate was validated: the delivered target's artefact made of it, or (the
+        # .onnx itself, or an artefact another target makes for that runtime) through candidate_runtime
+        on_artefact = comp.candidate not in direct and comp.candidate in made
         sizes: list[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]] = [
             (run.feeds, run.reference_outputs)]
         extra = list(run.extra_inputs)  # compared after the second size (bridge.validation.coverage)
@@ -151,7 +172,8 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
         progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
         try:
             explain_by_pinning(comp, model, taps, candidate_runner(
-                comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory),
+                comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory,
+                target=target if on_artefact else None),
                 sizes, tolerance, detections=detections, shape_only=shape_only, strict=strict, say=progress)
         except Exception as exc:  # extra evidence only: when it cannot be gathered the failure stands, said
             log.warning("pinning could not run for %s: %s", comp.candidate, exc, exc_info=not isinstance(exc, BridgeError))

@@ -106,13 +106,15 @@ class ConvertResult:
     validation_required: bool = False  # --strict or an explicit --validate: a validation that cannot run fails
     bench: dict[str, Any] | None = None  # ``convert(bench=True)``: bridge.bench figures of the written model
     dataset: Any = None  # --dataset: bridge.validation.dataset.DatasetResult (its verdict is part of ``passed``)
+    precision: Any = None  # --precision: bridge.precision.run.PrecisionResult (its verdict is part of ``passed``)
     config: ConvertConfig | None = field(default=None, repr=False, compare=False)  # what ran (not reported)
 
     @property
     def passed(self) -> bool:
         return (all(c.passed for c in self.validation) and not (self.strict and self.vacuous)
                 and not (self.strict and (self.second_size_skipped or self.second_input_skipped))
-                and not self.unproved and (self.dataset is None or self.dataset.passed))
+                and not self.unproved and (self.dataset is None or self.dataset.passed)
+                and (self.precision is None or self.precision.passed))  # --precision (issue 34)
 
     @property
     def vacuous(self) -> bool:
@@ -140,6 +142,7 @@ class ConvertResult:
             "stages": {k: v.to_dict() for k, v in self.stages.items()}, "files": self.files, "bench": self.bench,
             **({} if self.dataset is None else {"dataset": self.dataset.to_dict(),  # --dataset (issue 33)
                                                 "dataset_run": self.dataset.run_dict()}),
+            **({} if self.precision is None else {"precision": self.precision.to_dict()}),  # issue 34
         }
 
 

@@ -15,6 +15,9 @@ A ``SourceTaps`` names its tensors the way the converted model does, so both sid
   value leaving the nodes of its scope (modules with several, or called more than once, are skipped).
 * Other frameworks (TensorFlow): only the final outputs for now (``FinalOutputsTaps``): the
   localisation then falls back to the ONNX stage's pass-by-pass comparison.
+
+A pass that moves a Transpose across a named tensor records the new tensor as an alias of the source's
+(``transpose(name, perm)``, ``bridge.provenance.TENSOR_ALIASES_META``); ``AliasedTaps`` serves it.
 """
 
 from __future__ import annotations
@@ -245,6 +248,34 @@ class TorchTaps:
         return SourceNode(path, type(module).__name__, {"repr": extra} if extra else {})
 
 
+class AliasedTaps:
+    """``taps`` plus the converted model's layout aliases (``bridge.provenance.TENSOR_ALIASES_META``): a tensor a
+    pass computes as ``transpose(source tensor, perm)`` is served as exactly that."""
+
+    def __init__(self, taps: SourceTaps, aliases: Mapping[str, Mapping[str, Any]]) -> None:
+        self.taps = taps
+        self.framework, self.granularity = taps.framework, taps.granularity
+        known = taps.names()
+        self.aliases = {k: (str(v["of"]), [int(p) for p in v["perm"]]) for k, v in aliases.items()
+                        if v.get("of") in known and k not in known}
+
+    def names(self) -> set[str]:
+        return self.taps.names() | set(self.aliases)
+
+    def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+        wanted = list(dict.fromkeys(self.aliases[n][0] if n in self.aliases else n for n in names))
+        got = self.taps.run(feeds, wanted)
+        out: dict[str, np.ndarray] = {}
+        for n in names:
+            of, perm = self.aliases.get(n, (n, None))
+            if of in got:
+                out[n] = got[of] if perm is None else np.ascontiguousarray(np.transpose(got[of], perm))
+        return out
+
+    def describe(self, tensor: str) -> SourceNode | None:
+        return self.taps.describe(self.aliases[tensor][0] if tensor in self.aliases else tensor)
+
+
 def _mxnet_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
     if not source.location:
         return None
@@ -275,10 +306,12 @@ TAPS = LazyRegistry({
 }, "no per-layer taps for '{name}'; known: {known}")
 
 
-def source_taps(framework: str, source: Source, export: Any, runner: Runtime) -> SourceTaps:
-    """The richest taps available for ``framework`` (final outputs when it has none per layer)."""
+def source_taps(framework: str, source: Source, export: Any, runner: Runtime,
+                aliases: Mapping[str, Mapping[str, Any]] | None = None) -> SourceTaps:
+    """The richest taps available for ``framework`` (final outputs when it has none per layer); ``aliases``:
+    the converted model's layout aliases, served too (``AliasedTaps``)."""
     taps = TAPS.load(framework)(source, export, runner) if framework in TAPS.names() else None
     if taps is not None:
-        return taps
+        return AliasedTaps(taps, aliases) if aliases else taps
     outputs = [o.name for o in export.model.graph.output] if isinstance(export.model, onnx.ModelProto) else []
     return FinalOutputsTaps(framework, runner, outputs)

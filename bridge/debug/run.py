@@ -34,6 +34,7 @@ from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
 from bridge.errors import AdapterUnavailableError, NodeError, ReferenceUnavailableError, RuntimeLoadError
 from bridge.inspection import graph_metas
+from bridge.provenance import tensor_aliases
 from bridge.report.images import Box, Overlay, as_display_image
 from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
@@ -185,7 +186,8 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
         feeds, ref_outputs = _compare_outputs(cfg, adapter, export, final, detections, result, say)
         t = time.perf_counter()
         if ref_outputs is not None:
-            taps = source_taps(adapter.framework, cfg.source, export, adapter.reference_runner(cfg.source, export))
+            taps = source_taps(adapter.framework, cfg.source, export, adapter.reference_runner(cfg.source, export),
+                               tensor_aliases({p.key: p.value for p in final.metadata_props}))
             result.granularity = taps.granularity
             say(f"comparing every tensor {taps.framework} and the converted model share")
             result.divergence = _localize_source(taps, final, feeds, cfg.tolerance, detections, budget)

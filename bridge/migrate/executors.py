@@ -97,8 +97,10 @@ class DaskExecutor:
     def submit_task(self, task: dict[str, Any]) -> FutureLike:
         from bridge.migrate.worker import run_isolated
 
-        name = task["entry"]["name"]
-        future = self.client.submit(run_isolated, task, pure=False, key=f"bridge-migrate-{name}-{task['run_id']}")
+        name = task.get("label") or task["entry"]["name"]
+        part = f"-{task['shard']['start']}" if task.get("shard") else ""  # a dataset shard: its own key
+        future = self.client.submit(run_isolated, task, pure=False,
+                                    key=f"bridge-migrate-{task['entry']['name']}{part}-{task['run_id']}")
         self._names[str(future.key)] = name
         return future  # type: ignore[no-any-return]
 

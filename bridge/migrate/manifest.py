@@ -142,6 +142,11 @@ class DatasetEntry(_Strict):
     agreement_score: Annotated[float, Field(ge=0, le=1)] = 0.5
     min_agreement: Annotated[float, Field(ge=0, le=1)] = 0.99
     max_map_drop: Annotated[float, Field(ge=0, le=1)] = 0.005
+    min_agreement_ap50_95: Annotated[float, Field(ge=0, le=1)] = 0.95
+    min_keypoint_agreement: Annotated[float, Field(ge=0, le=1)] = 0.99
+    shard_size: Annotated[int, Field(ge=0)] = Field(
+        default=2000, description="images per shard: a dataset of more images runs in shards on the executor "
+        "(bridge.migrate.shards), resumable shard by shard; 0: never sharded")
     preprocessing: PreprocessingEntry | None = None
 
     def option_values(self, base: Path) -> dict[str, Any]:
@@ -154,7 +159,8 @@ class DatasetEntry(_Strict):
         return {"dataset": _resolve_path(base, self.path), "labels": _resolve_path(base, self.labels),
                 "dataset_limit": self.limit, "dataset_batch": self.batch, "classes": self.classes,
                 "agreement_score": self.agreement_score, "min_agreement": self.min_agreement,
-                "max_map_drop": self.max_map_drop, "resize": pre.resize, "channel_order": pre.channel_order,
+                "max_map_drop": self.max_map_drop, "min_agreement_ap50_95": self.min_agreement_ap50_95,
+                "min_keypoint_agreement": self.min_keypoint_agreement, "resize": pre.resize, "channel_order": pre.channel_order,
                 "layout": pre.layout, "dataset_dtype": pre.dtype, "mean": listed(pre.mean), "std": listed(pre.std),
                 "scale": None if pre.scale is None else str(pre.scale)}
 # --- end dataset validation ---
@@ -349,6 +355,7 @@ class ResolvedEntry(BaseModel):
     # convert options whose value came from ``defaults:`` (not set on the entry): applied where the entry's
     # adapter reads them, dropped with a note where it does not (``bridge.migrate.worker.convert_kwargs``)
     inherited: list[str] = Field(default_factory=list)
+    dataset_shard_size: int = 0  # dataset: shard_size (bridge.migrate.shards); 0: not sharded
 
     def __getattr__(self, name: str) -> Any:  # entry.opset, entry.framework, ...: the convert option's value
         convert = self.__dict__.get("convert") or {}
@@ -466,6 +473,7 @@ def _resolve(entry: Any, base: Path, inherited: set[str] = frozenset()) -> Resol
         timeout=entry.timeout if entry.timeout is not None else 3600.0,
         max_memory=special["max_memory"], options=dict(entry.options or {}), convert=convert,
         inherited=sorted(o.name for f, opts in manifest_fields().items() if f in inherited for o in opts),
+        dataset_shard_size=entry.dataset.shard_size if entry.dataset is not None else 0,
     )
 
 

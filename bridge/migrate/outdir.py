@@ -39,6 +39,7 @@ from typing import Any
 from bridge.errors import UsageError
 
 MARKER = ".bridge-migrate"  # in every model folder a migration wrote: the record of the files it wrote there
+SHARDS = ".dataset"  # a model folder's dataset shards (bridge.migrate.shards keeps them): never a user's file
 LOCK = ".bridge-migrate.lock"
 RECORD_FORMAT = "bridge.migrate-folder/1"
 
@@ -131,6 +132,8 @@ def folder_files(folder: Path) -> dict[str, Stamp]:
     """Every file (and link) under ``folder`` but the record itself -> its stamp; links are not followed."""
     found: dict[str, Stamp] = {}
     for root, dirs, files in os.walk(folder):  # followlinks=False: a link to a folder is one entry, not walked
+        if root == str(folder) and SHARDS in dirs and not os.path.islink(os.path.join(root, SHARDS)):
+            dirs.remove(SHARDS)  # the shards' own folder, cleared by bridge.migrate.shards, not by this record
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             path = os.path.join(root, name)
             rel = os.path.relpath(path, folder)

@@ -99,7 +99,8 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
     """Run one model in a child interpreter with its time and memory limits; always returns an outcome."""
     entry = task["entry"]
     name = entry["name"]
-    folder = model_dir(task["out_dir"], name)
+    # a model's folder; a dataset shard's (bridge.migrate.shards): its own, inside the model's
+    folder = Path(task["folder"]) if task.get("folder") else model_dir(task["out_dir"], name)
     # a redone model never mixes with an earlier attempt's files: those are removed (only those: a file a user
     # put here stays), and the record kept from here on tells a run killed half way from the user's files
     from bridge.io import atomic_write_text, create_nofollow
@@ -108,7 +109,7 @@ def run_isolated(task: dict[str, Any], on_start: Callable[[str], None] | None = 
     task_file = folder / ".task.json"
     atomic_write_text(task_file, json.dumps({**task, "supervisor_pid": os.getpid()}))
     if on_start is not None:
-        on_start(name)
+        on_start(task.get("label") or name)
     timeout = entry.get("timeout")
     started = time.perf_counter()
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"}
@@ -251,6 +252,10 @@ def _convert_one(task: dict[str, Any]) -> dict[str, Any]:
     folder = model_dir(root, entry["name"])
     convert = _load_callable(task["convert"])
     source, output, kwargs = convert_kwargs(entry, folder)
+    if task.get("dataset_deferred"):  # the dataset runs in shards after this (bridge.migrate.shards)
+        from bridge.migrate.shards import without_dataset
+
+        kwargs = without_dataset(kwargs)
     outcome: dict[str, Any] = {"name": entry["name"], "status": "failed", "kind": None, "reason": None,
                                "conversion": None}
     result: Any = None
@@ -288,13 +293,35 @@ def _convert_one(task: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
+def _shard_one(task: dict[str, Any]) -> dict[str, Any]:
+    """A dataset shard (``bridge.migrate.shards.run_shard``), its failures as a model's are."""
+    from bridge.errors import BridgeError
+    from bridge.migrate.shards import run_shard
+
+    shard = task["shard"]
+    where = f"dataset shard (images {shard['start']}-{shard['stop'] - 1})"
+    outcome: dict[str, Any] = {"name": task["entry"]["name"], "status": "failed", "kind": None, "reason": None,
+                               "conversion": None}
+    try:
+        outcome = run_shard(task, *convert_kwargs(task["entry"], model_dir(task["out_dir"], task["entry"]["name"])))
+    except BridgeError as exc:
+        outcome.update(kind="usage" if exc.exit_code == 2 else "conversion", reason=f"{where}: {type(exc).__name__}: {exc}")
+    except MemoryError:
+        outcome.update(kind="memory", reason=f"{where}: out of memory (max_memory {_mib(task['entry'].get('max_memory'))})")
+    except Exception as exc:  # a bug in bridge or a framework: the batch goes on, the reason names it
+        traceback.print_exc()
+        outcome.update(kind="internal", reason=f"{where}: internal error {type(exc).__name__}: {exc}")
+    outcome["peak_memory_mb"] = _peak_mb()
+    return outcome
+
+
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: ``main([TASK.json])`` writes ``outcome.json`` beside the task file."""
     task_file = Path((argv or sys.argv[1:])[0])
     task = json.loads(task_file.read_text(encoding="utf-8"))
     _die_with_parent(int(task["supervisor_pid"]))
     _limit_memory(task["entry"].get("max_memory"))
-    outcome = _convert_one(task)
+    outcome = _shard_one(task) if task.get("kind") == "shard" else _convert_one(task)
     from bridge.io import atomic_write_text
 
     atomic_write_text(task_file.with_name(OUTCOME), json.dumps(outcome, default=str))

@@ -10,7 +10,10 @@ slower there (measured ~10 ms vs ~1 ms on [1, 21, 34030], bench/README.md). Soft
 ``a`` is softmax over y's axis ``perm[a]`` (x = transpose(y, perm) means x.shape[i] = y.shape[perm[i]]),
 so when that is y's last axis the Softmax can run on y directly and the Transpose move after it: the
 same values reduced in the same order, one Transpose instead of three. The original Transpose is
-dropped when nothing else reads it. Opset < 13 Softmax (2-D coercion) is left alone.
+dropped when nothing else reads it. Opset < 13 Softmax (2-D coercion) is left alone. The moved Softmax's
+output is the old output (the source's tensor, e.g. MXNet's ``cls_prob_output``) in y's layout; the pass
+records it as ``transpose(old, inverse perm)`` (``bridge.provenance.TENSOR_ALIASES_META``), so pinning and
+``bridge debug`` still meet the source's tensor there once TransposePairPass has dropped the old name.
 
 TransposePairPass: ``Transpose(Transpose(x, p), q)`` whose composed permutation is the identity -> ``x``.
 Why: the MultiBoxDetection lowering reads class scores class-last as ``Transpose(cls_prob)``, and after
@@ -26,6 +29,7 @@ from abc import abstractmethod
 import onnx_ir as ir
 
 from bridge.passes.base import BridgePass
+from bridge.provenance import record_tensor_alias
 from bridge.rewriting import Builder, MatchResult, Rewrite, apply_rewrites, default_opset
 
 
@@ -71,6 +75,8 @@ class SoftmaxLastAxisPass(BridgePass, Rewrite):
 
     op_type = "Softmax"
     min_opset = 13  # Softmax < 13 coerces its input to 2-D: another computation
+    # this call's moved Softmaxes: (new output, the old output's name, inverse perm), recorded as aliases at the end
+    _moved: list[tuple[ir.Value, str, list[int]]]
 
     def check(self, node: ir.Node, opset: int) -> MatchResult:
         verdict = super().check(node, opset)
@@ -86,9 +92,13 @@ class SoftmaxLastAxisPass(BridgePass, Rewrite):
         transpose, perm = found
         softmax = b.op("Softmax", transpose.inputs[0], axis=len(perm) - 1)
         softmax.type = node.outputs[0].type
+        # the new Softmax holds the old output (named after the source's tensor) in y's layout; once
+        # TransposePairPass drops the Transpose back, only this tensor is left: record which it stands for
+        self._moved.append((softmax, node.outputs[0].name or "", [perm.index(i) for i in range(len(perm))]))
         return [b.op("Transpose", softmax, perm=perm)]
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._moved = []
         if default_opset(model) < 13:
             return ir.passes.PassResult(model, False)
         feeding = [t for graph in model.graphs() for node in graph if node.op_type == "Softmax"
@@ -99,6 +109,10 @@ class SoftmaxLastAxisPass(BridgePass, Rewrite):
             graph = transpose.graph
             if graph is not None and not transpose.outputs[0].uses() and transpose.outputs[0] not in graph.outputs:
                 graph.remove(transpose, safe=True)
+        moved, self._moved = self._moved, []
+        for softmax, of, inverse in moved:
+            if softmax.name and of:
+                record_tensor_alias(model.metadata_props, softmax.name, of, inverse)
         return ir.passes.PassResult(model, outcome.modified)
 
 

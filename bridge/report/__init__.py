@@ -104,5 +104,9 @@ def to_markdown(data: dict[str, Any]) -> str:
                        f"{_fmt(o['max_rel'])} | {_fmt(o['mismatch_fraction'])} | {tolerance} | {o['note']} |")
     if data.get("dataset") is not None:
         out.append(dataset_markdown(data["dataset"], data.get("dataset_run") or {}))
+    if data.get("precision") is not None:  # --precision (issue 34)
+        from bridge.report.precision import precision_markdown
+
+        out.append(precision_markdown(data["precision"]))
     return "\n".join(out) + "\n"
 

@@ -16,7 +16,8 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-DATASET_COLUMNS = ("agreement_ap50", "agreement_ap50_95", "matched", "missed", "extra", "top1_agreement",
+DATASET_COLUMNS = ("agreement_ap50", "agreement_ap50_95", "matched", "missed", "extra", "keypoint_pck",
+                   "keypoint_error", "top1_agreement",
                    "top5_agreement", "miou", "map50", "map50_95", "top1_accuracy", "top5_accuracy", "images_per_s")
 
 
@@ -32,6 +33,17 @@ def dataset_verdict(run: dict[str, Any]) -> str:
     return "PASS" if run.get("passed", True) else "FAIL: " + "; ".join(run.get("failures", []))
 
 
+def budget_text(budget: dict[str, Any], ge: str = ">=", le: str = "<=") -> str:
+    """The accuracy budget in one line, each bound with its option."""
+    parts = [f"agreement {ge} {_fmt(budget.get('min_agreement'))} (--min-agreement)"]
+    if budget.get("min_agreement_ap50_95") is not None:
+        parts.append(f"agreement_ap50_95 {ge} {_fmt(budget.get('min_agreement_ap50_95'))} (--min-agreement-ap50-95)")
+    if budget.get("min_keypoint_agreement") is not None:
+        parts.append(f"keypoint_pck {ge} {_fmt(budget.get('min_keypoint_agreement'))} (--min-keypoint-agreement)")
+    parts.append(f"mAP drop {le} {_fmt(budget.get('max_map_drop'))} (--max-map-drop)")
+    return ", ".join(parts)
+
+
 def dataset_markdown(entries: dict[str, Any], run: dict[str, Any]) -> str:
     """The ``dataset`` section: what ran on what, one row per runtime, the budget's verdict."""
     budget = run.get("budget") or {}
@@ -39,8 +51,7 @@ def dataset_markdown(entries: dict[str, Any], run: dict[str, Any]) -> str:
     out = [f"\n## Dataset: {dataset_verdict(run)}\n",
            f"- images: {run.get('input', '-')}; labels: {'yes' if run.get('labels') else 'none'}",
            f"- preprocessing: {pre.get('description', '-')}",
-           f"- budget: agreement >= {_fmt(budget.get('min_agreement'))} (--min-agreement), drop <= "
-           f"{_fmt(budget.get('max_map_drop'))} (--max-map-drop)"]
+           f"- budget: {budget_text(budget)}"]
     out += [f"- note: {n}" for n in run.get("notes", [])]
     cols = dataset_columns(entries)
     out.append("\n| runtime | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols))

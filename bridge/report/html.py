@@ -211,15 +211,14 @@ def _overlays(overlays: Sequence[Overlay]) -> str:
 # --- dataset validation (issue 33) ---
 def dataset_html(entries: dict[str, Any], run: dict[str, Any]) -> str:
     """Agreement and mAP per runtime, the budget's verdict, and the worst images with both sides' boxes."""
-    from bridge.report.dataset import dataset_columns, dataset_verdict
+    from bridge.report.dataset import budget_text, dataset_columns, dataset_verdict
 
     budget = run.get("budget") or {}
     ok = run.get("passed", True) and not run.get("cancelled")
     out = [f'<h2 id="dataset">Dataset: <span class="{"pass" if ok else "fail"}">{_e(dataset_verdict(run))}</span></h2>',
            f"<p>{_e(run.get('input', ''))}; labels: {'yes' if run.get('labels') else 'none'}<br>"
            f"preprocessing: {_e((run.get('preprocessing') or {}).get('description', ''))}<br>"
-           f"budget: agreement &ge; {_num(budget.get('min_agreement'))} (--min-agreement), drop &le; "
-           f"{_num(budget.get('max_map_drop'))} (--max-map-drop)</p>"]
+           f"budget: {_e(budget_text(budget, '≥', '≤'))}</p>"]
     out += [f"<p class=muted>{_e(n)}</p>" for n in run.get("notes", [])]
     cols = dataset_columns(entries)
     rows = []
@@ -275,6 +274,45 @@ def _read_image(path: str | None) -> Any:
 # --- end dataset validation ---
 
 
+# --- reduced precision (issue 34) ---
+def precision_html(data: dict[str, Any]) -> str:
+    """fp32 and the variant side by side, the speed-up, the fallback rounds and the per-layer costs."""
+    from bridge.report.precision import cell, precision_verdict, side_columns, speed_line
+
+    budget = data["settings"]["budget"]
+    out = [f'<h2 id="precision">Precision {_e(data["precision"])} ({_e(data["target"])}): '
+           f'<span class="{"pass" if data.get("passed") else "fail"}">{_e(precision_verdict(data))}</span></h2>',
+           f"<p>budget ({_e(budget['origin'])}): agreement AP@0.5 with the source &ge; {_num(budget['min_agreement'])}, "
+           f"mAP drop &le; {_num(budget['max_map_drop'])}<br>variant: {_e(data['destination'])}"
+           + ("" if data.get("written") else " (not written)")
+           + (f"<br>calibration: {_e(data['calibration'])}" if data.get("calibration") else "") + "</p>"]
+    rows = data.get("side_by_side") or []
+    cols = side_columns(rows)
+    out.append(_table(cols, [("", [f"<td>{_e(cell(r, c))}</td>" for c in cols]) for r in rows]))
+    line = speed_line(data)
+    if line:
+        out.append(f"<p>{_e(line)}</p>")
+    rounds = data.get("rounds") or []
+    if len(rounds) > 1 or (rounds and rounds[0].get("kept_float")):
+        out.append(_table(("round", "kept float", "agreement_ap50", "map50", "verdict"), [
+            ("", [f"<td>{r['round']}</td>", f"<td>{_e(', '.join(r['kept_float']) or '-')}</td>",
+                  f"<td class=num>{_num((r.get('figures') or {}).get('agreement_ap50'))}</td>",
+                  f"<td class=num>{_num((r.get('figures') or {}).get('map50'))}</td>",
+                  f"<td>{'pass' if r['passed'] else _e('fail: ' + '; '.join(r['failures'] or [r.get('error') or '']))}</td>"])
+            for r in rounds]))
+    costs = data.get("layer_costs") or []
+    if costs:
+        out.append(f"<p>Per-layer cost ({_e(data.get('costs_measured_on') or '')}), most costly first:</p>")
+        out.append(_table(("node", "op", "cost"), [("", [f"<td>{_e(c['node'])}</td>", f"<td>{_e(c['op'])}</td>",
+                                                           f"<td class=num>{_num(c['cost'])}</td>"]) for c in costs[:10]]))
+    build = (rounds[-1].get("build") if rounds else None) or {}
+    notes = [*([f"method: {build['method']}"] if build.get("method") else []), *build.get("notes", []),
+             *data.get("notes", [])]
+    out += [f"<p class=muted>{_e(n)}</p>" for n in notes]
+    return "\n".join(out)
+# --- end reduced precision ---
+
+
 def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
     cmd = data.get("command", "bridge")
     title = f"bridge {cmd}: {data.get('source') or data.get('model') or ''}"
@@ -307,6 +345,8 @@ def to_html(data: dict[str, Any], overlays: Sequence[Overlay] = ()) -> str:
     parts.append(_overlays(overlays))
     if data.get("dataset") is not None:  # --dataset (issue 33)
         parts.append(dataset_html(data["dataset"], data.get("dataset_run") or {}))
+    if data.get("precision") is not None:  # --precision (issue 34)
+        parts.append(precision_html(data["precision"]))
     parts.append(_histograms(data))
     parts.append(_divergence(data))
     parts.append(_passes(data))

@@ -13,6 +13,7 @@ OpenVINO is imported only inside ``activate``, never at module import.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ ModelSource = str | Path | bytes | onnx.ModelProto
 
 
 def import_openvino(purpose: str) -> Any:
-    """Import openvino or raise AdapterUnavailableError for ``purpose``."""
+    """Import openvino (without its usage telemetry, ``without_telemetry``) or raise AdapterUnavailableError for
+    ``purpose``."""
+    without_telemetry()
     try:
         import openvino
     except ImportError:
@@ -39,16 +42,41 @@ def import_openvino(purpose: str) -> Any:
     return openvino
 
 
+def without_telemetry() -> None:
+    """Keep OpenVINO from sending usage telemetry: ``import openvino`` and every ``convert_model`` send events over
+    the network (``openvino_telemetry``, on unless a consent file says no) from a thread that forks a process for
+    it. bridge sends nothing anywhere, and that fork deadlocks a process running MXNet (its atfork handler stops
+    MXNet's threaded engine while the main thread waits for the GIL the forking thread holds: measured, a
+    convert hung for an hour with ``isolated=False``). Before OpenVINO is imported, the telemetry package is
+    marked absent, so OpenVINO takes its own fallback (``openvino.tools.ovc.telemetry_stub``, which does
+    nothing); a process that imported it already keeps it."""
+    if "openvino_telemetry" not in sys.modules and "openvino" not in sys.modules:
+        sys.modules["openvino_telemetry"] = None  # type: ignore[assignment]  # import raises ImportError: the stub
+
+
 def read_model(ov: Any, core: Any, model: ModelSource) -> Any:
-    """An ``ov.Model`` from an IR path, an ONNX path, ONNX bytes or a ModelProto."""
+    """An ``ov.Model`` from an IR path, an ONNX path, ONNX bytes or a ModelProto; an ONNX model gets ONNX's tie
+    rules back (``with_onnx_tie_rules``), an IR is taken as it is (it is the artefact under test)."""
     if isinstance(model, onnx.ModelProto):
         model = model.SerializeToString()
     if isinstance(model, bytes):
-        return core.read_model(model=model, weights=ov.Tensor(np.empty(0, np.uint8)))
+        return with_onnx_tie_rules(core.read_model(model=model, weights=ov.Tensor(np.empty(0, np.uint8))))
     path = Path(model)
     if not path.is_file():
         raise UsageError(f"{path}: no such model file for OpenVINO (give an IR .xml or an .onnx file)")
-    return core.read_model(str(path))
+    read = core.read_model(str(path))
+    return read if path.suffix.lower() == ".xml" else with_onnx_tie_rules(read)
+
+
+def with_onnx_tie_rules(model: Any) -> Any:
+    """``model`` (an ``ov.Model`` converted from ONNX) with every TopK stable, as ONNX's TopK is: of equal values
+    the lower index comes first. OpenVINO's ONNX front end emits TopK-11 with ``stable=false``, whose CPU kernel
+    orders tied values arbitrarily; a detector whose NMS visits boxes in TopK order (MultiBoxDetection's
+    lowering, MXNet's stable sort) then keeps other boxes than onnxruntime and MXNet wherever scores tie."""
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "TopK" and op.get_attributes().get("stable") is False:
+            op.set_attribute("stable", True)
+    return model
 
 
 class OpenVinoRuntime:

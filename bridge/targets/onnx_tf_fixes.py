@@ -28,7 +28,9 @@ its handlers rely on.
   known to TensorFlow it slices ``data_shape[:None]``, i.e. every data dim, and the indices broadcast against
   all of them: a wrong static rank (tf2onnx's combined NMS in the trained Keras detector: GatherND output
   ``[?]`` where ONNX has ``[?, 1, 4]``) and a failure at run time. The depth is now the static one when known,
-  else ``tf.shape(indices)[-1]``.
+  else ``tf.shape(indices)[-1]``;
+  the data dims it addresses are read as onnx-tf reads them (a constant where TensorFlow knows them, else an int64
+  ``tf.shape``: the LiteRT converter cannot legalize an int32 one sliced and cast, in a detector's top-k gather).
 
 - **Static shapes from ONNX** (``onnx_static_shapes``). Many onnx-tf handlers read static ranks and dims
   (Squeeze/Unsqueeze axes, Slice, Split, GatherElements, the GatherND depth above, NMS box width, ...), but
@@ -109,9 +111,14 @@ def process_neg_idx(cls: Any, data: Any, indices: Any, batch_dims: int = 0) -> A
     import tensorflow as tf
 
     depth = indices.shape[-1] if indices.shape.rank else None
-    if depth is None:
-        depth = tf.shape(indices)[-1]
-    limits = tf.cast(tf.shape(data)[batch_dims:batch_dims + depth], indices.dtype)
+    static = data.shape[batch_dims:batch_dims + depth] if depth is not None and data.shape.rank is not None else None
+    if static is not None and static.is_fully_defined():
+        limits = tf.constant(static.as_list(), dtype=indices.dtype)  # the dims addressed are known (as onnx-tf)
+    else:
+        # the shape read as int64 and sliced there, as onnx-tf does: an int32 tf.shape sliced then cast to int64
+        # is a pair the LiteRT converter cannot legalize ("unresolved materialization from i64 to i32")
+        end = batch_dims + (depth if depth is not None else tf.shape(indices, out_type=tf.int64)[-1])
+        limits = tf.cast(tf.shape(data, out_type=tf.int64)[batch_dims:end], indices.dtype)
     return tf.math.floormod(indices + limits, limits)
 
 

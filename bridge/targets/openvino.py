@@ -1,8 +1,9 @@
 """ONNX -> OpenVINO IR (.xml + .bin) with OpenVINO's own converter, every unsupported op named first.
 
 OpenVINO's model converter dropped its MXNet front end; its ONNX front end reads the ONNX stage's model
-(MXNet's lowered detection ops included), so the IR is ``openvino.convert_model`` of that model, saved
-with ``openvino.save_model`` - FP32 weights by default, FP16-compressed weights with ``compress="fp16"``
+(MXNet's lowered detection ops included), so the IR is ``openvino.convert_model`` of that model with ONNX's
+TopK tie rule restored (``bridge.runtimes.openvino.with_onnx_tie_rules``: OpenVINO's TopK is not stable by
+default), saved with ``openvino.save_model`` - FP32 weights by default, FP16-compressed weights with ``compress="fp16"``
 (OpenVINO decompresses them to f32 at load; inference stays f32).
 
 Before conversion, the ONNX front end's partial conversion (``convert_partially``) says which nodes it
@@ -29,7 +30,7 @@ from bridge.config import Option
 from bridge.errors import ExportError, UnsupportedOpError, UsageError
 from bridge.rewriting import default_opset
 from bridge.runtimes import Runtime, get_runtime
-from bridge.runtimes.openvino import import_openvino
+from bridge.runtimes.openvino import import_openvino, with_onnx_tie_rules
 from bridge.targets.base import TargetResult, onnx_output
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def export_ir(model: Any, xml: str | Path, *, compress: str = "fp32") -> TargetR
         if found:
             raise OpenVinoUnsupportedError(found)
         try:
-            converted = ov.convert_model(str(onnx_path))
+            converted = with_onnx_tie_rules(ov.convert_model(str(onnx_path)))
             ov.save_model(converted, str(tmp / xml.name), compress_to_fp16=compress == "fp16")
         except Exception as exc:
             raise ExportError(f"OpenVINO failed to convert the model: {str(exc).strip()[:2000]}") from exc
@@ -113,9 +114,24 @@ def export_ir(model: Any, xml: str | Path, *, compress: str = "fp32") -> TargetR
     seconds = time.perf_counter() - start
     logger.info("wrote OpenVINO IR %s in %.1f s", xml, seconds)
     notes = [f"OpenVINO IR weights stored as {compress.upper()}" + (" (decompressed to f32 at load)"
-                                                                   if compress == "fp16" else "")]
+                                                                   if compress == "fp16" else ""), *precision_notes(ov)]
     return TargetResult(target=TARGET_NAME, path=xml, converter=f"openvino {ov.get_version().split('-')[0]}",
                         opset_in=opset, opset_out=opset, notes=notes, seconds=seconds)
+
+
+def precision_notes(ov: Any) -> list[str]:
+    """What a user compiling the IR with OpenVINO's defaults gets, when it is not what was validated: the CPU
+    plugin picks its inference precision per machine (bf16 where the CPU has it, f16 on some ARM CPUs) and does
+    not read a precision stored in the IR; bridge validates in f32 (``bridge.runtimes.openvino``)."""
+    try:
+        value = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT")
+    except Exception:  # a plugin without the property: nothing to say
+        return []
+    default = value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+    if default in ("f32", "float32"):
+        return []
+    return [f"validated in f32; OpenVINO's CPU plugin on this machine defaults to {default} inference, which rounds "
+            "otherwise: compile the IR with {'INFERENCE_PRECISION_HINT': 'f32'} to get the validated numbers"]
 
 
 def _opset(onnx_path: Path) -> int:

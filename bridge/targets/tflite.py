@@ -92,11 +92,26 @@ class LiteRtUnsupportedError(UnsupportedOpError):
                      f"(--tflite-ops select keeps them as select TF ops, which need the Flex delegate):\n{lines}",)
 
 
+# ONNX ops LiteRT's builtin kernels cannot run whatever the converter does, with the reason users see
+NO_BUILTIN_KERNEL = {
+    "RoiAlign": "LiteRT has no builtin ROI-align kernel: onnx-tf writes RoiAlign as tf.image.crop_and_resize, which "
+                "exists as a select TF op only (CropAndResize, Flex delegate), and implements only RoiAlign-10, not "
+                "the opset-16 form; R-CNN heads pool their rois with it",
+}
+
+
 def prepare_for_litert(model: onnx.ModelProto, ops: str = "builtin") -> tuple[onnx.ModelProto, list[str]]:
-    """The model for the TF converter and notes: float64 islands in float32 (builtin ops only); then, for
-    builtin ops, every node still computing in float64 is refused (``LiteRtUnsupportedError``)."""
+    """The model for the TF converter and notes: ops with no builtin kernel refused by name and reason
+    (``NO_BUILTIN_KERNEL``); float64 islands in float32 (builtin ops only); then, for builtin ops, every node
+    still computing in float64 is refused (``LiteRtUnsupportedError``)."""
     if ops != "builtin":
         return model, []
+    kernelless: dict[str, list[str]] = {}
+    for index, node in enumerate(model.graph.node):
+        if node.domain in ("", "ai.onnx") and node.op_type in NO_BUILTIN_KERNEL:
+            kernelless.setdefault(node.op_type, []).append(node.name or f"<unnamed {node.op_type} #{index}>")
+    if kernelless:
+        raise LiteRtUnsupportedError(kernelless, {op: NO_BUILTIN_KERNEL[op] for op in kernelless})
     from onnx_ir.passes.common import ShapeInferencePass
 
     from bridge.passes.contrib.float32_islands import Float32IslandsPass
@@ -284,8 +299,15 @@ def _keep_onnx_names(model: Any, names: Mapping[str, Mapping[str, str]]) -> None
         setattr(graph, side, [e.tensorIndex for e in order])
 
 
-def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin") -> TargetResult:
-    """Convert ``model`` (ModelProto, bytes or .onnx path) to a .tflite at ``path`` (module docstring)."""
+REDUCED = ("int8", "fp16")  # --precision variants (bridge.precision.tflite): converter optimisations
+
+
+def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin", reduced: str | None = None) -> TargetResult:
+    """Convert ``model`` (ModelProto, bytes or .onnx path) to a .tflite at ``path`` (module docstring).
+
+    ``reduced`` (``--precision``, issue 34): ``int8`` is the converter's dynamic-range quantization (int8
+    weights of the layers with weights; their kernels quantize activations on the fly, everything else
+    stays float), ``fp16`` stores float weights as float16."""
     from bridge.targets.tensorflow import export_saved_model
 
     if ops not in OPS:
@@ -303,6 +325,10 @@ def export_tflite(model: Any, path: str | Path, *, ops: str = "builtin") -> Targ
         converter = tf.lite.TFLiteConverter.from_saved_model(str(saved.path))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + (
             [tf.lite.OpsSet.SELECT_TF_OPS] if ops == "select" else [])
+        if reduced in REDUCED:  # --precision (issue 34)
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            if reduced == "fp16":
+                converter.target_spec.supported_types = [tf.float16]
         with quiet(["tensorflow", "absl"], "TFLite converter", stderr=True):
             try:
                 content = converter.convert()

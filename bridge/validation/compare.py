@@ -11,7 +11,7 @@ same tolerance as tensors: ``atol + rtol * |ref score|``).
 
 Non-finite values are judged, not skipped: NaN, inf and -inf match the same value at the same
 position on the other side (NaN == NaN here); anywhere else they are mismatches, counted in
-``nonfinite_mismatch``. ``max_abs`` is over positions where both sides are finite (None if none).
+``nonfinite_mismatch`` and named in the note (e.g. "NaN in the reference where the candidate is finite"). ``max_abs`` is over positions where both sides are finite (None if none).
 ``max_rel`` is ``|cand - ref| / |ref|`` over finite positions with ``ref != 0``; where the reference
 is 0 the relative error is undefined and left out (an error there is judged by ``atol`` alone and
 shows in ``max_abs``). With no such position it is 0.0 if nothing differs, else None ("n/a"). An
@@ -20,7 +20,8 @@ numpy warning escapes (errors are computed under ``np.errstate``).
 
 A verdict can pass and still prove little: it is **vacuous** (``vacuous`` + ``vacuous_reason`` per
 output, ``Comparison.vacuous`` / ``vacuous_reasons`` overall) when an output has no elements (a
-0-sized dimension), is entirely NaN/inf on either side, or the reference holds NaN; when the output's
+0-sized dimension), is entirely NaN/inf on both sides, or both sides hold NaN at the same positions (NaN
+against a finite value is a mismatch, not a vacuous pass); when the output's
 magnitude is within the tolerance everywhere (an all-zero candidate would pass: ~1e-5 logits at atol
 1e-4 prove nothing); when a detector
 output has no detections on either side (or only tie-ambiguous differences); when the caller
@@ -229,7 +230,7 @@ class Comparison:
         if self.second_input:
             ties += ", and on a second input"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
-        ties += f", {nonfinite} NaN/inf on one side only" if nonfinite else ""
+        ties += f" over finite positions, {nonfinite} positions NaN/inf vs finite (mismatches)" if nonfinite else ""
         if self.pinning:
             ties += f" [{self.pinning.get('text', '')}]"
         return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
@@ -358,15 +359,16 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, r
     item.passed = item.dtype_match and not bad.any()
     item.tolerance_rule, item.scaled_elements = decision.rule, decision.by_scale
     if item.nonfinite_mismatch:
-        item.note = f"{item.nonfinite_mismatch} positions NaN/inf on one side only (or of another kind)"
+        item.note = nonfinite_mismatch_text(r, c, nonfinite_bad, finite_agree=bool(both.any()))
     if ref.dtype.kind not in "fc" and cand.dtype.kind not in "fc":
         return
+    # NaN/inf proves little only where both sides hold it: NaN against a finite value is a mismatch (above)
     for side, fin in (("reference", r_fin), ("candidate", c_fin)):
-        if not fin.any():
+        if not fin.any() and not nonfinite_bad.any():
             item.add_vacuous(f"the {side} output is entirely NaN/inf")
-    n_nan = int(np.isnan(r).sum())
+    n_nan = int((np.isnan(r) & np.isnan(c)).sum())
     if n_nan and r_fin.any():
-        item.add_vacuous(f"the reference has {n_nan} NaN values of {r.size}: those positions prove nothing")
+        item.add_vacuous(f"both sides have NaN at {n_nan} positions of {r.size}: those positions prove nothing")
     if reference_within_tolerance(r, atol, rtol):
         # an all-zero candidate would pass: the tolerance is as large as the output itself
         scale = float(abs_ref[r_fin].max())
@@ -375,6 +377,19 @@ def _judge_elements(item: OutputComparison, ref: np.ndarray, cand: np.ndarray, r
                                  (f" (check it with --tolerance {item.name}={scale / 100:.1g},{rtol:g})"
                                   if scale > 0 else ""))
         item.add_vacuous(item.within_tolerance)
+
+
+def nonfinite_mismatch_text(r: np.ndarray, c: np.ndarray, bad: np.ndarray, *, finite_agree: bool) -> str:
+    """What differs at the ``bad`` positions (NaN/inf on one side only, or of another kind), named as the
+    mismatch it is; the error figures cover only positions finite on both sides, which the note says."""
+    with np.errstate(all="ignore"):
+        r_nan, c_nan, r_fin, c_fin = np.isnan(r), np.isnan(c), np.isfinite(r), np.isfinite(c)
+    kinds = [(int((bad & r_nan & c_fin).sum()), "NaN in the reference where the candidate is finite"),
+             (int((bad & c_nan & r_fin).sum()), "NaN in the candidate where the reference is finite")]
+    other = int(bad.sum()) - kinds[0][0] - kinds[1][0]
+    kinds.append((other, "inf on one side only or NaN/inf of another kind"))
+    text = "mismatch: " + ", ".join(f"{n} positions {what}" for n, what in kinds if n)
+    return text + ("; max abs/rel are over the positions finite on both sides" if finite_agree else "")
 
 
 def reference_within_tolerance(reference: np.ndarray, atol: float, rtol: float) -> bool:

@@ -1,19 +1,22 @@
 """Dataset metrics, accumulated batch by batch at constant memory per image.
 
-``CocoAP``: COCO AP@0.5 and AP@[.5:.95] of detections against ground truth, by pycocotools. Its
-``evaluate`` (per image and category: matching at the ten IoU thresholds, crowd regions) runs on each
-chunk of images as it comes; of its per-image results only what ``accumulate`` reads is kept (each
-detection's score, matched and ignored flags per threshold; the count of ground-truth boxes that are not
-ignored), concatenated per category in image order. ``result`` then runs pycocotools' own ``accumulate``
-on one merged entry per category, which is exactly what it computes over every image at once: it
-concatenates the images' entries in image order and sorts them stably by score (a test checks the two
-are equal to the last bit). Parameters: one area range (all), at most 100 detections per image
-(COCO's ``maxDets`` of the headline AP), boxes as given (no segmentation). States merge in shard order
-(``merge``), for a dataset split into shards.
+``CocoAP``: COCO AP@0.5 and AP@[.5:.95] of detections against ground truth, as pycocotools computes them.
+The per-image evaluation (per image and category: matching at the ten IoU thresholds, crowd regions) runs
+on each chunk of images as it comes (``cocoeval.evaluate_chunk``: pycocotools' ``evaluate`` vectorised over
+the chunk); of its results only what ``accumulate`` reads is kept (each detection's score, matched and
+ignored flags per threshold; the count of ground-truth boxes that are not ignored), concatenated per
+category in image order. ``result`` then runs ``accumulate`` (``cocoeval.accumulate``, pycocotools' own
+vectorised; ``plain=True`` runs pycocotools' itself) on one merged entry per category, which is exactly
+what pycocotools computes over every image at once: it concatenates the images' entries in image order and
+sorts them stably by score. Tests hold every step equal to plain pycocotools to the last bit. Parameters:
+one area range (all), at most 100 detections per image (COCO's ``maxDets`` of the headline AP), boxes as
+given (no segmentation). States merge in shard order (``merge``), for a dataset split into shards.
 
 ``Agreement``: the candidate's detections at or above the agreement score matched to the source's
 (pycocotools' matching at IoU 0.5, greedy by the candidate's scores): matched, missed (source only),
 extra (candidate only).
+``KeypointAgreement``: for detectors with keypoints, the keypoints of those matched detections against the
+source's: PCK (within 5% of the box size) and the mean distance in pixels.
 ``TopK``: classifier top-1 / top-5 agreement and accuracy. ``SegmentationIoU``: mIoU of argmax maps.
 """
 
@@ -21,16 +24,24 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterable, Mapping, Sequence
+import math
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from bridge.validation.dataset.cocoeval import (
+    AREA_RANGE,
+    IOU_THRESHOLDS,
+    MAX_DETS,
+    REC_THRESHOLDS,
+    accumulate,
+    evaluate_chunk,
+    pycocotools_classes,
+)
 from bridge.validation.detection.boxes import pair_iou
-
-MAX_DETS = 100  # COCO's maxDets for the headline AP
-IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)  # as pycocotools' Params (np.linspace, not arange)
 
 
 @dataclass(frozen=True)
@@ -41,52 +52,10 @@ class ImageBoxes:
     classes: np.ndarray
     scores: np.ndarray | None = None
     crowd: np.ndarray | None = None
+    keypoints: np.ndarray | None = None  # [K, P, 2] (x, y) per detection, pixels
 
     def __len__(self) -> int:
         return len(self.classes)
-
-
-def _cocoeval() -> Any:
-    try:
-        from pycocotools.coco import COCO
-        from pycocotools.cocoeval import COCOeval
-    except ImportError:
-        from bridge.errors import AdapterUnavailableError
-
-        raise AdapterUnavailableError("pycocotools", "mAP on a dataset (--dataset)",
-                                      "pip install 'bridge[dataset]'") from None
-    return COCO, COCOeval
-
-
-def _coco(images: Sequence[int], categories: Iterable[int], annotations: list[dict[str, Any]]) -> Any:
-    COCO, _ = _cocoeval()
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-        coco = COCO()
-        coco.dataset = {"images": [{"id": i} for i in images], "categories": [{"id": c} for c in categories],
-                        "annotations": annotations}
-        coco.createIndex()
-    return coco
-
-
-def _annotations(ids: Sequence[int], items: Sequence[ImageBoxes], with_scores: bool
-                 ) -> tuple[list[int], list[dict[str, Any]]]:
-    """COCO annotations (ids 1, 2, ... in image then row order) and each one's row in its image."""
-    rows: list[int] = []
-    out: list[dict[str, Any]] = []
-    for image_id, item in zip(ids, items, strict=True):
-        b = np.asarray(item.boxes, np.float64).reshape(-1, 4)
-        xywh = np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1)
-        area = (xywh[:, 2] * xywh[:, 3]).tolist()
-        crowd = [0] * len(b) if item.crowd is None else np.asarray(item.crowd, np.int64).tolist()
-        scores = np.asarray(item.scores, np.float64).tolist() if with_scores and item.scores is not None else None
-        for k, (box, cls) in enumerate(zip(xywh.tolist(), np.asarray(item.classes).tolist(), strict=True)):
-            ann = {"id": len(out) + 1, "image_id": image_id, "category_id": int(cls), "bbox": box, "area": area[k],
-                   "iscrowd": crowd[k]}
-            if scores is not None:
-                ann["score"] = scores[k]
-            out.append(ann)
-            rows.append(k)
-    return rows, out
 
 
 @dataclass
@@ -104,52 +73,26 @@ class CocoAP:
         self._cats: dict[int, _Category] = {}
         self.images = 0
         self.seconds = 0.0  # time spent in the metric itself
+        self.plain_chunks = 0  # chunks evaluate_chunk handed to pycocotools itself (a non-finite value)
 
     def add(self, truth: Sequence[ImageBoxes], detections: Sequence[ImageBoxes]) -> list[np.ndarray]:
         """One chunk of images: their ground truth and detections, in dataset order. Returns per image the
         pairs pycocotools matched at IoU 0.5, as rows [P, 2] (truth row, detection row)."""
-        import time
-
         start = time.perf_counter()
-        _, COCOeval = _cocoeval()
-        ids = list(range(1, len(truth) + 1))
-        cats = sorted({int(c) for t in (*truth, *detections) for c in np.asarray(t.classes).reshape(-1)})
+        chunk = evaluate_chunk(truth, detections)
         self.images += len(truth)
-        pairs = [np.zeros((0, 2), np.int64) for _ in truth]
-        if not cats:
-            self.seconds += time.perf_counter() - start
-            return pairs
-        gt_rows, gt_anns = _annotations(ids, truth, False)
-        dt_rows, dt_anns = _annotations(ids, detections, True)
-        gt, dt = _coco(ids, cats, gt_anns), _coco(ids, cats, dt_anns)
-        ev = COCOeval(gt, dt, "bbox")
-        ev.params.imgIds, ev.params.catIds = ids, cats
-        ev.params.areaRng, ev.params.areaRngLbl, ev.params.maxDets = [[0.0, 1e5 ** 2]], ["all"], [MAX_DETS]
-        with contextlib.redirect_stdout(io.StringIO()):
-            ev.evaluate()
-        found: dict[int, list[tuple[int, int]]] = {}
-        for e in ev.evalImgs:  # ordered by category, then image
-            if e is None:
-                continue
-            cat = self._cats.setdefault(int(e["category_id"]), _Category())
-            matches = np.asarray(e["dtMatches"])
-            cat.scores.append(np.asarray(e["dtScores"], np.float64))
-            cat.matched.append(matches > 0)
-            cat.ignored.append(np.asarray(e["dtIgnore"]).astype(bool))
-            cat.positives += int(np.count_nonzero(np.asarray(e["gtIgnore"]) == 0))
-            if matches.size:
-                for dt_id, gt_id in zip(e["dtIds"], matches[0].tolist(), strict=True):
-                    if gt_id > 0:
-                        found.setdefault(int(e["image_id"]) - 1, []).append((gt_rows[int(gt_id) - 1],
-                                                                             dt_rows[int(dt_id) - 1]))
-        for image, rows in found.items():
-            pairs[image] = np.asarray(rows, np.int64).reshape(-1, 2)
-        self._compact()
+        self.plain_chunks += int(chunk.plain)
+        for key, e in chunk.categories.items():
+            cat = self._cats.setdefault(key, _Category())
+            cat.scores.append(e.scores)
+            cat.matched.append(e.matched)
+            cat.ignored.append(e.ignored)
+            cat.positives += e.positives
         self.seconds += time.perf_counter() - start
-        return pairs
+        return chunk.pairs
 
     def _compact(self) -> None:
-        """One array per category (not one per image): memory per detection, not per image."""
+        """One array per category (not one per chunk)."""
         for cat in self._cats.values():
             if len(cat.scores) > 1:
                 cat.scores = [np.concatenate(cat.scores)]
@@ -166,26 +109,17 @@ class CocoAP:
             mine.positives += theirs.positives
         self.images += other.images
         self.seconds += other.seconds
-        self._compact()
+        self.plain_chunks += other.plain_chunks
 
-    def result(self) -> dict[str, Any]:
-        """``map50``, ``map50_95`` (None without any ground-truth box) and AP@[.5:.95] per class."""
-        import time
-
+    def result(self, plain: bool = False) -> dict[str, Any]:
+        """``map50``, ``map50_95`` (None without any ground-truth box) and AP@[.5:.95] per class. ``plain``:
+        pycocotools' own ``accumulate`` rather than ``cocoeval.accumulate`` (the same numbers; a test checks)."""
         start = time.perf_counter()
-        _, COCOeval = _cocoeval()
         cats = sorted(self._cats)
         if not cats:
             return {"map50": None, "map50_95": None, "per_class": {}}
-        ev = COCOeval(iouType="bbox")
-        total = max(1, max(sum(len(s) for s in c.scores) for c in self._cats.values()))
-        p = ev.params
-        p.imgIds, p.catIds, p.areaRng, p.areaRngLbl, p.maxDets = [1], cats, [[0.0, 1e5 ** 2]], ["all"], [total]
-        ev._paramsEval = p  # accumulate reads the evaluated parameters from here
-        ev.evalImgs = [self._entry(self._cats[c]) for c in cats]  # index k * areas * images + ...: k
-        with contextlib.redirect_stdout(io.StringIO()):
-            ev.accumulate(p)
-        precision = ev.eval["precision"][:, :, :, 0, 0]  # [T, R, K]
+        self._compact()
+        precision = self._plain_precision(cats) if plain else self._precision(cats)  # [T, R, K], -1: absent
 
         def mean(values: np.ndarray) -> float | None:
             valid = values[values > -1]
@@ -194,6 +128,28 @@ class CocoAP:
         self.seconds += time.perf_counter() - start
         return {"map50": mean(precision[0]), "map50_95": mean(precision),
                 "per_class": {c: mean(precision[:, :, k]) for k, c in enumerate(cats)}}
+
+    def _precision(self, cats: list[int]) -> np.ndarray:
+        precision = -np.ones((len(IOU_THRESHOLDS), len(REC_THRESHOLDS), len(cats)))
+        for k, c in enumerate(cats):
+            entry = self._entry(self._cats[c])
+            if entry is not None:
+                p = accumulate(entry["dtScores"], entry["dtMatches"], entry["dtIgnore"], len(entry["gtIgnore"]))
+                if p is not None:
+                    precision[:, :, k] = p
+        return precision
+
+    def _plain_precision(self, cats: list[int]) -> np.ndarray:
+        _, COCOeval = pycocotools_classes()
+        ev = COCOeval(iouType="bbox")
+        total = max(1, max(sum(len(s) for s in c.scores) for c in self._cats.values()))
+        p = ev.params
+        p.imgIds, p.catIds, p.areaRng, p.areaRngLbl, p.maxDets = [1], cats, [list(AREA_RANGE)], ["all"], [total]
+        ev._paramsEval = p  # accumulate reads the evaluated parameters from here
+        ev.evalImgs = [self._entry(self._cats[c]) for c in cats]  # index k * areas * images + ...: k
+        with contextlib.redirect_stdout(io.StringIO()):
+            ev.accumulate(p)
+        return np.asarray(ev.eval["precision"][:, :, :, 0, 0])
 
     @staticmethod
     def _entry(cat: _Category) -> dict[str, Any] | None:
@@ -274,6 +230,73 @@ class Agreement:
         return {"matched": self.matched, "missed": self.missed, "extra": self.extra}
 
 
+PCK_ALPHA = 0.05  # a keypoint agrees when within this share of the source box's larger side
+
+
+@dataclass
+class KeypointAgreement:
+    """Keypoints of the detections ``Agreement`` matched: for each keypoint of a matched pair, its distance from
+    the source's (original pixels). ``pck``: the share within ``PCK_ALPHA`` times the larger side of the
+    source's box (PCK, as pose estimation scores keypoints, here against the source instead of labels; a
+    keypoint with a non-finite coordinate on either side is outside); ``error``: the mean distance in pixels
+    over the finite ones (kept, so that their sum is exactly rounded - ``math.fsum`` - however the images
+    were grouped: shards merge to the figures of one run)."""
+
+    compared: int = 0
+    within: int = 0
+    _distances: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, sources: Sequence[ImageBoxes], candidates: Sequence[ImageBoxes],
+            matched: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """A chunk of images and each image's matched (source rows, candidate rows); returns per image the
+        count of keypoints outside the PCK distance."""
+        off = np.zeros(len(sources))
+        parts = [(image, s.keypoints[ri], c.keypoints[ci], s.boxes[ri])
+                 for image, (s, c, (ri, ci)) in enumerate(zip(sources, candidates, matched, strict=True))
+                 if len(ri) and s.keypoints is not None and c.keypoints is not None]
+        if not parts:
+            return off
+        image = np.concatenate([np.full(len(p[1]) * p[1].shape[1], p[0]) for p in parts])
+        src = np.concatenate([p[1] for p in parts]).reshape(-1, 2)
+        cand = np.concatenate([p[2] for p in parts]).reshape(-1, 2)
+        boxes = np.concatenate([np.repeat(p[3], p[1].shape[1], axis=0) for p in parts])
+        with np.errstate(invalid="ignore", over="ignore"):
+            distance = np.hypot(*(np.asarray(cand, np.float64) - np.asarray(src, np.float64)).T)
+            size = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+            inside = distance <= PCK_ALPHA * size  # NaN: outside
+        self.compared += len(distance)
+        self.within += int(inside.sum())
+        self._distances.append(distance[np.isfinite(distance)])
+        np.add.at(off, image[~inside], 1.0)
+        return off
+
+    def distances(self) -> np.ndarray:
+        """The finite distances so far, in image order."""
+        if len(self._distances) != 1:
+            self._distances = [np.concatenate(self._distances) if self._distances else np.zeros(0)]
+        return self._distances[0]
+
+    def merge(self, other: KeypointAgreement) -> None:
+        self.compared += other.compared
+        self.within += other.within
+        self._distances.append(other.distances())
+
+    def scalars(self) -> dict[str, int]:
+        return {"compared": self.compared, "within": self.within}
+
+    @classmethod
+    def from_parts(cls, scalars: Mapping[str, int], distances: np.ndarray) -> KeypointAgreement:
+        return cls(int(scalars["compared"]), int(scalars["within"]), [np.asarray(distances, np.float64)])
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.compared:
+            return {}
+        d = self.distances()
+        return {"keypoint_pck": self.within / self.compared,
+                "keypoint_error": math.fsum(d.tolist()) / len(d) if len(d) else None,
+                "keypoints_compared": self.compared}
+
+
 @dataclass
 class TopK:
     """Classifier agreement with the source (top-1 equal; the source's top-1 among the candidate's top-5) and
@@ -342,6 +365,19 @@ class SegmentationIoU:
     def miou(self) -> float | None:
         return None if self.confusion is None else _miou(self.confusion)
 
+    def merge(self, other: SegmentationIoU) -> None:
+        """Add ``other``'s pixels (the confusion matrices, the smaller one padded)."""
+        if other.confusion is None:
+            return
+        if self.confusion is None:
+            self.confusion = other.confusion.copy()
+            return
+        n = max(len(self.confusion), len(other.confusion))
+        total = np.zeros((n, n), np.int64)
+        for m in (self.confusion, other.confusion):
+            total[:len(m), :len(m)] += m
+        self.confusion = total
+
 
 def _miou(m: np.ndarray) -> float:
     inter = np.diag(m).astype(np.float64)
@@ -350,4 +386,5 @@ def _miou(m: np.ndarray) -> float:
     return float((inter[present] / union[present]).mean()) if present.any() else 1.0
 
 
-__all__ = ["IOU_THRESHOLDS", "MAX_DETS", "Agreement", "CocoAP", "ImageBoxes", "SegmentationIoU", "TopK"]
+__all__ = ["IOU_THRESHOLDS", "MAX_DETS", "PCK_ALPHA", "Agreement", "CocoAP", "ImageBoxes", "KeypointAgreement",
+           "SegmentationIoU", "TopK"]

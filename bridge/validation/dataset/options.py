@@ -52,6 +52,12 @@ DATASET_OPTIONS: tuple[Option, ...] = (
            "source (AP@0.5 of its detections; top-1 agreement; mIoU) fails", metavar="X"),
     Option("max_map_drop", float, _BUDGET.max_map_drop, "--dataset budget: a candidate whose mAP@0.5 or "
            "mAP@[.5:.95] (top-1 accuracy) is lower than the source's by more fails", metavar="X"),
+    Option("min_agreement_ap50_95", float, _BUDGET.min_agreement_ap50_95, "--dataset budget, detectors: a "
+           "candidate whose AP@[.5:.95] against the source's detections is lower fails (a box shifted by 5 percent "
+           "of its size scores at most 0.9)", metavar="X"),
+    Option("min_keypoint_agreement", float, _BUDGET.min_keypoint_agreement, "--dataset budget, detectors with "
+           "keypoints: a candidate with a lower share of keypoints within 5 percent of the box size of the source's "
+           "(PCK) fails", metavar="X"),
 )
 # a migrate manifest holds the group under dataset: (bridge.migrate.manifest); bridge debug does not take it
 DATASET_OPTIONS = tuple(replace(o, group=GROUP, manifest=GROUP, debug=False) for o in DATASET_OPTIONS)
@@ -98,7 +104,9 @@ def dataset_settings(values: Mapping[str, Any]) -> Settings | None:
                        int(v["dataset_batch"]), str(v["classes"]), float(v["agreement_score"]))
     overrides = {field_name: v[name] for name, field_name in _PREPROCESSING.items() if v[name] is not None}
     Preprocessing(**overrides)  # a bad value is a usage error now, before anything runs
-    return Settings(spec, AccuracyBudget(float(v["min_agreement"]), float(v["max_map_drop"])), overrides)
+    budget = AccuracyBudget(float(v["min_agreement"]), float(v["max_map_drop"]), float(v["min_agreement_ap50_95"]),
+                            float(v["min_keypoint_agreement"]))
+    return Settings(spec, budget, overrides)
 
 
 def validate_with_settings(settings: Settings, reference: Any, candidates: Mapping[str, Any], model: Any,

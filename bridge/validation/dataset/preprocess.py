@@ -130,18 +130,19 @@ class Frame:
     input_width: int = 0  # the model's input
     input_height: int = 0
 
-    def to_original(self, boxes: np.ndarray, normalised: bool) -> np.ndarray:
+    def to_original(self, boxes: np.ndarray, normalised: bool, clip: bool = True) -> np.ndarray:
         """[K, 4] corner boxes in the model's input (pixels, or [0, 1] of it when ``normalised``) -> original
-        image pixels, clipped to the image."""
+        image pixels, clipped to the image (unless ``clip`` is False: keypoints, as (x, y, x, y))."""
         b = np.asarray(boxes, np.float64).reshape(-1, 4).copy()
         if normalised:
             b[:, [0, 2]] *= self.input_width
             b[:, [1, 3]] *= self.input_height
         b[:, [0, 2]] = (b[:, [0, 2]] - self.pad_x) / self.sx + self.crop_x
         b[:, [1, 3]] = (b[:, [1, 3]] - self.pad_y) / self.sy + self.crop_y
-        with np.errstate(invalid="ignore"):
-            b[:, [0, 2]] = np.clip(b[:, [0, 2]], 0, self.width)
-            b[:, [1, 3]] = np.clip(b[:, [1, 3]], 0, self.height)
+        if clip:
+            with np.errstate(invalid="ignore"):
+                b[:, [0, 2]] = np.clip(b[:, [0, 2]], 0, self.width)
+                b[:, [1, 3]] = np.clip(b[:, [1, 3]], 0, self.height)
         return b
 
 

@@ -11,10 +11,13 @@ segmenter's argmax maps in a scratch file); then each candidate streams it and i
 What is measured depends on the output kind: detectors (the model's detection groups, read through
 ``bridge.validation.detection.layouts``): agreement with the source - COCO AP@0.5 and AP@[.5:.95] of the
 candidate's detections taking the source's detections at or above ``agreement_score`` as ground truth,
-and matched / missed / extra counts at that score - and mAP against the labels for the source and each
-candidate; classifiers (one [B, C] output): top-1 / top-5 agreement and accuracy; segmenters (one
-[B, C, H, W] output): mIoU of the argmax maps against the source's. The ``AccuracyBudget`` turns the
-numbers into a verdict.
+and matched / missed / extra counts at that score - mAP against the labels for the source and each
+candidate, and where the detection group has keypoints, their agreement on the matched detections (PCK,
+mean pixel error); classifiers (one [B, C] output): top-1 / top-5 agreement and accuracy; segmenters (one
+[B, C, H, W] output): mIoU of the argmax maps against the source's. Each runtime's measurements are kept as
+mergeable state (``state.RuntimeState``: a run over a range of the images, ``DatasetSpec.start``, is a shard
+that merges with the others into one run's figures, ``shards``); ``DatasetResult.finish`` computes the
+figures from it and the ``AccuracyBudget`` turns them into a verdict, per candidate.
 
 Ctrl-C stops the run between batches: the result says where (``cancelled``), holds the metrics of the
 images done, and ``DatasetCancelled`` (exit 130) carries it.
@@ -38,9 +41,18 @@ import numpy as np
 from bridge.errors import BridgeError, UsageError
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.validation.dataset.labels import Labels, load_labels
-from bridge.validation.dataset.metrics import MAX_DETS, Agreement, CocoAP, ImageBoxes, SegmentationIoU, TopK
+from bridge.validation.dataset.metrics import (
+    MAX_DETS,
+    Agreement,
+    CocoAP,
+    ImageBoxes,
+    KeypointAgreement,
+    SegmentationIoU,
+    TopK,
+)
 from bridge.validation.dataset.preprocess import Frame, InputFrame, Preprocessing, input_frame
 from bridge.validation.dataset.sources import Batch, Dataset, DatasetSpec
+from bridge.validation.dataset.state import RuntimeState, WorstImage, worst_first
 from bridge.validation.detection.layouts import DetectionSpec
 
 CandidateSource = Runtime | Callable[[], Runtime]
@@ -65,19 +77,31 @@ class AccuracyBudget:
     """A candidate fails when its agreement with the source (detectors: AP@0.5 of its detections against the
     source's; classifiers: top-1 agreement; segmenters: mIoU) is below ``min_agreement``, or when its
     mAP@0.5 or mAP@[.5:.95] (classifiers: top-1 accuracy) against the labels is more than ``max_map_drop``
-    below the source's."""
+    below the source's.
+
+    Detectors also need an AP@[.5:.95] agreement of ``min_agreement_ap50_95``: AP@0.5 alone lets a box
+    moved by a quarter of its size pass, and without labels nothing else would see it. The default, 0.95,
+    fails a box shifted by 5% of its width (IoU 0.905: unmatched at the 0.95 threshold, so at most 0.9)
+    and passes float noise (IoU 0.9999...: matched at every threshold). Detectors with keypoints need a
+    keypoint agreement (PCK, ``metrics.KeypointAgreement``) of ``min_keypoint_agreement``."""
 
     min_agreement: float = 0.99
     max_map_drop: float = 0.005
+    min_agreement_ap50_95: float = 0.95
+    min_keypoint_agreement: float = 0.99
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.min_agreement <= 1.0:
-            raise UsageError(f"--min-agreement {self.min_agreement}: must be in [0, 1]")
-        if not 0.0 <= self.max_map_drop <= 1.0:
-            raise UsageError(f"--max-map-drop {self.max_map_drop}: must be in [0, 1]")
+        for name, flag in (("min_agreement", "--min-agreement"), ("max_map_drop", "--max-map-drop"),
+                           ("min_agreement_ap50_95", "--min-agreement-ap50-95"),
+                           ("min_keypoint_agreement", "--min-keypoint-agreement")):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise UsageError(f"{flag} {value}: must be in [0, 1]")
 
     def to_dict(self) -> dict[str, float]:
-        return {"min_agreement": self.min_agreement, "max_map_drop": self.max_map_drop}
+        return {"min_agreement": self.min_agreement, "max_map_drop": self.max_map_drop,
+                "min_agreement_ap50_95": self.min_agreement_ap50_95,
+                "min_keypoint_agreement": self.min_keypoint_agreement}
 
 
 @dataclass
@@ -89,28 +113,17 @@ class RuntimeScores:
     images: int = 0
     seconds: float = 0.0
     figures: dict[str, Any] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)  # a candidate's: where it is outside the budget
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
 
     def to_dict(self) -> dict[str, Any]:
         rate = self.images / self.seconds if self.seconds > 0 else None
+        verdict = {"passed": self.passed} if self.role == "candidate" else {}
         return {"runtime": self.runtime, "role": self.role, "images": self.images, "seconds": round(self.seconds, 3),
-                "images_per_s": None if rate is None else round(rate, 1), **self.figures}
-
-
-@dataclass
-class WorstImage:
-    """An image where a candidate disagrees most with the source, with both sides' boxes (original pixels)."""
-
-    runtime: str
-    index: int
-    name: str
-    path: str | None
-    disagreement: float
-    source: list[dict[str, Any]] = field(default_factory=list)  # {box, label, score, matched}
-    candidate: list[dict[str, Any]] = field(default_factory=list)
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+                "images_per_s": None if rate is None else round(rate, 1), **self.figures, **verdict}
 
 
 @dataclass
@@ -133,10 +146,43 @@ class DatasetResult:
     seconds: float = 0.0
     class_names: dict[int, str] = field(default_factory=dict)
     detection_group: str | None = None
+    states: dict[str, RuntimeState] = field(default_factory=dict)  # what ``entries`` are computed from
+    run_notes: list[str] = field(default_factory=list)  # notes about the inputs (``notes`` adds the figures')
+    normalised: bool | None = None  # detector boxes were in [0, 1] of the input (decided on the source's)
 
     @property
     def passed(self) -> bool:
         return not self.failures and self.cancelled is None
+
+    def finish(self) -> None:
+        """Each runtime's figures from its state, the notes they call for and, unless the run was cancelled,
+        the budget's verdict (``failures``)."""
+        before = sum(st.metric_seconds() for st in self.states.values())
+        self.entries, self.worst, self.failures, self.notes = {}, [], [], list(self.run_notes)
+        for key, st in self.states.items():
+            self.entries[key] = RuntimeScores(st.runtime, st.role, st.images, st.seconds,
+                                              st.figures(self.kind, self.class_names))
+            if st.role != "candidate":
+                continue
+            self.worst.extend(st.worst)
+            notes = []
+            if self.kind == "detection" and not st.confident_sources:
+                notes.append(f"the source reports no detection at or above --agreement-score "
+                             f"{self.spec.agreement_score:g} on these images: agreement was not measured")
+            if len(st.keypoint_sides) == 1:
+                notes.append(f"{key}: only the {st.keypoint_sides[0]} has keypoints (detection group "
+                             f"{self.detection_group}): keypoint agreement was not measured")
+            self.notes.extend(n for n in notes if n not in self.notes)
+        self.metric_seconds += sum(st.metric_seconds() for st in self.states.values()) - before
+        if self.cancelled is None:
+            _judge(self)
+
+    def candidate_passed(self, name: str) -> bool | None:
+        """Whether candidate ``name`` kept within the budget (None: it was not run on the dataset)."""
+        entry = self.entries.get(name)
+        if entry is None or entry.role != "candidate":
+            return None
+        return entry.passed and self.cancelled is None
 
     def summary(self) -> str:
         """One line per runtime: its figures and the verdict."""
@@ -165,8 +211,8 @@ class DatasetResult:
                 "worst": [w.to_dict() for w in self.worst]}
 
 
-_HEADLINE = ("map50", "map50_95", "agreement_ap50", "agreement_ap50_95", "top1_agreement", "top5_agreement",
-             "top1_accuracy", "top5_accuracy", "miou")
+_HEADLINE = ("map50", "map50_95", "agreement_ap50", "agreement_ap50_95", "keypoint_pck", "keypoint_error",
+             "top1_agreement", "top5_agreement", "top1_accuracy", "top5_accuracy", "miou")
 
 
 def _fmt(v: Any) -> str:
@@ -200,20 +246,23 @@ def validate_on_dataset(
     say = progress or (lambda _msg: None)
     start = time.perf_counter()
     data = Dataset(dataset)
+    if dataset.start >= len(data):
+        raise UsageError(f"--dataset {dataset.path}: a shard from image {dataset.start}, but it has {len(data)}")
     kind, output = output_kind(detections, outputs)
     target = image_input(data, inputs, preprocessing, sample_shapes)
     labels = load_labels(dataset.labels, data.names, dataset.classes, by_position=data.npz is not None) \
         if dataset.labels is not None else None
-    result = DatasetResult(dataset, preprocessing, kind, budget, images=len(data), labels=labels is not None,
+    result = DatasetResult(dataset, preprocessing, kind, budget, images=len(data) - dataset.start,
+                           labels=labels is not None,
                            input=data.describe() if target is None else
                            f"{data.describe()} -> {target.name} {list(target.shape(target.batch or 1))[1:]} "
                            f"{target.layout} {preprocessing.dtype or target.dtype}",
                            class_names=dict(labels.names) if labels is not None else {},
                            detection_group=detections[0].label if kind == "detection" else None)
     if labels is not None:
-        result.notes.extend(labels.notes)
+        result.run_notes.extend(labels.notes)
     if kind == "detection" and len(detections) > 1:
-        result.notes.append(f"{len(detections)} detection groups: scored on the first, {detections[0].label}")
+        result.run_notes.append(f"{len(detections)} detection groups: scored on the first, {detections[0].label}")
     batch = target.batch if target is not None and target.batch else dataset.batch_size
     run = _Run(data, labels, preprocessing, target, batch, kind, output, detections[0] if detections else None,
                result, say)
@@ -226,11 +275,11 @@ def validate_on_dataset(
                     break
                 run.candidate(name, make)
         finally:
-            result.seconds = time.perf_counter() - start
             result.metric_seconds = run.metric_seconds
-    if result.cancelled is None:
-        _judge(result)
-    else:
+            result.normalised = run.normalised
+            result.finish()
+            result.seconds = time.perf_counter() - start
+    if result.cancelled is not None:
         c = result.cancelled
         raise DatasetCancelled(f"dataset validation cancelled in the {c['runtime']} run after {c['images']} of "
                                f"{c['of']} images", result)
@@ -307,28 +356,34 @@ class _SourceImage:
 
 
 class _Packed:
-    """Per-image detections kept as one float32 array per batch (class, score, x1, y1, x2, y2) plus offsets:
-    no Python object per image."""
+    """Per-image detections kept as one float32 array per batch (class, score, x1, y1, x2, y2, then the keypoints'
+    x, y pairs when there are any) plus offsets: no Python object per image."""
 
     def __init__(self) -> None:
         self.rows: list[np.ndarray] = []
         self.offsets: list[np.ndarray] = []
+        self.points: list[int] = []  # keypoints per detection in each batch (0: none)
 
     def append(self, images: Sequence[ImageBoxes]) -> None:
+        points = next((d.keypoints.shape[1] for d in images if d.keypoints is not None), 0)
         rows = [np.concatenate([np.asarray(d.classes, np.float64).reshape(-1, 1),
                                 np.asarray(d.scores, np.float64).reshape(-1, 1),
-                                np.asarray(d.boxes, np.float64).reshape(-1, 4)], axis=1) for d in images]
+                                np.asarray(d.boxes, np.float64).reshape(-1, 4),
+                                *([np.asarray(d.keypoints, np.float64).reshape(len(d), 2 * points)] if points else [])],
+                               axis=1) for d in images]
         self.rows.append(np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, 6), np.float32))
         self.offsets.append(np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int32))
+        self.points.append(points)
 
     def batch(self, k: int) -> list[ImageBoxes]:
-        rows, off = self.rows[k], self.offsets[k]
-        return [_boxes_of(rows[off[i]:off[i + 1]]) for i in range(len(off) - 1)]
+        rows, off, points = self.rows[k], self.offsets[k], self.points[k]
+        return [_boxes_of(rows[off[i]:off[i + 1]], points) for i in range(len(off) - 1)]
 
 
-def _boxes_of(rows: np.ndarray) -> ImageBoxes:
-    r = np.asarray(rows, np.float64).reshape(-1, 6)
-    return ImageBoxes(r[:, 2:6], r[:, 0].astype(np.int64), r[:, 1])
+def _boxes_of(rows: np.ndarray, points: int = 0) -> ImageBoxes:
+    r = np.asarray(rows, np.float64).reshape(-1, 6 + 2 * points)
+    return ImageBoxes(r[:, 2:6], r[:, 0].astype(np.int64), r[:, 1],
+                      keypoints=r[:, 6:].reshape(-1, points, 2) if points else None)
 
 
 class _Run:
@@ -343,17 +398,18 @@ class _Run:
         self.source_dets = _Packed()
         self.source_top1: list[np.ndarray] = []
         self.metric_seconds = 0.0
-        self.done = len(data)  # images every runtime ran (less after a cancel)
+        self.first = result.spec.start  # the run covers images first .. done - 1 (a shard: part of the dataset)
+        self.done = len(data)  # the end of what every runtime ran (earlier after a cancel)
 
     # -- passes ----------------------------------------------------------------------------------------
     def source(self, reference: Runtime, name: str | None) -> None:
         reference.activate()
         try:
             label = name or reference.name
-            entry = RuntimeScores(label, "source")
-            self.result.entries["source"] = entry
-            truth_ap = CocoAP() if self.labels is not None and self.kind == "detection" else None
-            topk = TopK()
+            entry = RuntimeState(label, "source")
+            self.result.states["source"] = entry
+            truth_ap = entry.truth = CocoAP() if self.labels is not None and self.kind == "detection" else None
+            topk = entry.topk = TopK() if self.kind == "classification" else None
             chunk: list[tuple[ImageBoxes, ImageBoxes]] = []
             for k, (b, outputs) in enumerate(self._stream(reference, label, entry)):
                 if self.kind == "detection":
@@ -363,7 +419,7 @@ class _Run:
                         chunk += [(self._truth(i), d) for i, d in zip(b.indices, dets, strict=True)]
                         if len(chunk) >= COCO_CHUNK:
                             self._add(truth_ap, chunk)
-                elif self.kind == "classification":
+                elif topk is not None:
                     scores = self._scores(outputs, len(b.indices))
                     self.source_top1.append(topk.add(scores, None, self._image_classes(b)).astype(np.int32))
                 else:
@@ -372,9 +428,6 @@ class _Run:
                                                                            else np.uint8))
             if truth_ap is not None:
                 self._add(truth_ap, chunk)
-                entry.figures.update(self._ap_figures(truth_ap, "map"))
-            if self.kind == "classification":
-                entry.figures.update(topk.to_dict(candidate=False))
         finally:
             reference.deactivate()
 
@@ -382,13 +435,13 @@ class _Run:
         runtime = make if isinstance(make, Runtime) else make()
         runtime.activate()
         try:
-            entry = RuntimeScores(name, "candidate")
-            self.result.entries[name] = entry
+            entry = RuntimeState(name, "candidate")
+            self.result.states[name] = entry
             worst: list[tuple[float, int, WorstImage]] = []
             if self.kind == "detection":
                 self._candidate_detections(runtime, name, entry, worst)
             elif self.kind == "classification":
-                topk = TopK()
+                topk = entry.topk = TopK()
                 for k, (b, outputs) in enumerate(self._stream(runtime, name, entry)):
                     scores = self._scores(outputs, len(b.indices))
                     source = self.source_top1[k]
@@ -397,9 +450,8 @@ class _Run:
                         if top1[j] != source[j]:
                             self._keep(worst, 1.0, i, WorstImage(name, i, b.names[j], _path(b, j), 1.0,
                                                                  note=f"top-1 {int(top1[j])} vs source {int(source[j])}"))
-                entry.figures.update(topk.to_dict(candidate=True))
             else:
-                seg = SegmentationIoU()
+                seg = entry.segmentation = SegmentationIoU()
                 for k, (b, outputs) in enumerate(self._stream(runtime, name, entry)):
                     maps = self._argmax(outputs)[: len(b.indices)]
                     source = np.load(self.scratch / f"source-{k}.npy")
@@ -408,17 +460,19 @@ class _Run:
                         if ious[j] < 1.0:
                             self._keep(worst, 1.0 - float(ious[j]), i, WorstImage(
                                 name, i, b.names[j], _path(b, j), 1.0 - float(ious[j]), note=f"IoU {ious[j]:.3f}"))
-                entry.figures["miou"] = seg.miou()
-            self.result.worst.extend(w for _d, _i, w in sorted(worst, key=lambda t: (-t[0], t[1])))
+            entry.worst = worst_first([w for _d, _i, w in worst], self.result.spec.worst)
         finally:
             runtime.deactivate()
 
-    def _candidate_detections(self, runtime: Runtime, name: str, entry: RuntimeScores,
+    def _candidate_detections(self, runtime: Runtime, name: str, entry: RuntimeState,
                               worst: list[tuple[float, int, WorstImage]]) -> None:
-        agree_ap, truth_ap, counts = CocoAP(), CocoAP() if self.labels is not None else None, Agreement()
+        agree_ap = entry.agreement = CocoAP()
+        truth_ap = entry.truth = CocoAP() if self.labels is not None else None
+        counts = entry.counts = Agreement()
+        keypoints = entry.keypoints = KeypointAgreement()
         threshold = self.result.spec.agreement_score
         chunk: list[tuple[int, str, str | None, ImageBoxes, ImageBoxes]] = []
-        confident_sources = 0
+        sides_with_keypoints: set[str] = set()
 
         def flush() -> None:
             if not chunk:
@@ -428,7 +482,11 @@ class _Run:
             if truth_ap is not None:
                 truth_ap.add([self._truth(c[0]) for c in chunk], [c[4] for c in chunk])
             judged = counts.add([c[3] for c in chunk], [c[4] for c in chunk], pairs, threshold)
-            for (i, image, path, confident, cand), (ri, ci, score) in zip(chunk, judged, strict=True):
+            # keypoints outside the PCK distance count in an image's disagreement as a share of a detection each
+            off = keypoints.add([c[3] for c in chunk], [c[4] for c in chunk], [(ri, ci) for ri, ci, _s in judged])
+            per_detection = max(1, next((c[3].keypoints.shape[1] for c in chunk if c[3].keypoints is not None), 1))
+            for (i, image, path, confident, cand), (ri, ci, score), kp_off in zip(chunk, judged, off, strict=True):
+                score += float(kp_off) / per_detection
                 if score > WORST_MIN and self._worthy(worst, score, i):
                     shown = _above(cand, threshold)
                     rows = np.flatnonzero(np.asarray(cand.scores) >= threshold)
@@ -441,36 +499,29 @@ class _Run:
             dets = self._detections(b, outputs, "candidate")
             for j, (i, src, cand) in enumerate(zip(b.indices, self.source_dets.batch(k), dets, strict=True)):
                 confident = _above(src, threshold)
-                confident_sources += len(confident)
+                entry.confident_sources += len(confident)
+                sides_with_keypoints |= {side for side, d in (("source", src), ("candidate", cand))
+                                         if d.keypoints is not None}
                 chunk.append((i, b.names[j], _path(b, j), confident, cand))
             if len(chunk) >= COCO_CHUNK:
                 flush()
         flush()
-        entry.figures.update(self._ap_figures(agree_ap, "agreement_ap") if confident_sources else
-                             {"agreement_ap50": None, "agreement_ap50_95": None})
-        entry.figures.update(counts.to_dict())
-        if not confident_sources:
-            note = (f"the source reports no detection at or above --agreement-score {threshold:g} on these images: "
-                    "agreement was not measured")
-            if note not in self.result.notes:
-                self.result.notes.append(note)
-        if truth_ap is not None:
-            entry.figures.update(self._ap_figures(truth_ap, "map"))
+        entry.keypoint_sides = sorted(sides_with_keypoints)
 
     # -- plumbing --------------------------------------------------------------------------------------
     def _scores(self, outputs: Mapping[str, Any], n: int) -> np.ndarray:
         assert self.output is not None
         return np.asarray(outputs[self.output])[:n]
 
-    def _stream(self, runtime: Runtime, label: str, entry: RuntimeScores) -> Iterator[tuple[Batch, dict[str, Any]]]:
-        """Every batch up to ``self.done`` with the runtime's outputs, progress shown; a stop request (Ctrl-C)
-        ends the stream between batches and records where."""
-        total = self.done
+    def _stream(self, runtime: Runtime, label: str, entry: RuntimeState) -> Iterator[tuple[Batch, dict[str, Any]]]:
+        """Every batch from ``self.first`` up to ``self.done`` with the runtime's outputs, progress shown; a stop
+        request (Ctrl-C) ends the stream between batches and records where."""
+        total = self.done - self.first
         bar = _Bar(label, total, self.say)
         started = time.perf_counter()
         count = 0
         try:
-            for b in self.data.batches(self.pre, self.target, self.batch, 0, total):
+            for b in self.data.batches(self.pre, self.target, self.batch, self.first, self.done):
                 if self.stop.is_set():
                     break
                 t0 = time.perf_counter()
@@ -488,7 +539,7 @@ class _Run:
         except KeyboardInterrupt:
             self.stop.set()
         if self.stop.is_set() and count < total:
-            self.done = min(self.done, count)
+            self.done = min(self.done, self.first + count)
             if self.result.cancelled is None:
                 self.result.cancelled = {"runtime": label, "images": count, "of": total}
         entry.seconds = time.perf_counter() - started  # decode and preprocessing included: images/s as seen
@@ -516,7 +567,12 @@ class _Run:
                 self.normalised = bool(finite.size and np.abs(finite).max() <= 1.0 + 1e-3)
             frame = b.frames[j] or self._ready_frame(b.indices[j])
             mapped = frame.to_original(boxes, bool(self.normalised)) if len(boxes) else boxes.reshape(0, 4)
-            out.append(ImageBoxes(mapped, classes, scores))
+            points = None
+            if d.keypoints is not None:  # (x, y) pairs in the boxes' frame: mapped as (x, y, x, y), not clipped
+                kp = np.asarray(d.keypoints, np.float64)[keep][order]
+                pairs = np.tile(kp.reshape(-1, 2), 2)
+                points = frame.to_original(pairs, bool(self.normalised), clip=False)[:, :2].reshape(kp.shape)
+            out.append(ImageBoxes(mapped, classes, scores, keypoints=points))
         return out
 
     def _ready_frame(self, index: int) -> Frame:
@@ -550,15 +606,6 @@ class _Run:
             self.metric_seconds += ap.seconds - before
             chunk.clear()
 
-    def _ap_figures(self, ap: CocoAP, prefix: str) -> dict[str, Any]:
-        before = ap.seconds
-        r = ap.result()
-        self.metric_seconds += ap.seconds - before
-        figures: dict[str, Any] = {f"{prefix}50": r["map50"], f"{prefix}50_95": r["map50_95"]}
-        if prefix == "map":
-            figures["ap_per_class"] = {self.result.class_names.get(c, str(c)): v for c, v in r["per_class"].items()}
-        return figures
-
     def _worthy(self, heap: list[tuple[float, int, WorstImage]], score: float, index: int) -> bool:
         """Whether an image with this disagreement would enter the worst images (before building its entry)."""
         limit = self.result.spec.worst
@@ -582,7 +629,8 @@ def _path(b: Batch, j: int) -> str | None:
 
 def _above(d: ImageBoxes, threshold: float) -> ImageBoxes:
     keep = np.asarray(d.scores) >= threshold if d.scores is not None else np.ones(len(d), bool)
-    return ImageBoxes(d.boxes[keep], d.classes[keep], None if d.scores is None else d.scores[keep])
+    return ImageBoxes(d.boxes[keep], d.classes[keep], None if d.scores is None else d.scores[keep],
+                      keypoints=None if d.keypoints is None else d.keypoints[keep])
 
 
 def _listed(d: ImageBoxes, matched_rows: np.ndarray) -> list[dict[str, Any]]:
@@ -613,23 +661,28 @@ class _Bar:
 
 
 def _judge(result: DatasetResult) -> None:
-    """The budget's verdict on every candidate, with the numbers."""
+    """The budget's verdict on every candidate, with the numbers (``failures``, and each candidate's own)."""
     b, source = result.budget, result.entries.get("source")
     for key, entry in result.entries.items():
         if key == "source":
             continue
         f = entry.figures
-        agreement_key = {"detection": "agreement_ap50", "classification": "top1_agreement",
-                         "segmentation": "miou"}[result.kind]
-        agreement = f.get(agreement_key)
-        if agreement is not None and agreement < b.min_agreement:
-            result.failures.append(f"{key}: {agreement_key} {agreement:.4f} < {b.min_agreement:g} (--min-agreement)")
+        floors = {"detection": [("agreement_ap50", b.min_agreement, "--min-agreement"),
+                                ("agreement_ap50_95", b.min_agreement_ap50_95, "--min-agreement-ap50-95"),
+                                ("keypoint_pck", b.min_keypoint_agreement, "--min-keypoint-agreement")],
+                  "classification": [("top1_agreement", b.min_agreement, "--min-agreement")],
+                  "segmentation": [("miou", b.min_agreement, "--min-agreement")]}[result.kind]
+        for metric, floor, flag in floors:
+            value = f.get(metric)
+            if value is not None and value < floor:
+                entry.failures.append(f"{key}: {metric} {value:.4f} < {floor:g} ({flag})")
         drops = ("map50", "map50_95") if result.kind == "detection" else ("top1_accuracy",)
         for metric in drops:
             ours, theirs = f.get(metric), (source.figures.get(metric) if source else None)
             if ours is not None and theirs is not None and theirs - ours > b.max_map_drop:
-                result.failures.append(f"{key}: {metric} {ours:.4f} vs source {theirs:.4f}, a drop of "
-                                       f"{theirs - ours:.4f} > {b.max_map_drop:g} (--max-map-drop)")
+                entry.failures.append(f"{key}: {metric} {ours:.4f} vs source {theirs:.4f}, a drop of "
+                                      f"{theirs - ours:.4f} > {b.max_map_drop:g} (--max-map-drop)")
+        result.failures.extend(entry.failures)
 
 
 __all__ = ["KINDS", "AccuracyBudget", "DatasetCancelled", "DatasetResult", "RuntimeScores", "WorstImage",

@@ -31,7 +31,8 @@ class DatasetSpec:
     xml), the first ``limit`` images, ``batch_size`` images per inference (a model's fixed batch wins),
     ``classes`` (how model class ids name the labels' categories: ``index``, ``id`` or names in class
     order), ``agreement_score`` (the source's detections at or above it are the ground truth of agreement)
-    and ``worst`` (images with the largest disagreement shown in the report, per candidate)."""
+    ``worst`` (images with the largest disagreement shown in the report, per candidate) and ``start``
+    (the first image: a shard of the dataset runs images ``start`` .. ``limit`` - 1)."""
 
     path: Path
     labels: Path | None = None
@@ -40,6 +41,7 @@ class DatasetSpec:
     classes: str = "index"
     agreement_score: float = 0.5
     worst: int = 6
+    start: int = 0  # the first image (a shard of the dataset: images start .. limit - 1)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
@@ -47,6 +49,8 @@ class DatasetSpec:
             object.__setattr__(self, "labels", Path(self.labels))
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--dataset-limit {self.limit}: must be at least 1")
+        if self.start < 0 or (self.limit is not None and self.start >= self.limit):
+            raise UsageError(f"dataset shard from image {self.start}: outside the dataset's first {self.limit} images")
         if self.batch_size < 1:
             raise UsageError(f"--dataset-batch {self.batch_size}: must be at least 1")
         if not 0.0 <= self.agreement_score <= 1.0:
@@ -59,7 +63,7 @@ class DatasetSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "labels": None if self.labels is None else str(self.labels),
                 "limit": self.limit, "batch_size": self.batch_size, "classes": self.classes,
-                "agreement_score": self.agreement_score}
+                "agreement_score": self.agreement_score, **({"start": self.start} if self.start else {})}
 
 
 @dataclass
@@ -116,7 +120,8 @@ class Dataset:
 
     def describe(self) -> str:
         kind = "ready inputs (.npz)" if self.npz else "images"
-        return f"{len(self)} {kind} from {self.spec.path}"
+        part = f" (images {self.spec.start}..{len(self) - 1})" if self.spec.start else ""
+        return f"{len(self) - self.spec.start} {kind} from {self.spec.path}{part}"
 
     def batches(self, pre: Preprocessing, target: InputFrame | None, batch: int, start: int = 0,
                 stop: int | None = None) -> Iterator[Batch]:

@@ -25,7 +25,7 @@ class Detections:
     ``suppressed_scores`` / ``suppressed_boxes`` [S] / [S, 4] the candidates the output shows as
     suppressed (MXNet keeps them, class -1; a top-K cut keeps the rows it cut; ONNX NMS's unselected
     scores), evidence that the output weighed a candidate the other side kept (``ties``); ``masks`` [K, ...] instance masks
-    (torchvision Mask R-CNN), compared between matched detections; ``complete_pool``: the suppressed
+    (torchvision Mask R-CNN) and ``keypoints`` [K, P, 2] (x, y pairs), compared between matched detections; ``complete_pool``: the suppressed
     rows are every candidate the output weighed and did not keep (MXNet MultiBoxDetection rows with class
     -1, ONNX NonMaxSuppression's unselected scores), not a sample of them (a box_nms output, -1 rows only).
     """
@@ -38,6 +38,7 @@ class Detections:
     masks: np.ndarray | None = None
     suppressed_boxes: np.ndarray | None = None
     complete_pool: bool = False
+    keypoints: np.ndarray | None = None  # [K, P, 2] (x, y) per detection, in the boxes' frame
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "boxes", np.asarray(self.boxes, np.float64).reshape(-1, 4))
@@ -49,6 +50,8 @@ class Detections:
             raise ValueError("rows must have one entry per detection")
         if self.masks is not None and len(self.masks) != len(self.scores):
             raise ValueError("masks must have one entry per detection")
+        if self.keypoints is not None and len(self.keypoints) != len(self.scores):
+            raise ValueError("keypoints must have one entry per detection")
         if self.suppressed_boxes is not None:
             sb = np.asarray(self.suppressed_boxes, np.float64).reshape(-1, 4)
             if self.suppressed_scores is None or len(sb) != len(np.asarray(self.suppressed_scores).reshape(-1)):
@@ -64,7 +67,8 @@ class Detections:
     def take(self, index: np.ndarray) -> Detections:
         return Detections(self.boxes[index], self.scores[index], self.classes[index], self.row_ids()[index],
                           self.suppressed_scores, None if self.masks is None else self.masks[index],
-                          self.suppressed_boxes, self.complete_pool)
+                          self.suppressed_boxes, self.complete_pool,
+                          None if self.keypoints is None else self.keypoints[index])
 
 
 def as_class_ids(classes: np.ndarray) -> np.ndarray:

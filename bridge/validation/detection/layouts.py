@@ -10,12 +10,14 @@ detection-aware (``bridge.validation.detection.matching``) instead of elementwis
                           column order of the ONNX-NMS "end2end" YOLO exports but with score before
                           class; rows with batch_index < 0 are padding
 ``boxes-scores-classes``  TF combined NMS, zero padded: boxes [B, K, 4], scores [B, K], labels [B, K],
-                          num [B] (the first num rows of each image are real)
+                          num [B] (the first num rows of each image are real); optional keypoints
+                          [B, K, P, 2] (``bridge graft-nms --keypoint-columns``) and masks [B, K, ...]
 ``indices``               ONNX NonMaxSuppression: selected_indices [K, 3] (batch, class, box),
                           boxes [B, N, 4], scores [B, C, N]
 ``boxes-scores-labels``   torchvision per image: boxes [K, 4], scores [K], labels [K] (optional;
                           class 0 when absent), optional batch_index [K] to split a flat batch, and
-                          optional masks [K, ...] (compared between matched detections); or GluonCV
+                          optional masks [K, ...] and keypoints [K, P, 2] (compared between matched
+                          detections, the dataset run scores keypoints per matched detection); or GluonCV
                           batched (ids, scores, bboxes): boxes [B, N, 4], scores / labels [B, N(, 1)],
                           rows with label < 0 are padding
 
@@ -62,16 +64,16 @@ from bridge.validation.detection.matching import (
 LAYOUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "mxnet": (("detections",), ()),
     "yolo": (("detections",), ()),
-    "boxes-scores-classes": (("boxes", "scores", "labels", "num"), ("masks",)),
+    "boxes-scores-classes": (("boxes", "scores", "labels", "num"), ("masks", "keypoints")),
     "indices": (("selected_indices", "boxes", "scores"), ()),
-    "boxes-scores-labels": (("boxes", "scores"), ("labels", "batch_index", "masks")),
+    "boxes-scores-labels": (("boxes", "scores"), ("labels", "batch_index", "masks", "keypoints")),
 }
 LAYOUT_ALIASES = {"torchvision": "boxes-scores-labels", "gluoncv": "boxes-scores-labels",
                   "combined-nms": "boxes-scores-classes", "padded": "boxes-scores-classes", "onnx-nms": "indices"}
 ROLE_ALIASES = {"classes": "labels", "ids": "labels", "class_ids": "labels", "num_detections": "num",
                 "valid_detections": "num", "bboxes": "boxes", "rows": "detections", "selected": "selected_indices",
                 "batch": "batch_index"}
-ROLES = ("detections", "boxes", "scores", "labels", "num", "batch_index", "selected_indices", "masks")
+ROLES = ("detections", "boxes", "scores", "labels", "num", "batch_index", "selected_indices", "masks", "keypoints")
 BOX_FORMATS = ("xyxy", "yxyx", "xywh", "cxcywh")
 _SPEC_KEYS = ("layout", "name", "box_format")
 # layouts whose image count is implied by the largest batch index (an empty last image is invisible)
@@ -159,6 +161,8 @@ class DetectionSpec:
             dets = _READERS[layout](arrays)
             if "masks" in arrays:
                 dets = _with_masks(dets, arrays["masks"], arrays["boxes"].ndim == 3)
+            if "keypoints" in arrays:
+                dets = _with_keypoints(dets, arrays["keypoints"], arrays["boxes"].ndim == 3)
         except (IndexError, ValueError, TypeError) as exc:
             shapes = ", ".join(f"{role} {list(a.shape)}" for role, a in arrays.items())
             raise ValueError(f"{side} outputs do not fit the {layout} layout ({shapes}): {exc}") from None
@@ -340,11 +344,22 @@ def _with_masks(dets: list[Detections], masks: np.ndarray, batched: bool) -> lis
     return [replace(d, masks=(masks[image] if batched else masks)[d.row_ids()]) for image, d in enumerate(dets)]
 
 
+def _with_keypoints(dets: list[Detections], keypoints: np.ndarray, batched: bool) -> list[Detections]:
+    """Attach each detection's keypoints (x, y pairs, in the boxes' axis order): [B, K, P, 2] for batched boxes,
+    else [K, P, 2] by output row."""
+    if keypoints.shape[-1] != 2 or keypoints.ndim != (4 if batched else 3):
+        raise ValueError(f"keypoints {list(keypoints.shape)}: expected [{'B, ' if batched else ''}K, P, 2]")
+    return [replace(d, keypoints=(keypoints[image] if batched else keypoints)[d.row_ids()])
+            for image, d in enumerate(dets)]
+
+
 def _to_xyxy(d: Detections, box_format: str) -> Detections:
     if box_format == "xyxy" or len(d.boxes) == 0:
         return d
     suppressed = None if d.suppressed_boxes is None else _boxes_to_xyxy(d.suppressed_boxes, box_format)
-    return replace(d, boxes=_boxes_to_xyxy(d.boxes, box_format), suppressed_boxes=suppressed)
+    # keypoints come in the boxes' axis order: (y, x) pairs beside yxyx boxes
+    keypoints = d.keypoints[..., ::-1] if d.keypoints is not None and box_format == "yxyx" else d.keypoints
+    return replace(d, boxes=_boxes_to_xyxy(d.boxes, box_format), suppressed_boxes=suppressed, keypoints=keypoints)
 
 
 def _boxes_to_xyxy(b: np.ndarray, box_format: str) -> np.ndarray:
@@ -456,7 +471,7 @@ def as_detection_specs(value: Any) -> list[DetectionSpec]:
 
 _NMS_OPS = ("NonMaxSuppression",)
 _NAME_HINTS: tuple[tuple[str, str], ...] = (
-    ("num", r"num|valid|count"), ("batch_index", r"batch"), ("masks", r"mask"),
+    ("num", r"num|valid|count"), ("batch_index", r"batch"), ("keypoints", r"keypoint|kpt|landmark"), ("masks", r"mask"),
     ("labels", r"label|class|cls|(^|_)ids?($|_)"), ("scores", r"score|conf|prob"), ("boxes", r"box|bbox"),
 )
 
@@ -708,6 +723,8 @@ def _spec_for_group(members: list[str], types: Mapping[str, tuple[int, list[int 
         r = rank(n)
         if "boxes" not in roles and last(n) == 4 and r in (2, 3) and not is_int(n):
             roles["boxes"] = n
+        elif r == 4 and last(n) == 2 and "keypoints" not in roles and not is_int(n) and "boxes" in roles:
+            roles["keypoints"] = n  # [B, K, P, 2]: (x, y) pairs per detection
         elif r is not None and r >= 3 and "masks" not in roles and last(n) != 4 and not is_int(n) and "boxes" in roles:
             roles["masks"] = n
         elif is_int(n) and "labels" not in roles and r is not None and r >= 1 and not (r == 1 and _batched(roles, rank)):

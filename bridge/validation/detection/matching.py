@@ -522,6 +522,10 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
     if ref.masks is not None and cand.masks is not None:
         mask_ok, mask_diff = _compare_masks(ref.masks, cand.masks, pi, pj, *mask_tol)
         clean &= mask_ok
+    if ref.keypoints is not None and cand.keypoints is not None:  # per-detection arrays too, judged as masks are
+        kp_ok, kp_diff = _compare_masks(ref.keypoints, cand.keypoints, pi, pj, *mask_tol)
+        clean &= kp_ok
+        mask_diff = max(mask_diff or 0.0, kp_diff)
     ref_matched = np.zeros(len(ref), bool)
     cand_matched = np.zeros(len(cand), bool)
     ref_matched[pi] = ref_matched[ni] = True

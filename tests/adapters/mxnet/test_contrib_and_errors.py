@@ -12,6 +12,7 @@ import onnx
 import pytest
 from mxnet_testlib import Model, export, hand_json, mx_op, try_mxnet, write_params
 from test_control_flow import COVERED_OPS as CONTROL_FLOW_OPS
+from test_quantized import COVERED_OPS as QUANTIZED_OPS
 from test_translators import CASES
 from test_translators_indexing import CASES as INDEXING_CASES
 from test_translators_more import CASES as MORE_CASES
@@ -139,7 +140,7 @@ def test_every_translator_has_a_case() -> None:
     covered = {c.op for c in CASES} | {c[1] for c in CONTRIB_CASES}
     covered |= {c.op for c in NN_EXTRA_CASES if not c.refuse}
     covered |= {c.op for c in INDEXING_CASES if c.check != "raises"}
-    covered |= {c.op for c in MORE_CASES} | set(CONTROL_FLOW_OPS)
+    covered |= {c.op for c in MORE_CASES} | set(CONTROL_FLOW_OPS) | set(QUANTIZED_OPS)
     missing = sorted(set(TRANSLATORS) - covered)
     assert not missing, f"translators without a test case: {missing}"
 

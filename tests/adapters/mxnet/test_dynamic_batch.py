@@ -96,3 +96,34 @@ def test_split_over_the_dynamic_axis_at_any_opset(opset: int, squeeze: bool, tmp
         for name, value in ref.items():
             assert got[name].shape == value.shape
             np.testing.assert_allclose(got[name], value, rtol=1e-6, err_msg=f"{name} at batch {batch}")
+
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_squeeze_with_an_axis_over_a_dynamic_batch_keeps_mxnets_shapes(batch: int, tmp_path: Path) -> None:
+    """squeeze(axis=1) of [n, 1]: shape (n,) at every batch, (1,) at batch 1 as in MXNet."""
+    from mxnet_testlib import Model, run_mxnet, run_onnx
+
+    from adapters.mxnet import MXNetAdapter
+    from bridge.config import DynamicAxis, ExportSpec, InputSpec
+
+    mx = need_mxnet()
+    mx.sym.squeeze(mx.sym.var("data"), axis=1, name="sq").save(str(tmp_path / "net-symbol.json"))
+    model = Model(tmp_path / "net-symbol.json", None, {})
+    spec = ExportSpec(inputs=(InputSpec("data", (2, 1), "float32"),), dynamic=(DynamicAxis("data", 0, "n"),))
+    result = MXNetAdapter().export(model.source(), spec)
+    model.feeds = {"data": np.arange(batch, dtype=np.float32).reshape(batch, 1) + 1}
+    got, ref = run_onnx(result.model, model.feeds), run_mxnet(model, result)
+    for name, value in ref.items():
+        assert got[name].shape == value.shape == (batch,)
+        np.testing.assert_array_equal(got[name], value)
+
+
+def test_squeeze_without_axis_over_a_dynamic_dim_is_refused_naming_the_node(tmp_path: Path) -> None:
+    """Without an axis, MXNet drops the dynamic axis only when it is 1 at run time: the result's rank is not
+    fixed, which an ONNX graph output needs; refused (exit 3) naming the node and the dims, not a crash."""
+    mx = need_mxnet()
+    mx.sym.squeeze(mx.sym.var("data"), name="sq").save(str(tmp_path / "net-symbol.json"))
+    with pytest.raises(ExportError, match=r"node 'sq' \(squeeze without axis\).*dims \[0\] of 'data'"):
+        api.convert(str(tmp_path / "net-symbol.json"), tmp_path / "net.onnx", inputs=["data:2,1"],
+                    dynamic=["data:0=batch"])

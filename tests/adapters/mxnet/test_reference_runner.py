@@ -237,3 +237,39 @@ def test_runner_zeroes_roi_rows_mxnet_leaves_unwritten(tmp_path: Path) -> None:
     np.testing.assert_allclose(got[written], expected[written], rtol=1e-6, atol=1e-6)
     assert np.abs(got[written]).max() > 0
     assert_close(run_onnx(result.model, model.feeds), {"after_output": got})  # the converted model agrees
+
+
+def test_reference_is_the_graph_as_gluon_runs_it_with_one_output_or_many(tmp_path: Path) -> None:
+    """MXNet's symbol executor fuses Convolution+BatchNorm+ReLU by default (MKLDNN subgraph backend), which rounds
+    otherwise than Gluon's forward (imperative or hybridized: what GluonCV users get). The reference is Gluon's
+    forward bit for bit, whether it fetches one output or internal tensors too (it was fused for one output)."""
+    import warnings
+
+    from bench.gluoncv_like import build_gluoncv
+    from bridge.config import InputSpec
+
+    mx = need_mxnet()
+    built = build_gluoncv(mx, "gluoncv_mask_rcnn_like_128", tmp_path)
+    sym = mx.sym.load(str(built.symbol))
+    scores = sym.get_internals()["scores_output"]  # one output
+    one = tmp_path / "one-symbol.json"
+    scores.save(str(one))
+    params = mx.nd.load(str(built.params))
+    x = np.random.default_rng(0).uniform(0, 1, (1, 3, 128, 128)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        net = mx.gluon.SymbolBlock(scores, [mx.sym.var("data")])
+    for name, p in net.collect_params().items():
+        p._load_init(params.get(f"arg:{name}", params.get(f"aux:{name}")), mx.cpu())
+    net.hybridize()
+    gluon = net(mx.nd.array(x)).asnumpy()
+    fused = scores.simple_bind(mx.cpu(), grad_req="null", data=x.shape)  # MXNet's default backend
+    fused.copy_params_from({k[4:]: v for k, v in params.items() if k.startswith("arg:")},
+                           {k[4:]: v for k, v in params.items() if k.startswith("aux:")}, allow_extra_params=True)
+    fused.arg_dict["data"][:] = x
+    assert not np.array_equal(fused.forward(is_train=False)[0].asnumpy(), gluon), "the case must tell them apart"
+    spec = [InputSpec("data", x.shape, "float32")]
+    for outputs in (["scores_output"], ["scores_output", "box_fc_output"]):
+        runner = MXNetReferenceRuntime(one, built.params, spec, outputs)
+        runner.activate()
+        np.testing.assert_array_equal(runner.infer({"data": x})["scores_output"], gluon)

@@ -135,6 +135,10 @@ CASES: list[Case] = [
     Case("pool_avg_full_pad_empty_window_exclude", "Pooling",
          {"kernel": (2, 2), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg", "pooling_convention": "full",
           "count_include_pad": False}, [D((1, 2, 5, 5))]),
+    # 3-D: MXNet's pool_sum_3d kernels write NaN for a window holding nothing to count (1-D/2-D write 0)
+    *[Case(f"pool3d_avg_full_empty_window_{'include' if inc else 'exclude'}", "Pooling",
+           {"kernel": (2, 2, 1), "stride": (3, 2, 3), "pad": (1, 1, 0), "pool_type": "avg",
+            "pooling_convention": "full", "count_include_pad": inc}, [D((1, 2, 4, 5, 4))]) for inc in (True, False)],
     Case("pool_sum", "Pooling", {"kernel": (2, 2), "stride": (2, 2), "pool_type": "sum"}, [D((1, 2, 6, 6))]),
     Case("pool_global_max", "Pooling", {"kernel": (1, 1), "global_pool": True}, [D((1, 3, 5, 5))],
          ref=lambda x: x.max(axis=(2, 3), keepdims=True)),
@@ -184,6 +188,10 @@ CASES: list[Case] = [
     Case("expand_dims", "expand_dims", {"axis": 1}, [D((2, 3))], ref=lambda x: x[:, None]),
     Case("expand_dims_neg", "expand_dims", {"axis": -1}, [D((2, 3))], ref=lambda x: x[..., None]),
     Case("squeeze", "squeeze", {"axis": (1,)}, [D((2, 1, 3))], ref=lambda x: x[:, 0]),
+    # every axis squeezed: MXNet gives shape (1,), never 0-d (bridge gave [] before; shapes are compared)
+    Case("squeeze_all_ones", "squeeze", {}, [D((1, 1, 1))]),
+    Case("squeeze_every_axis", "squeeze", {"axis": (0, -1)}, [D((1, 1))]),
+    Case("squeeze_none_of_size_one", "squeeze", {}, [D((2, 3))]),
     Case("tile_promote", "tile", {"reps": (2, 1, 3)}, [D((2, 3))], ref=lambda x: np.tile(x, (2, 1, 3))),
     Case("tile_short_reps", "tile", {"reps": (2,)}, [D((2, 3))], ref=lambda x: np.tile(x, (2,))),
     Case("repeat_axis", "repeat", {"repeats": 2, "axis": 1}, [D((2, 3, 2))], ref=lambda x: np.repeat(x, 2, 1)),

@@ -44,3 +44,23 @@ class ToyTarget:
 
     def runtime(self, name: str, model: Any, workdir: Path) -> Runtime:
         return ToyRuntime(model)
+
+
+class WrongAfterTheCutTarget(ToyTarget):
+    """A toy target whose converter also shifts one kept box (``pinning_models.break_a_box`` on ``det_boxes``):
+    in the artefact it writes and in any artefact it makes for validation - an artefact wrong after the cut."""
+
+    def export(self, model: onnx.ModelProto, staging: Path) -> TargetResult:
+        return super().export(_broken(model), staging)
+
+    def runtime(self, name: str, model: Any, workdir: Path) -> Runtime:
+        return ToyRuntime(_broken(model))
+
+
+def _broken(model: Any) -> onnx.ModelProto:
+    from pinning_models import break_a_box
+
+    proto = onnx.load(str(model)) if isinstance(model, (str, Path)) else onnx.ModelProto.FromString(
+        model.SerializeToString())
+    break_a_box(proto, "det_boxes")
+    return proto

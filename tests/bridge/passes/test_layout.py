@@ -63,6 +63,42 @@ def test_rewrite_only_where_it_makes_a_last_axis_softmax(perm: list[int], axis: 
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize(("perm", "axis"), [([0, 2, 1], 1), ([2, 0, 1], 0), ([0, 3, 1, 2], 1)])
+def test_the_moved_softmax_is_recorded_as_the_old_output_transposed(perm: list[int], axis: int) -> None:
+    """The moved Softmax's output is the old output ``p`` (a source's tensor, by name) in y's layout: recorded as
+    ``transpose(p, inverse perm)``, which the values bear out; an alias tool (pinning, debug) serves it so."""
+    from bridge.conversion.sources import AliasedTaps
+    from bridge.provenance import tensor_aliases
+
+    model = _model(perm, axis)
+    y = np.random.default_rng(1).standard_normal([2, 5, 7, 3][: len(perm)]).astype(np.float32)
+    out = ir.serde.serialize_model(SoftmaxLastAxisPass()(ir.serde.deserialize_model(model)).model)
+    aliases = tensor_aliases({p.key: p.value for p in out.metadata_props})
+    softmax = next(n for n in out.graph.node if n.op_type == "Softmax").output[0]
+    assert list(aliases) == [softmax] and aliases[softmax]["of"] == "p"
+    probe = onnx.ModelProto.FromString(out.SerializeToString())
+    probe.graph.output.append(helper.make_tensor_value_info(softmax, TensorProto.FLOAT, None))
+    moved, p = _run(probe, y)[1], _run(model, y)[0]
+    np.testing.assert_array_equal(moved, np.transpose(p, aliases[softmax]["perm"]))
+
+    class Taps:  # the source's side: it has "p" only
+        framework, granularity = "toy", "every layer"
+
+        def names(self) -> set[str]:
+            return {"p"}
+
+        def run(self, feeds: dict, names: list) -> dict:
+            assert names == ["p"]
+            return {"p": p}
+
+        def describe(self, tensor: str) -> None:
+            return None
+
+    served = AliasedTaps(Taps(), aliases)
+    assert served.names() == {"p", softmax}
+    np.testing.assert_array_equal(served.run({}, [softmax])[softmax], moved)
+
+
 def test_opset_12_softmax_is_left_alone() -> None:
     model = _model([0, 2, 1], 1, opset=12)
     assert not SoftmaxLastAxisPass()(ir.serde.deserialize_model(model)).modified

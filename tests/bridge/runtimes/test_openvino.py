@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from deploy_models import custom_op_model, decode_model, feeds, onnxruntime_outputs, require_openvino, save
+from deploy_models import (
+    custom_op_model,
+    decode_model,
+    feeds,
+    onnxruntime_outputs,
+    require_openvino,
+    save,
+    tied_topk_model,
+)
 
 from bridge.errors import RuntimeLoadError, UsageError
 from bridge.runtimes import activated, get_runtime
@@ -79,3 +87,38 @@ def test_set_threads_before_activate_sizes_the_pool(model: onnx.ModelProto) -> N
     rt.set_threads(1)
     with activated(rt):
         assert int(rt._compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+
+
+@pytest.mark.parametrize("form", ["proto", "path"])
+def test_an_onnx_topk_keeps_onnx_tie_order(tmp_path: Path, form: str) -> None:
+    """ONNX's TopK puts the lower index first among equal values; OpenVINO's ONNX front end makes an unstable
+    TopK (tied indices came out in another order), which reorders an NMS that visits boxes in TopK order."""
+    model, x = tied_topk_model()
+    source = model if form == "proto" else save(model, tmp_path / "m.onnx")
+    with activated(OpenVinoRuntime(source)) as rt:
+        got = rt.infer(x)
+    want = onnxruntime_outputs(model, x)
+    np.testing.assert_array_equal(got["values"], want["values"])
+    np.testing.assert_array_equal(got["indices"], want["indices"])
+
+
+def test_openvino_sends_no_telemetry(tmp_path: Path) -> None:
+    """OpenVINO's converter sends usage telemetry over the network from a thread that forks a process (which
+    deadlocks beside MXNet's threaded engine): through bridge, its own no-op fallback runs instead, no thread or
+    process is started. A fresh interpreter: the telemetry package must not have been imported before."""
+    import subprocess
+    import sys
+
+    model, _ = tied_topk_model()
+    path = save(model, tmp_path / "m.onnx")
+    code = (
+        "import multiprocessing, threading\n"
+        "from bridge.runtimes.openvino import import_openvino\n"
+        "ov = import_openvino('test')\n"
+        f"ov.convert_model({str(path)!r})\n"
+        "import openvino.tools.ovc.convert_impl as impl\n"
+        "assert impl.tm.__name__ == 'openvino.tools.ovc.telemetry_stub', impl.tm.__name__\n"
+        "assert threading.active_count() == 1 and not multiprocessing.active_children()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -17,6 +17,7 @@ from deploy_models import (
     require_openvino,
     save,
     tamper,
+    tied_topk_model,
 )
 from support import run_cli
 
@@ -99,15 +100,19 @@ def test_convert_an_onnx_model_to_openvino(model: onnx.ModelProto, tmp_path: Pat
 
 
 def test_fp16_weights_are_validated_like_any_other(model: onnx.ModelProto, tmp_path: Path) -> None:
-    """`--compress fp16` rounds the weights: the default tolerance catches the difference, a stated one passes."""
+    """`--compress fp16` rounds the weights and the IR with those weights is what is validated: a tolerance the
+    float32 IR meets fails the fp16 one (nothing written), the default tolerance (its scale rule: fp16 rounding,
+    ~5e-4 relative, stays within rtol 1e-3 of each slice's largest value) passes it, with the FP16 note."""
     source = save(model, tmp_path / "src.onnx")
-    args = {"inputs": ["input.1:2,3,8,8"], "dynamic": ["input.1:0=N"], "to": "openvino", "validate": ["openvino"],
-            "compress": "fp16"}
+    args = {"inputs": ["input.1:2,3,8,8"], "dynamic": ["input.1:0=N"], "to": "openvino", "validate": ["openvino"]}
+    tight = Tolerance(atol=1e-5, rtol=1e-5)
+    assert bridge.convert(source, output=tmp_path / "f32" / "m.onnx", tolerance=tight,  # type: ignore[arg-type]
+                          **args).passed
     with pytest.raises(ValidationMismatch, match="openvino"):
-        bridge.convert(source, output=tmp_path / "a" / "m.onnx", **args)  # type: ignore[arg-type]
+        bridge.convert(source, output=tmp_path / "a" / "m.onnx", tolerance=tight, compress="fp16",
+                       **args)  # type: ignore[arg-type]
     assert not (tmp_path / "a" / "m.xml").exists()
-    result = bridge.convert(source, output=tmp_path / "b" / "m.onnx", tolerance=Tolerance(atol=1e-2, rtol=1e-2),
-                            **args)  # type: ignore[arg-type]
+    result = bridge.convert(source, output=tmp_path / "b" / "m.onnx", compress="fp16", **args)  # type: ignore[arg-type]
     assert result.passed and any("FP16" in n for n in result.notes)
     assert (tmp_path / "b" / "m.bin").stat().st_size < 0.6 * sum(t.ByteSize() for t in model.graph.initializer)
 
@@ -118,3 +123,30 @@ def test_cli_target_options_belong_to_their_target(model: onnx.ModelProto, tmp_p
     assert done.returncode == 2 and "--compress belongs to --to openvino, not --to tflite" in done.stderr
     done = run_cli("convert", str(source), "-o", str(tmp_path / "m.onnx"), "--to", "openvino", "--compress", "int4")
     assert done.returncode == 2 and "--compress 'int4'" in done.stderr
+
+
+def test_the_ir_keeps_onnx_topk_tie_order(tmp_path: Path) -> None:
+    """The IR written for a TopK has it stable (ONNX's tie rule), and runs like onnxruntime on tied values."""
+    import openvino as ov
+
+    model, x = tied_topk_model()
+    xml = export_ir(model, tmp_path / "m.xml").path
+    (topk,) = [op for op in ov.Core().read_model(str(xml)).get_ordered_ops() if op.get_type_name() == "TopK"]
+    assert topk.get_attributes()["stable"] is True
+    with activated(OpenVinoRuntime(xml)) as rt:
+        got = rt.infer(x)
+    np.testing.assert_array_equal(got["indices"], onnxruntime_outputs(model, x)["indices"])
+
+
+def test_the_result_says_when_openvinos_default_precision_is_not_the_validated_f32(tmp_path: Path) -> None:
+    """On a CPU with bf16 (or ARM f16) the plugin's default inference precision is not f32: the IR's users are told
+    to compile it with INFERENCE_PRECISION_HINT=f32 to get what was validated."""
+    import openvino as ov
+
+    model, _ = tied_topk_model()
+    notes = export_ir(model, tmp_path / "m.xml").notes
+    default = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    said = [n for n in notes if "INFERENCE_PRECISION_HINT" in n]
+    assert bool(said) is (default != "f32")
+    if said:
+        assert f"defaults to {default} inference" in said[0]

@@ -122,3 +122,19 @@ def test_convert_an_onnx_model_to_tflite(model: onnx.ModelProto, tmp_path: Path)
     with activated(LiteRtRuntime(written)) as rt:  # the written .tflite keeps the batch dynamic
         assert rt.input_metadata()[0].shape == (None, 3, 8, 8)
         assert rt.infer(feeds(5))["boxes"].shape == (5, 64, 4)
+
+
+def test_roialign_is_refused_before_conversion_with_the_reason(tmp_path: Path) -> None:
+    """An R-CNN's RoiAlign has no LiteRT builtin kernel (onnx-tf would emit tf.image.crop_and_resize, a select
+    TF op): refused by node name with that reason, before TensorFlow converts anything, nothing written."""
+    model = make_model(
+        [helper.make_node("RoiAlign", ["x", "rois", "bidx"], ["y"], output_height=2, output_width=2,
+                          sampling_ratio=2, name="box_roi_align")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8]),
+         helper.make_tensor_value_info("rois", TensorProto.FLOAT, [3, 4]),
+         helper.make_tensor_value_info("bidx", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 2, 2])])
+    with pytest.raises(LiteRtUnsupportedError, match=r"RoiAlign x1: box_roi_align \(LiteRT has no builtin "
+                                                      r"ROI-align kernel") as caught:
+        export_tflite(model, tmp_path / "m.tflite")
+    assert "crop_and_resize" in str(caught.value) and not (tmp_path / "m.tflite").exists()

@@ -41,13 +41,13 @@ def test_non_finite_values_are_judged(ref: list[float], cand: list[float], passe
     assert o.nonfinite_mismatch == nonfinite_bad
     assert o.max_abs == 0.0  # the finite positions agree; the failure is the non-finite one
     if not passed:
-        assert o.mismatch_fraction == pytest.approx(nonfinite_bad / len(ref)) and "NaN/inf" in o.note
+        assert o.mismatch_fraction == pytest.approx(nonfinite_bad / len(ref)) and o.note.startswith("mismatch: 1 positions")
 
 
 @pytest.mark.parametrize(("ref", "cand", "reason"), [
     (np.full((2, 3), NAN, np.float32), np.full((2, 3), NAN, np.float32), "entirely NaN/inf"),  # NaN weights
     (np.full(4, INF, np.float32), np.full(4, INF, np.float32), "entirely NaN/inf"),
-    (np.array([NAN, 1.0], np.float32), np.array([NAN, 1.0], np.float32), "reference has 1 NaN"),
+    (np.array([NAN, 1.0], np.float32), np.array([NAN, 1.0], np.float32), "both sides have NaN at 1 positions"),
     (np.zeros((0, 5), np.float32), np.zeros((0, 5), np.float32), "0-sized dimension"),
 ])
 def test_vacuous_verdicts_pass_but_are_flagged(ref: np.ndarray, cand: np.ndarray, reason: str) -> None:
@@ -60,9 +60,36 @@ def test_vacuous_verdicts_pass_but_are_flagged(ref: np.ndarray, cand: np.ndarray
     assert "vacuous" in comp.summary()
 
 
-def test_candidate_all_nan_fails_and_is_vacuous() -> None:
+def test_candidate_all_nan_fails_as_a_named_mismatch() -> None:
+    """NaN against finite values is a difference, not a verdict that proves little."""
     comp, o = _one(np.ones(3, np.float32), np.full(3, NAN, np.float32))
-    assert not comp.passed and o.vacuous and "candidate output is entirely NaN/inf" in o.vacuous_reason
+    assert not comp.passed and not o.vacuous and not comp.vacuous
+    assert o.note == "mismatch: 3 positions NaN in the candidate where the reference is finite"
+
+
+@pytest.mark.parametrize("nan_positions", [[0], [0, 2], [0, 1, 2]])
+def test_nan_in_the_reference_against_finite_values_is_a_mismatch_not_a_vacuous_verdict(nan_positions: list[int]) -> None:
+    """MXNet's 3-D average pooling gives NaN for an empty window where a translation may give 0: the verdict
+    FAILs on those positions, names them, and does not call itself vacuous (the NaN positions are not
+    positions that prove nothing: they are the difference)."""
+    ref = np.array([1.0, 2.0, 3.0], np.float32)
+    ref[nan_positions] = NAN
+    cand = np.nan_to_num(ref)
+    comp, o = _one(ref, cand)
+    assert not comp.passed and not comp.vacuous and not o.vacuous and o.vacuous_reason == ""
+    n = len(nan_positions)
+    assert o.note.startswith(f"mismatch: {n} positions NaN in the reference where the candidate is finite")
+    assert ("over the positions finite on both sides" in o.note) is (n < 3)
+    summary = comp.summary()
+    assert "FAIL (y)" in summary and "vacuous" not in summary
+    assert f"{n} positions NaN/inf vs finite (mismatches)" in summary
+
+
+def test_nan_where_both_sides_have_it_stays_vacuous_beside_a_mismatch() -> None:
+    comp, o = _one(np.array([NAN, NAN, 1.0], np.float32), np.array([NAN, 0.0, 1.0], np.float32))
+    assert not comp.passed and o.nonfinite_mismatch == 1
+    assert "both sides have NaN at 1 positions" in o.vacuous_reason
+    assert o.note.startswith("mismatch: 1 positions NaN in the reference where the candidate is finite")
 
 
 def test_ordinary_outputs_are_not_vacuous() -> None:
@@ -115,4 +142,23 @@ def test_mark_vacuous_flags_the_entry_covering_an_output() -> None:
 def test_summary_counts_nan_on_one_side() -> None:
     """MXNet gives NaN where onnxruntime gives a number: the finite error is 0, the summary says why it fails."""
     comp, _ = _one(np.array([NAN, 1.0, NAN], np.float32), np.array([0.5, 1.0, 2.0], np.float32))
-    assert not comp.passed and "2 NaN/inf on one side only" in comp.summary()
+    assert not comp.passed
+    assert "max abs err 0 over finite positions, 2 positions NaN/inf vs finite (mismatches)" in comp.summary()
+
+
+def test_inf_of_another_sign_is_named_apart_from_nan() -> None:
+    _, o = _one(np.array([INF, NAN, 1.0]), np.array([-INF, 1.0, 1.0]))
+    assert o.note.startswith("mismatch: 1 positions NaN in the reference where the candidate is finite, "
+                             "1 positions inf on one side only or NaN/inf of another kind")
+
+
+def test_vacuous_warnings_cover_passing_verdicts_and_advise_feeds_only_when_inputs_were_generated() -> None:
+    from bridge.validation.run import vacuous_warnings
+
+    vacuous_pass, _ = _one(np.full(3, NAN, np.float32), np.full(3, NAN, np.float32))
+    vacuous_fail, _ = _one(np.array([NAN, NAN, 1.0], np.float32), np.array([NAN, 0.0, 1.0], np.float32))
+    assert vacuous_fail.vacuous and not vacuous_fail.passed
+    generated = vacuous_warnings([vacuous_pass, vacuous_fail])
+    assert len(generated) == 1 and "validate on real inputs (--feeds FILE.npz)" in generated[0]
+    given = vacuous_warnings([vacuous_pass, vacuous_fail], feeds_given=True)
+    assert len(given) == 1 and "--feeds" not in given[0] and given[0].endswith("use --strict to fail on this")

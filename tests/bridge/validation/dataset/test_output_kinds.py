@@ -9,65 +9,19 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from dataset_models import CLASSES, colour_classifier, colour_segmenter, colour_weights
+from onnx import TensorProto, helper
 from support import make_model
 
 from bridge.errors import UsageError
 from bridge.runtimes.base import TensorMeta
 from bridge.runtimes.onnxruntime import OnnxRuntime
-from bridge.validation.dataset.labels import write_coco
 from bridge.validation.dataset.preprocess import Preprocessing
 from bridge.validation.dataset.run import AccuracyBudget, DatasetCancelled, validate_on_dataset
 from bridge.validation.dataset.sources import DatasetSpec
 
 Image = pytest.importorskip("PIL.Image")
 pytest.importorskip("pycocotools")
-CLASSES = 5
-
-
-def _classifier(weights: np.ndarray) -> onnx.ModelProto:
-    """x [N, 3, 8, 8] -> mean colour -> [N, 5] scores."""
-    return make_model(
-        [helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
-         helper.make_node("Gemm", ["f", "w"], ["y"])],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", CLASSES])],
-        opset=17, initializers=[numpy_helper.from_array(weights.astype(np.float32), "w")])
-
-
-def _segmenter(weights: np.ndarray) -> onnx.ModelProto:
-    """x [N, 3, 8, 8] -> a 1x1 convolution -> [N, 4, 8, 8] class scores per pixel."""
-    return make_model(
-        [helper.make_node("Conv", ["x", "w"], ["y"])],
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])],
-        opset=17, initializers=[numpy_helper.from_array(weights.astype(np.float32), "w")])
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """40 noisy single-colour images whose class is their colour's index, with COCO labels."""
-    folder = tmp_path_factory.mktemp("colours")
-    rng = np.random.default_rng(0)
-    palette = rng.uniform(0, 255, (CLASSES, 3))
-    names, classes = [], []
-    for k in range(40):
-        c = k % CLASSES
-        img = np.clip(palette[c] + rng.normal(0, 20, (8, 8, 3)), 0, 255).astype(np.uint8)
-        Image.fromarray(img).save(folder / f"{k:03d}.png")
-        names.append(f"{k:03d}.png")
-        classes.append(np.array([c]))
-    labels = folder.parent / (folder.name + "-labels.json")
-    write_coco(labels, names, [(8, 8)] * len(names), [np.array([[0, 0, 8, 8.0]])] * len(names), classes,
-               [f"colour{c}" for c in range(CLASSES)], first_id=0)
-    return folder, labels
-
-
-def _weights(images: tuple[Path, Path]) -> np.ndarray:
-    """A nearest-colour classifier's weights (scores = -distance^2 up to a per-image constant)."""
-    rng = np.random.default_rng(0)
-    palette = rng.uniform(0, 255, (CLASSES, 3)) / 255.0
-    return 2 * palette.T  # [3, 5]: x . 2p - |p|^2 (the constant |p|^2 is left out: the bias of a Gemm)
 
 
 def _run(model: onnx.ModelProto, candidate: onnx.ModelProto, spec: DatasetSpec, **kw: object) -> object:
@@ -79,7 +33,7 @@ def _run(model: onnx.ModelProto, candidate: onnx.ModelProto, spec: DatasetSpec, 
 
 def test_a_classifier_agrees_with_itself_and_scores_against_labels(images: tuple[Path, Path]) -> None:
     folder, labels = images
-    model = _classifier(_weights(images))
+    model = colour_classifier(colour_weights())
     result = _run(model, model, DatasetSpec(folder, labels, classes="id"))
     assert result.kind == "classification" and result.passed  # type: ignore[attr-defined]
     entries = result.to_dict()  # type: ignore[attr-defined]
@@ -89,9 +43,9 @@ def test_a_classifier_agrees_with_itself_and_scores_against_labels(images: tuple
 
 def test_a_perturbed_classifier_fails_the_budget(images: tuple[Path, Path]) -> None:
     folder, labels = images
-    w = _weights(images)
-    bad = _classifier(w + np.random.default_rng(1).normal(0, 0.6, w.shape))
-    result = _run(_classifier(w), bad, DatasetSpec(folder, labels, classes="id"))
+    w = colour_weights()
+    bad = colour_classifier(w + np.random.default_rng(1).normal(0, 0.6, w.shape))
+    result = _run(colour_classifier(w), bad, DatasetSpec(folder, labels, classes="id"))
     entry = result.to_dict()["onnxruntime"]  # type: ignore[attr-defined]
     assert entry["top1_agreement"] < 0.99 and not result.passed  # type: ignore[attr-defined]
     assert any("top1_agreement" in f for f in result.failures)  # type: ignore[attr-defined]
@@ -101,17 +55,17 @@ def test_a_perturbed_classifier_fails_the_budget(images: tuple[Path, Path]) -> N
 def test_a_segmenter_is_judged_by_miou(images: tuple[Path, Path], tmp_path: Path) -> None:
     folder, _labels = images
     w = np.random.default_rng(2).normal(0, 1, (4, 3, 1, 1))
-    same = _run(_segmenter(w), _segmenter(w), DatasetSpec(folder))
+    same = _run(colour_segmenter(w), colour_segmenter(w), DatasetSpec(folder))
     assert same.kind == "segmentation" and same.to_dict()["onnxruntime"]["miou"] == 1.0  # type: ignore[attr-defined]
     perturbed = w + np.random.default_rng(5).normal(0, 0.7, w.shape)  # per class: the argmax changes
-    off = _run(_segmenter(w), _segmenter(perturbed), DatasetSpec(folder), budget=AccuracyBudget(min_agreement=0.99))
+    off = _run(colour_segmenter(w), colour_segmenter(perturbed), DatasetSpec(folder), budget=AccuracyBudget(min_agreement=0.99))
     assert off.to_dict()["onnxruntime"]["miou"] < 0.99 and not off.passed  # type: ignore[attr-defined]
 
 
 def test_ready_inputs_from_an_npz(tmp_path: Path) -> None:
     x = np.random.default_rng(3).uniform(0, 1, (11, 3, 8, 8)).astype(np.float32)
     np.savez(tmp_path / "ready.npz", x=x)
-    model = _classifier(np.random.default_rng(4).normal(0, 1, (3, CLASSES)))
+    model = colour_classifier(np.random.default_rng(4).normal(0, 1, (3, CLASSES)))
     result = _run(model, model, DatasetSpec(tmp_path / "ready.npz", batch_size=4))
     assert result.images == 11 and result.to_dict()["onnxruntime"]["top1_agreement"] == 1.0  # type: ignore[attr-defined]
 
@@ -143,7 +97,7 @@ class _Interrupting(OnnxRuntime):
 
 def test_ctrl_c_in_a_candidate_keeps_what_was_measured(images: tuple[Path, Path]) -> None:
     folder, labels = images
-    model = _classifier(_weights(images))
+    model = colour_classifier(colour_weights())
     metas = [TensorMeta.from_value_info(v) for v in model.graph.input]
     outs = [TensorMeta.from_value_info(v) for v in model.graph.output]
     with pytest.raises(DatasetCancelled) as err:
