@@ -308,8 +308,9 @@ def validate(model: str | Path, *, progress: Progress | None = None, options: di
     per step and the memory limit (``bridge.runtimes.isolated``). MODEL runs on a second, different input too,
     and a model with dynamic axes at a second size of them (the source run there as well); ``.sizes`` lists the
     input shapes of every size checked; ``.second_size_skipped`` / ``.second_input_skipped`` say why a model was
-    checked at one size or on one input only: the verdict stands, ``strict`` fails it. ``progress`` hears each
-    step. Raises ValidationMismatch (with ``.result``).
+    checked at one size or on one input only: the verdict stands, ``strict`` fails it. A failure on a model
+    with selections gets the upstream tie proof (``bridge.conversion.pinning``) unless ``pinning`` is False;
+    ``strict`` lets it excuse rounding ties only. ``progress`` hears each step. Raises ValidationMismatch (with ``.result``).
     """
     from bridge.conversion.validate import validate as _validate
 

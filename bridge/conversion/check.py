@@ -304,7 +304,7 @@ def run_check(check: Check) -> CheckResult:
                           reference_name=name, shape_only=list(dict.fromkeys(random)), check_sensitivity=live,
                           second_size=check.second_size and live, second_input=check.second_input, repeat=live,
                           progress=say)
-    if isinstance(check.reference, SourceReference) and check.pinning and check.model is not None:
+    if isinstance(check.reference, SourceReference) and check.model is not None:  # off: each failure says so
         _pin(check, check.reference, run)
     result = CheckResult(run, run.reference_name, strict=check.strict, warnings=warnings)
     result.warnings += vacuous_warnings(run.comparisons, feeds_given=check.feeds.file is not None)
@@ -339,4 +339,5 @@ def _pin(check: Check, reference: SourceReference, run: ComparisonRun) -> None:
                      model=check.model, workdir=Path(workdir), feeds=check.feeds, tolerance=check.tolerance,
                      detections=check.detections, shape_only=run.random_outputs, isolated=check.isolation.enabled,
                      timeout=check.isolation.timeout, max_memory=check.isolation.limit(),
-                     artefact_runtimes=check.artefact_runtimes, target=check.target, progress=check.progress)
+                     artefact_runtimes=check.artefact_runtimes, target=check.target, progress=check.progress,
+                     strict=check.strict, enabled=check.pinning)

@@ -219,7 +219,8 @@ def _validate(cfg: ConvertConfig, adapter: Any, export: Any, proto: onnx.ModelPr
     shapes = {s.name: s.shape for s in export.inputs if s.shape}
     check = Check(SourceReference(adapter.framework, cfg.source, export, worker=worker), candidates,
                   feed_source(cfg, export, proto), cfg.tolerance, detections=saved_detection_outputs(proto),
-                  model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict, isolation=isolation,
+                  model=proto, random_outputs=random_outputs(export.model), strict=cfg.strict,
+                  pinning=cfg.values.get("pinning", True), isolation=isolation,
                   artefact_runtimes=by_runtime, workdir=workdir, progress=progress,
                   target=(cfg.to, dict(cfg.target_options)) if target.artefact else None,
                   judges=[*dataset_judges(cfg.values, adapter, shapes),  # --dataset, then --precision on its images

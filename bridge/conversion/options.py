@@ -164,8 +164,11 @@ CORE: tuple[Option, ...] = (
            manifest="step_timeout", metavar="SECONDS", group="isolation", bounds=TIMEOUT_BOUNDS),
     Option("strict", bool, False, "a vacuous verdict (nothing real compared: no detections, all-NaN outputs, a "
            "0-sized dim, a random output compared by shape only), dynamic axes checked at one size only, a "
-           "candidate checked on one input only or a validation that could not run fails (exit 1)", debug=False,
-           group="check"),
+           "candidate checked on one input only or a validation that could not run fails (exit 1); pinning then "
+           "excuses only choices on inputs within 4 float32 ulps of the source's", debug=False, group="check"),
+    Option("pinning", bool, True, "on a failed comparison of a model with selections (TopK, NMS, ArgMax, "
+           "comparisons), re-run it with the source's values deciding them; a pass is proved near-ties only "
+           "(README: Validation)", flags=("--pinning/--no-pinning",), debug=False, group="check"),
     Option("max_memory", str | None, None, "limit for sizes files declare and for reference/runtime children, "
            "e.g. 4G (default: half the RAM, or BRIDGE_MAX_MEMORY)", metavar="SIZE", group="isolation"),
     Option("external_data", bool | None, None, "weights in <output>.data beside the model (default: only past "

@@ -133,13 +133,20 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
                  shape_only: Sequence[str], isolated: bool, timeout: float | None, max_memory: int | None,
                  artefact_runtimes: Mapping[str, Any] | None = None,
                  target: tuple[str, Mapping[str, Any]] | None = None,
-                 progress: Callable[[str], None] = lambda _m: None) -> None:
+                 progress: Callable[[str], None] = lambda _m: None, strict: bool = False,
+                 enabled: bool = True) -> None:
     """Each failed comparison of ``run`` on a model with selection ops gets the upstream tie proof; a passing run
     returns at once. ``target``: the delivering target's name and options, whose artefact runtimes are proved on
     its artefacts. ``isolated``: the source and the candidate run in child processes (a live framework object stays
-    here)."""
+    here). ``strict`` (``--strict``): only rounding ties are excused (``bridge.validation.pinning.STRICT_TIE_ULPS``);
+    ``enabled`` False (``--no-pinning``): nothing is tried, each failure says so and stands as measured."""
     failing = [c for c in run.comparisons if not c.passed]
     if not failing or not has_selection_ops(model):
+        return
+    if not enabled:
+        for comp in failing:
+            comp.pinning = {"explained": False, "text": "the upstream tie proof by pinning is off (--no-pinning): "
+                            "the failure stands as measured"}
         return
     from bridge.targets import get_target
 
@@ -154,10 +161,12 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
         on_artefact = comp.candidate not in direct and comp.candidate in made
         sizes: list[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray] | None]] = [
             (run.feeds, run.reference_outputs)]
-        if len(comp.sizes) > 1:
+        extra = list(run.extra_inputs)  # compared after the second size (bridge.validation.coverage)
+        if len(comp.sizes) > 1 + len(extra):
             second = feeds.at_second_size(run.feeds, graph_metas(model.graph.input, model))
             if second:
                 sizes.append((second, None))
+        sizes.extend(extra)
         if comp.second_input and run.second_input is not None:  # a pass must cover the second input too
             sizes.append((run.second_input.inputs, run.second_input.outputs))
         progress(f"pinning: is {comp.candidate}'s failure a tie at a selection?")
@@ -165,7 +174,7 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
             explain_by_pinning(comp, model, taps, candidate_runner(
                 comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory,
                 target=target if on_artefact else None),
-                sizes, tolerance, detections=detections, shape_only=shape_only, say=progress)
+                sizes, tolerance, detections=detections, shape_only=shape_only, strict=strict, say=progress)
         except Exception as exc:  # extra evidence only: when it cannot be gathered the failure stands, said
             log.warning("pinning could not run for %s: %s", comp.candidate, exc, exc_info=not isinstance(exc, BridgeError))
             comp.pinning = {"explained": False, "text": f"pinning could not run ({type(exc).__name__}: {exc}); "

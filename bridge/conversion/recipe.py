@@ -325,8 +325,14 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str], *, trusted
     ``trusted=False`` (a model bridge did not just write, e.g. ``validate``'s file under test): a recorded group
     decides *how* outputs are compared (matched by IoU, rows excused as ties), so it is kept only where the graph
     computes every output of it through a selection (NonMaxSuppression, TopK); a group recorded over outputs no
-    selection feeds is compared elementwise, and ``warnings`` says so."""
-    from bridge.validation.detection.layouts import detect_detection_outputs, dump_detection_specs
+    selection feeds is compared elementwise, and ``warnings`` says so. Nor does a recorded group decide how the
+    candidate's coordinates are read: its boxes are read in the source's box format (a recorded ``yxyx`` against
+    an ``xyxy`` source would excuse swapped x and y), said in ``warnings``."""
+    from bridge.validation.detection.layouts import (
+        detect_detection_outputs,
+        dump_detection_specs,
+        with_nms_thresholds,
+    )
 
     outputs = [o.name for o in proto.graph.output]
     if declared:
@@ -345,7 +351,7 @@ def detection_groups(proto: onnx.ModelProto, declared: Sequence[str], *, trusted
         props = {p.key: p for p in proto.metadata_props}
         entry = props.get(DETECTION_META) or proto.metadata_props.add(key=DETECTION_META)
         entry.value = dump_detection_specs(specs)
-    return specs
+    return with_nms_thresholds(proto, specs)  # the tie rules' NMS threshold: read from the graph each time
 
 
 # what makes a detector's rows a selection: the ops whose ties reorder or swap rows
@@ -388,6 +394,12 @@ def _selected(proto: onnx.ModelProto, specs: Sequence[DetectionSpec], warnings: 
                             f"{', '.join(unselected)}: compared elementwise (the file under test does not decide "
                             "how it is judged; declare a group with --detections)")
             continue
+        if spec.box_format != spec.ref_box_format:  # a claim that turns the candidate's boxes before matching
+            warnings.append(f"the model's metadata declares {spec.label}'s boxes {spec.box_format} while the "
+                            f"source's are {spec.ref_box_format}: compared as {spec.ref_box_format} (the file under "
+                            "test does not decide how its coordinates are read; declare the group with --detections "
+                            "... box_format=FORMAT)")
+            spec = replace(spec, box_format=spec.ref_box_format, reference_box_format=None)
         kept.append(spec)
     return kept
 

@@ -204,8 +204,8 @@ def _validate(model: str | Path, say: Progress, options: Mapping[str, str] | Non
             feed_source = FeedSource(Path(feeds) if feeds else None, model_specs, v["seed"],
                                      vary_dynamic=False, model=proto, values=values_kind)
             check = Check(SourceReference(adapter.framework, src, export), candidates, feed_source, tolerance,
-                          detections=groups, model=proto, strict=v["strict"], isolation=isolation,
-                          workdir=Path(workdir), progress=say,
+                          detections=groups, model=proto, strict=v["strict"], pinning=v["pinning"],
+                          isolation=isolation, workdir=Path(workdir), progress=say,
                           judges=dataset_judges(v, adapter, sample_shapes))
             ref_name, meta = f"{adapter.framework} ({src.describe()})", {"source": src.describe(), "seed": v["seed"]}
         try:

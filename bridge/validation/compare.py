@@ -113,13 +113,16 @@ class Comparison:
     # an upstream tie proof tried on a failure (bridge.validation.pinning.PinningResult.to_dict()): the verdict
     # is a pass only when it explained the failure; its "text" says what was pinned and why
     pinning: dict[str, Any] | None = None
+    # how much of each detection group the inputs exercised (bridge.validation.coverage.Coverage.to_dict())
+    coverage: list[dict[str, Any]] = field(default_factory=list)
     second_input: bool = False  # the candidate also ran on a second, different input (``add_input``)
 
-    def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]]) -> None:
-        """Take in the verdicts of the same candidate at another input size (``shapes``): an output passes only
-        when it passes at every size; its figures are the worst of them, and a failure there is said."""
+    def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]], label: str = "") -> None:
+        """Take in the verdicts of the same candidate at another input size (``shapes``), or on other inputs of
+        the same size (``label`` says which): an output passes only when it passes on every input set; its
+        figures are the worst of them, and a failure there is said."""
         self.sizes.append({k: list(v) for k, v in shapes.items()})
-        self._merge(other, f"at {_shapes_text(shapes)}")
+        self._merge(other, f"at {label or _shapes_text(shapes)}")
 
     def add_input(self, other: Comparison) -> None:
         """Take in the verdicts of the same candidate on a second, different input of the same shapes (what
@@ -170,12 +173,14 @@ class Comparison:
                 first.note = "; ".join(n for n in (first.note, f"{where}: FAIL ({figures}"
                                                    + (f"; {o.note})" if o.note else ")")) if n)
 
-    def fail_at_size(self, shapes: Mapping[str, Sequence[int]], error: str) -> None:
-        """The candidate raised at another input size where the reference ran: every output fails there."""
+    def fail_at_size(self, shapes: Mapping[str, Sequence[int]], error: str, label: str = "") -> None:
+        """The candidate raised at another input size (or on the other inputs ``label``) where the reference ran:
+        every output fails there."""
         self.sizes.append({k: list(v) for k, v in shapes.items()})
         for o in self.outputs:
             o.passed = False
-            o.note = "; ".join(n for n in (o.note, f"at {_shapes_text(shapes)} the candidate failed: {error}") if n)
+            o.note = "; ".join(n for n in (o.note, f"at {label or _shapes_text(shapes)} the candidate failed: {error}")
+                               if n)
 
     @property
     def passed(self) -> bool:
@@ -217,8 +222,11 @@ class Comparison:
         if self.vacuous:
             verdict += f" [vacuous: {'; '.join(self.vacuous_reasons)}]"
         ties = f", {self.tie_ambiguous} tie-ambiguous detections" if self.tie_ambiguous else ""
-        if len(self.sizes) > 1:
-            ties += f", at {len(self.sizes)} sizes ({' and '.join(_shapes_text(s) for s in self.sizes)})"
+        distinct = [s for k, s in enumerate(self.sizes) if s not in self.sizes[:k]]
+        if len(distinct) > 1:
+            ties += f", at {len(distinct)} sizes ({' and '.join(_shapes_text(s) for s in distinct)})"
+        if len(self.sizes) > len(distinct):  # more inputs of one size (bridge.validation.coverage)
+            ties += f", on {len(self.sizes)} input sets"
         if self.second_input:
             ties += ", and on a second input"
         nonfinite = sum(o.nonfinite_mismatch for o in self.outputs)  # NaN/inf on one side only: not in max abs err
@@ -232,7 +240,7 @@ class Comparison:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
                 "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
                 "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "second_input": self.second_input,
-                "pinning": self.pinning,
+                "pinning": self.pinning, "coverage": self.coverage,
                 "outputs": [asdict(o) for o in self.outputs]}
 
 
@@ -427,7 +435,7 @@ def _compare_sequence(name: str, reference: Any, candidate: Any, tolerance: Tole
 def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.ndarray],
                              candidate: Mapping[str, np.ndarray], tolerance: Tolerance, reference_name: str,
                              candidate_name: str) -> OutputComparison:
-    atol, rtol = _detection_tolerance(spec, tolerance)
+    atol, rtol = detection_tolerance(spec, tolerance)
     covers = list(dict.fromkeys([*spec.reference_names(), *spec.candidate_names()]))
     item = OutputComparison(spec.label, False, False, False, atol=atol, rtol=rtol, covers=covers)
     missing = [f"'{n}' from {reference_name}" for n in spec.reference_names() if n not in reference] + [
@@ -445,7 +453,8 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
         return item
     mask_atol, mask_rtol = tolerance.for_output(spec.outputs.get("masks", spec.label))
     det = compare_detections(ref_dets, cand_dets, score_tol=atol, score_rtol=rtol, mask_tol=mask_atol,
-                             mask_rtol=mask_rtol, reference_name=reference_name, candidate_name=candidate_name)
+                             mask_rtol=mask_rtol, reference_name=reference_name, candidate_name=candidate_name,
+                             nms_iou=spec.nms_iou)
     item.passed = det.passed
     item.shape_match = item.dtype_match = True
     item.max_abs = det.max_score_diff
@@ -461,6 +470,12 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     if det.tie_ambiguous:
         item.note += (f"; {det.tie_ambiguous} rows tie-ambiguous (scores tied within float32 rounding: "
                       "NMS may keep either)")
+        if det.bare_tied:
+            item.note += (f", {det.bare_tied} of them not listed by the other side (judged by where they sit; at "
+                          f"most {det.bare_bound} may be)")
+    if det.bare_refused:
+        item.note += (f"; {det.bare_refused} near-tie rows the other side does not list were refused: more than the "
+                      f"{det.bare_bound} such rows a tie explains")
     if det.vacuous:
         item.add_vacuous(det.vacuous_reason)
     return item
@@ -476,7 +491,7 @@ def _labelled_output(roles: Mapping[str, str], label: str, candidate_roles: Mapp
     return next(iter(roles.values()))
 
 
-def _detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
+def detection_tolerance(spec: DetectionSpec, tolerance: Tolerance) -> tuple[float, float]:
     """Score tolerance of a detection group: a per-output override for the group or its scores output wins."""
     for key in (spec.label, spec.outputs.get("scores")):
         if key is not None and key in tolerance.per_output:

@@ -44,7 +44,13 @@ from bridge.validation.compare import (
     reference_within_tolerance,
 )
 from bridge.validation.constraints import constrained_consumers
-from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, load_detection_specs
+from bridge.validation.coverage import CoverageRuns
+from bridge.validation.detection.layouts import (
+    DetectionSpec,
+    as_detection_specs,
+    load_detection_specs,
+    with_nms_thresholds,
+)
 from bridge.validation.inputs import graphs_of, load_feeds, make_inputs, other_size, true_inputs
 from bridge.validation.results import FORMAT, RunResults, SizedRun
 
@@ -196,6 +202,9 @@ class ComparisonRun:
     # saved reference holds one): the verdict stands, but nothing was proved about those axes (--strict fails it)
     second_size_skipped: str | None = None
     reference_at_other_sizes: list[SizedRun] = field(default_factory=list)  # the reference's runs at sizes[1:]
+    # inputs added because the given ones exercised a detector too little, with the reference's outputs there
+    # (bridge.validation.coverage): every candidate is compared on them too, and the tie proof re-runs them
+    extra_inputs: list[tuple[dict[str, np.ndarray], dict[str, Any]]] = field(default_factory=list)
     # the reference on a second, different input of the same shapes (every candidate is compared there too)
     second_input: SizedRun | None = None
     # why the candidates ran on one input only (the reference failed on the second, a saved reference holds none)
@@ -251,7 +260,7 @@ def saved_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
     """The detection outputs recorded in the model (``DETECTION_META``, written by the pass that produced
     them, or by convert for detected/declared ones): compared detection by detection."""
     raw = next((p.value for p in model.metadata_props if p.key == DETECTION_META), None)
-    return load_detection_specs(raw)
+    return with_nms_thresholds(model, load_detection_specs(raw))  # the threshold from the graph, not metadata
 
 
 RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
@@ -377,6 +386,8 @@ def run_and_compare(
             _compare_small_outputs_wider(comparison, candidate, tolerance, refs.wider)
             if refs.second is not None:
                 refs.second.compare(comparison, candidate, tolerance, detections, shape_only, say)
+            if refs.coverage is not None:  # more inputs where the given ones were thin; thin checks said so
+                refs.coverage.compare(comparison, candidate, tolerance, detections, shape_only, say)
             if second_input and run.second_input is not None:
                 _compare_second_input(comparison, candidate, run, outputs, tolerance, detections, shape_only, say)
         run.comparisons.append(comparison)
@@ -480,6 +491,7 @@ class _ReferenceRuns:
     wider: WiderRuns = field(default_factory=dict)
     second: _SecondSize | None = None
     insensitive_flags: list[str] = field(default_factory=list)  # outputs whose verdicts are vacuous
+    coverage: CoverageRuns | None = None
 
     @classmethod
     def compute(cls, reference: Runtime, feeds: FeedSource, tolerance: Tolerance, metas: Sequence[TensorMeta] | None,
@@ -513,6 +525,8 @@ class _ReferenceRuns:
             if check_sensitivity or second_input:
                 refs._run_second_input(reference, feeds, specs, metas or source_metas,
                                        say if second_input else (lambda _m: None), check_sensitivity=check_sensitivity)
+            refs.coverage = CoverageRuns.run(reference.infer, made, refs.run.reference_outputs, specs, say)
+            refs.run.extra_inputs = refs.coverage.extra_sizes()
             return refs
         finally:
             reference.deactivate()

@@ -94,7 +94,10 @@ class DetectionSpec:
 
     ``reference_layout`` / ``reference_outputs`` / ``reference_box_format`` default to the candidate's
     (a source framework run names its outputs as the export does). ``name`` labels the group in
-    reports (default: the detections or boxes output).
+    reports (default: the detections or boxes output). ``nms_iou``: the IoU threshold of the NMS that
+    selects the group's rows, read from the graph at validation time (``with_nms_thresholds``), never from
+    metadata (not serialised): the tie rules need it as evidence; ``score_threshold`` the score below which
+    a candidate never reaches that NMS (the graph's constant compared with its scores; feed coverage).
     """
 
     layout: str
@@ -104,6 +107,8 @@ class DetectionSpec:
     name: str | None = None
     box_format: str = "xyxy"
     reference_box_format: str | None = None
+    nms_iou: float | None = None
+    score_threshold: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", canonical_layout(self.layout))
@@ -509,6 +514,101 @@ def detect_detection_outputs(model: onnx.ModelProto) -> list[DetectionSpec]:
     return specs
 
 
+def with_nms_thresholds(model: onnx.ModelProto, specs: Sequence[DetectionSpec]) -> list[DetectionSpec]:
+    """``specs`` each with the IoU threshold of the NMS that selects its candidate outputs (``nms_threshold``)
+    and the score threshold in front of it (``score_threshold``)."""
+    return [replace(s, nms_iou=nms_threshold(model, s.candidate_names()),
+                    score_threshold=score_threshold(model, s.candidate_names())) for s in specs]
+
+
+_SCORE_CUTS = ("Greater", "GreaterOrEqual", "Less", "LessOrEqual")
+LOWEST_SCORE_CUT = -1e30  # NMS run with the lowest float32 as its score threshold: the cut is elsewhere
+
+
+def score_threshold(model: onnx.ModelProto, outputs: Sequence[str]) -> float | None:
+    """The score threshold candidates must pass before the NMS nearest ``outputs``: its score_threshold input
+    when that is a real one, else the largest constant a comparison upstream of its scores holds them against
+    (a lowered MultiBoxDetection's ``threshold``, box_nms's ``valid_thresh``); None when neither is found."""
+    graph = model.graph
+    nms_nodes = [n for n in graph.node if n.op_type in _NMS_OPS and n.domain in ("", "ai.onnx")]
+    sources = _nms_sources(graph, nms_nodes)
+    feeding = sorted(set().union(*(sources.get(o, set()) for o in outputs)))
+    if not feeding:
+        return None
+    nms = nms_nodes[feeding[-1]]
+    own = _constant(model, nms, 4)
+    if own is not None and own > LOWEST_SCORE_CUT and len(nms.input) > 4 and nms.input[4]:
+        return own
+    producer = {o: n for n in graph.node for o in n.output if o}
+    cuts: dict[str, list[onnx.NodeProto]] = {}
+    for n in graph.node:
+        if n.op_type in _SCORE_CUTS:
+            for i in n.input:
+                cuts.setdefault(i, []).append(n)
+    seen: set[str] = set()
+    stack = [nms.input[1]] if len(nms.input) > 1 else []
+    found: list[float] = []
+    while stack:  # every comparison with a scalar constant upstream of the NMS's scores
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = producer.get(name)
+        if node is None:
+            continue
+        for i in node.input:
+            if not i:
+                continue
+            stack.append(i)
+            for consumer in cuts.get(i, ()):
+                for position, other in enumerate(consumer.input):
+                    if other != i:
+                        value = _constant(model, consumer, position)
+                        if value is not None and 0 < value < 1:
+                            found.append(value)
+    return max(found) if found else None
+
+
+def nms_threshold(model: onnx.ModelProto, outputs: Sequence[str]) -> float | None:
+    """The IoU threshold of the NonMaxSuppression nodes nearest ``outputs`` (those no other NMS feeding them
+    lies downstream of): the largest when they differ (the stricter evidence for a tie rule), None without an
+    NMS or with a threshold that is not a constant. ONNX's default threshold is 0."""
+    graph = model.graph
+    nms_nodes = [n for n in _all_nodes(graph) if n.op_type in _NMS_OPS and n.domain in ("", "ai.onnx")]
+    if not nms_nodes:
+        return None
+    sources = _nms_sources(graph, nms_nodes)
+    feeding: set[int] = set().union(*(sources.get(o, set()) for o in outputs))
+    upstream: set[int] = set()
+    for k in feeding:  # an NMS whose output another NMS of the group reads is not the last selection
+        upstream |= sources.get(nms_nodes[k].output[0], set()) - {k}
+    values = [_constant(model, nms_nodes[k], 3) for k in sorted(feeding - upstream)]
+    if not values or any(v is None for v in values):
+        return None
+    return max(float(v) for v in values if v is not None)
+
+
+def _constant(model: onnx.ModelProto, node: onnx.NodeProto, position: int) -> float | None:
+    """The scalar constant at ``node``'s input ``position`` (an initializer or a Constant node anywhere in the
+    model), the op's default 0.0 when the input is absent, None when it is computed."""
+    if position >= len(node.input) or not node.input[position]:
+        return 0.0
+    name = node.input[position]
+    for graph in [model.graph, *(g for n in _all_nodes(model.graph) for g in _subgraphs(n))]:
+        for t in graph.initializer:
+            if t.name == name:
+                return float(np.asarray(onnx.numpy_helper.to_array(t)).reshape(-1)[0])
+        for n in graph.node:
+            if n.op_type == "Constant" and name in n.output:
+                value = next((a for a in n.attribute if a.name in ("value", "value_float")), None)
+                if value is None:
+                    return None
+                if value.name == "value_float":
+                    return float(value.f)
+                return float(np.asarray(onnx.numpy_helper.to_array(value.t)).reshape(-1)[0])
+    return None
+
+
 def _all_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
     for node in graph.node:
         yield node
@@ -661,5 +761,17 @@ def _batched(roles: Mapping[str, str], rank: Any) -> bool:
     return "boxes" in roles and rank(roles["boxes"]) == 3
 
 
-__all__ = ["BOX_FORMATS", "LAYOUTS", "DetectionSpec", "as_detection_specs", "canonical_layout",
-           "detect_detection_outputs", "dump_detection_specs", "load_detection_specs", "read_detection_pair"]
+__all__ = [
+    "BOX_FORMATS",
+    "LAYOUTS",
+    "DetectionSpec",
+    "as_detection_specs",
+    "canonical_layout",
+    "detect_detection_outputs",
+    "dump_detection_specs",
+    "load_detection_specs",
+    "nms_threshold",
+    "read_detection_pair",
+    "score_threshold",
+    "with_nms_thresholds",
+]

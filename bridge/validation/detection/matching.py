@@ -72,6 +72,7 @@ __all__ = [
     "match_pairs",
     "mean_average_precision",
     "pair_iou",
+    "problem_rows",
     "read_detections",
     "tie_tolerance",
     "voc_ap",
@@ -85,6 +86,10 @@ NONFINITE_RTOL = 1e-5  # finite values of two rows that saturate at the same pla
 PAIR_CHUNK = 1 << 20  # candidate pairs examined at once: bounds the matcher's memory
 POOL_LIMIT = 1 << 20  # unselected ONNX NMS candidates listed per image as tie evidence (the highest-scored)
 MAX_LISTED = 50  # rows listed per category in a DetectionComparison (counts are always complete)
+# rows the tie rules may excuse without the other side listing them (by where they sit): a tie is rare, one
+# swap and its cascade a handful of rows; past this share of all detections (at least MIN_BARE) none is
+MAX_BARE_SHARE = 0.02
+MIN_BARE = 4
 
 
 def _detections(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, rows: np.ndarray | None = None,
@@ -157,7 +162,8 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
 
     Returns (reference indices, candidate indices, IoU) of the matched pairs. Only candidates that
     can reach match_iou are examined (``_window_pairs``), in chunks of about PAIR_CHUNK pairs; boxes
-    must be finite. ``same_atol``: zero-area boxes whose corners agree within it are the same box (``iou_cols``).
+    must be finite. ``same_atol``: boxes whose corners all agree within it are the same box, paired whatever their
+    IoU (a box thinner than it has none to speak of); the IoU reported is the real one.
     """
     none = np.zeros(0, np.int64)
     if len(ref) == 0 or len(cand) == 0:
@@ -184,6 +190,10 @@ def match_pairs(ref: Detections, cand: Detections, match_iou: float = DEFAULT_MA
             pi, pj = refs[pi], members[pj]
             ious = iou_cols(tuple(c[pi] for c in r_cols), tuple(c[pj] for c in c_cols), same_atol)
             keep = ious >= match_iou
+            if same_atol > 0:  # corners within it: the same box, however thin (IoU is no measure for a box
+                # thinner than the tolerance: a saturated decode clipped to 2e-7 x 1 has IoU 0 with itself moved)
+                keep |= np.all([np.abs(rc[pi] - cc[pj]) <= same_atol for rc, cc in zip(r_cols, c_cols, strict=True)],
+                               axis=0)
             pi, pj, ious = pi[keep], pj[keep], ious[keep]
             order = np.lexsort((pj, -ious, rank[pi]))
             prev, taken = -1, False
@@ -336,6 +346,11 @@ class DetectionComparison:
     vacuous: bool = False
     vacuous_reason: str = ""
     tie_margin: float = 0.0  # scores closer than this (the score error of clean matches) count as tied
+    corner_error: float = 0.0  # the largest corner difference of clean matches (IoU-at-threshold ties)
+    nms_iou: float | None = None  # the NMS threshold read from the graph (tie rules b and d need it without a pool)
+    bare_tied: int = 0  # tie-ambiguous rows the other side does not list (judged by where they sit)
+    bare_bound: int = 0  # at most this many may be (MAX_BARE_SHARE of the detections, at least MIN_BARE)
+    bare_refused: int = 0  # rows over the bound: not excused
     box_tolerance: float = DEFAULT_BOX_ATOL  # corners this close (share of the coordinate scale): the same box
     tied_rows: list[DetectionRow] = field(default_factory=list)
     mismatched_rows: list[DetectionRow] = field(default_factory=list)
@@ -348,6 +363,10 @@ class DetectionComparison:
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         ties = f", {self.tie_ambiguous} tie-ambiguous" if self.tie_ambiguous else ""
+        if self.bare_tied or self.bare_refused:
+            ties += f" ({self.bare_tied} of them unlisted by the other side, at most {self.bare_bound} may be)"
+        if self.bare_refused:
+            ties += f", {self.bare_refused} unlisted near-tie rows refused (over the bound)"
         vacuous = f" (vacuous: {self.vacuous_reason})" if self.vacuous else ""
         return (f"{self.candidate} vs {self.reference}: {verdict}{vacuous}, {self.matched} matched, "
                 f"{self.unmatched_reference} only in reference, {self.unmatched_candidate} only in candidate{ties}, "
@@ -375,15 +394,19 @@ def compare_detections(
     mask_rtol: float = 1e-3,
     reference_name: str = "reference",
     candidate_name: str = "candidate",
+    nms_iou: float | None = None,
 ) -> DetectionComparison:
     """Match detections image by image (module docstring) and judge them, ties and non-finite rows included.
 
     When both sides carry masks, a matched pair is clean only if its masks agree elementwise within
     ``mask_tol + mask_rtol * |reference mask|`` (and have the same shape); ``max_mask_diff`` reports the worst.
+    ``nms_iou``: the IoU threshold of the NMS that selected the rows (``DetectionSpec.nms_iou``, read from the
+    graph): without it, a row the other side does not list is never tie-ambiguous.
     """
     if len(reference) != len(candidate):
         raise ValueError(f"reference has {len(reference)} images, candidate {len(candidate)}")
-    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol, box_tolerance=box_atol)
+    result = DetectionComparison(reference_name, candidate_name, iou, score_tol, score_rtol, box_tolerance=box_atol,
+                                 nms_iou=nms_iou)
     problems: list[tuple[int, Detections, Detections, dict[str, Any]]] = []
     clean_total = 0
     nonfinite_reference = 0
@@ -408,10 +431,21 @@ def compare_detections(
     # near ties: the largest score difference among clean matches is the runtimes' own score error
     result.tie_margin = max((float(d["all_pair_diff"][:len(d["all_pair_diff"]) - len(d["pair_iou"])].max(initial=0.0))
                              for _i, _r, _c, d in problems), default=0.0)
-    for image, ref, cand, detail in problems:
+    result.corner_error = max((d["clean_corner_diff"] for _i, _r, _c, d in problems), default=0.0)
+    excuses = [excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou, detail["corner_atol"],
+                       nms_iou, result.corner_error) if clean_total else None for _i, ref, cand, detail in problems]
+    # the bound on rows excused by where they sit: over it, none of them is
+    result.bare_tied = sum(int(e.bare_ref.sum() + e.bare_cand.sum()) for e in excuses if e is not None)
+    result.bare_bound = max(MIN_BARE, int(MAX_BARE_SHARE * sum(len(r) + len(c) for _i, r, c, _d in problems)))
+    if result.bare_tied > result.bare_bound:
+        result.bare_refused = result.bare_tied
+        for e in excuses:
+            if e is not None:
+                e.ref &= ~e.bare_ref
+                e.cand &= ~e.bare_cand
+    for (image, ref, cand, detail), e in zip(problems, excuses, strict=True):
         m = result.images[image]
-        tied_r, tied_c = excused(ref, cand, detail, tie_ulps, match_iou, result.tie_margin, iou,
-                                 detail["corner_atol"]) if clean_total else (
+        tied_r, tied_c = (e.ref, e.cand) if e is not None else (
             np.zeros(len(detail["ref_rows"]), bool), np.zeros(len(detail["cand_rows"]), bool))
         m.tie_ambiguous = int(tied_r.sum() + tied_c.sum())
         m.mismatched = len(tied_r) + len(tied_c) - m.tie_ambiguous
@@ -442,6 +476,21 @@ def compare_detections(
         reasons.append(f"{result.tie_ambiguous} rows differ only by tied scores, more than the {clean_total} clean matches")
     result.vacuous, result.vacuous_reason = bool(reasons), "; ".join(reasons)
     return result
+
+
+def problem_rows(reference: Sequence[Detections], candidate: Sequence[Detections], *, iou: float = DEFAULT_IOU,
+                 box_atol: float = DEFAULT_BOX_ATOL, score_tol: float = DEFAULT_SCORE_TOL, score_rtol: float = 0.0,
+                 match_iou: float = DEFAULT_MATCH_IOU, mask_tol: tuple[float, float] = (1e-4, 1e-3)
+                 ) -> list[tuple[set[int], set[int]]]:
+    """Per image, the output rows (``Detections.row_ids``) of each side that are problem rows - unmatched, or in
+    a matched pair that is not clean - before any tie rule: what a tie rule or the tie proof would have to
+    excuse. ``iou=1, box_atol=0, score_tol=0, mask_tol=(0, 0)`` finds every row that differs at all."""
+    out = []
+    for ref, cand in zip(reference, candidate, strict=True):
+        _m, _clean, detail = _match_image(ref, cand, match_iou, iou, score_tol, score_rtol, mask_tol, box_atol)
+        out.append(({int(r) for r in ref.row_ids()[detail["ref_rows"]]},
+                    {int(c) for c in cand.row_ids()[detail["cand_rows"]]}))
+    return out
 
 
 def _row(side: str, image: int, d: Detections, k: int) -> DetectionRow:
@@ -498,6 +547,8 @@ def _match_image(ref: Detections, cand: Detections, match_iou: float, iou: float
         "mask_diff": mask_diff,
         "nonfinite_matched": len(ni),
         "corner_atol": box_atol * scale,  # corners this close: the same box (tie evidence looks boxes up so)
+        "clean_ref": pi[clean], "clean_cand": pj[clean],  # the clean matches (rule d's detections both kept)
+        "clean_corner_diff": float(corners[clean].max(initial=0.0)),
     }
     matched = len(pi) + len(ni)
     m = ImageMatch(-1, matched, len(ref) - matched, len(cand) - matched, 0.0, 1.0, failed_pairs=int((~clean).sum()))

@@ -221,3 +221,39 @@ def test_the_validation_run_and_its_excuse_are_called_from_one_place() -> None:
                     callers.setdefault(name, set()).add(str(path.relative_to(root)))
     assert callers == {"run_and_compare": {"bridge/conversion/check.py"}, "pin_failures": {"bridge/conversion/check.py"},
                        "explain_by_pinning": {"bridge/conversion/pinning.py"}}, callers
+
+
+def _ranked_rows(columns: list[int] | None) -> onnx.ModelProto:
+    """MXNet-layout rows [1, 5, 6] ranked by a TopK over their scores (a selection, so a recorded group is kept),
+    then their columns taken in ``columns`` order (None: as they are)."""
+    nodes = [helper.make_node("Gather", ["x", "score_col"], ["s"], axis=2),
+             helper.make_node("TopK", ["s", "k"], ["top", "idx"], axis=1),
+             helper.make_node("Reshape", ["idx", "flat"], ["order"]),
+             helper.make_node("Gather", ["x", "order"], ["y" if columns is None else "ranked"], axis=1)]
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "score_col"),
+             numpy_helper.from_array(np.array([5], np.int64), "k"),
+             numpy_helper.from_array(np.array([5], np.int64), "flat")]
+    if columns is not None:
+        nodes.append(helper.make_node("Gather", ["ranked", "columns"], ["y"], axis=2))
+        inits.append(numpy_helper.from_array(np.array(columns, np.int64), "columns"))
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 6])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 6])], initializers=inits)
+
+
+def test_a_box_format_the_candidate_declares_does_not_decide_how_its_boxes_are_read(tmp_path: Path) -> None:
+    onnx.save(_ranked_rows(None), tmp_path / "source.onnx")
+    np.savez(tmp_path / "feeds.npz", x=ROWS)
+    swapped = _ranked_rows([0, 1, 3, 2, 5, 4])  # x and y swapped after the selection ...
+    entry = swapped.metadata_props.add()  # ... and declared y-first against the source's x-first boxes
+    entry.key, entry.value = DETECTION_META, json.dumps([{"layout": "mxnet", "outputs": {"detections": "y"},
+                                                          "box_format": "yxyx", "reference": {"box_format": "xyxy"}}])
+    onnx.save(swapped, tmp_path / "swapped.onnx")
+    with pytest.raises(ValidationMismatch) as caught:
+        api.validate(tmp_path / "swapped.onnx", source=tmp_path / "source.onnx", feeds=tmp_path / "feeds.npz")
+    result = caught.value.result
+    (y,) = result.comparisons[0].outputs
+    assert y.detection is not None and not y.passed  # still compared detection by detection, as xyxy
+    assert any("declares y's boxes yxyx while the source's are xyxy" in w for w in result.warnings), result.warnings
+    # the group as recorded, without the format claim, and the same model unswapped: PASS
+    onnx.save(_ranked_rows(None), tmp_path / "good.onnx")
+    assert api.validate(tmp_path / "good.onnx", source=tmp_path / "source.onnx", feeds=tmp_path / "feeds.npz").passed

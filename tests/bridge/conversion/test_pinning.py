@@ -232,6 +232,30 @@ def test_an_mxnet_peak_mask_flipped_by_a_ulp_is_pinned(tmp_path: Path, monkeypat
     assert not comp.passed and "upstream of the selections" in comp.pinning["text"]  # type: ignore[index]
 
 
+@pytest.mark.parametrize("command", ["convert", "validate"])
+def test_no_pinning_leaves_the_failure_standing(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--no-pinning``: the tie at the cut that the proof explains (test above) fails as measured, saying so."""
+    source, extra, _ = _onnx_source(tmp_path)
+    with pytest.raises(ValidationMismatch) as caught:
+        if command == "convert":
+            _edit(monkeypatch, 5e-7)
+            api.convert(source, tmp_path / "out.onnx", feeds=_feeds(tmp_path), pinning=False, **extra)
+        else:
+            candidate = topk_model()
+            nudge_scores(candidate, 5e-7)
+            onnx.save(candidate, tmp_path / "cand.onnx")
+            api.validate(tmp_path / "cand.onnx", source=source, feeds=_feeds(tmp_path), pinning=False)
+    (comp,) = caught.value.result.validation if command == "convert" else caught.value.result.comparisons
+    assert not comp.passed and comp.pinning is not None and "--no-pinning" in comp.pinning["text"]
+
+
+def test_the_cli_turns_pinning_off(tmp_path: Path) -> None:
+    from support import run_cli
+
+    for command in ("convert", "validate"):
+        assert "--no-pinning" in run_cli(command, "--help").stdout
+
+
 @pytest.mark.parametrize("target", ["openvino", pytest.param("tflite", marks=pytest.mark.slow)])
 def test_a_tie_at_the_cut_is_proved_on_the_real_targets_artefact(target: str, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,3 +27,22 @@ def test_nonfinite_rows_match_at_equal_positions(cand_row: list[float], agrees: 
     comp = compare_detections([ref], [_dets([cand_row, finite])])
     assert (comp.unmatched_reference == 0) is agrees
     assert not comp.vacuous  # a finite detection matched too: the comparison proves something
+
+
+# a saturated decode clipped to the image: 2.4e-7 wide, full height (a random-weight MXNet SSD gives dozens)
+THIN = [2, 1.0, 0.92470634, 0.0, 0.92470658, 1.0]
+NORMAL = [0, 0.7, 0.1, 0.1, 0.4, 0.5]
+
+
+@pytest.mark.parametrize(("dx", "agrees"), [
+    (3e-7, True),  # float32 decode noise: disjoint from itself (IoU 0), corners 3e-7 apart: the same box
+    (5e-5, True),  # still within the corner tolerance (1e-4 of the coordinate scale)
+    (2e-3, False),  # moved beyond the tolerance: another box, however thin
+])
+def test_thin_boxes_match_within_the_corner_tolerance(dx: float, agrees: bool) -> None:
+    moved = [*THIN[:2], THIN[2] + dx, THIN[3], THIN[4] + dx, THIN[5]]
+    comp = compare_detections([_dets([THIN, NORMAL])], [_dets([moved, NORMAL])])
+    assert (comp.unmatched_reference == 0 and comp.passed) is agrees, comp
+    # a box with area moved by a fifth of its width fails as before
+    shifted = [*NORMAL[:2], NORMAL[2] + 0.06, NORMAL[3], NORMAL[4] + 0.06, NORMAL[5]]
+    assert not compare_detections([_dets([THIN, NORMAL])], [_dets([moved, shifted])]).passed

@@ -33,6 +33,8 @@ from bridge.runtimes.onnxruntime import OnnxRuntime
 from bridge.validation.compare import compare_outputs
 from bridge.validation.graph import OnnxTaps
 from bridge.validation.pinning import (
+    MAX_ROOT_CHANGE_SHARE,
+    STRICT_TIE_ULPS,
     UNPINNED_SUFFIX,
     _tie_orders,
     explain_by_pinning,
@@ -98,6 +100,11 @@ def test_the_nudge_swaps_the_cut_and_pinning_explains_it() -> None:
     assert comparison.pinning is not None and comparison.pinning["explained"]
     assert "pinned" in comparison.summary() and comparison.summary().split(": ")[1].startswith("PASS")
     assert comparison.to_dict()["pinning"]["pins"]["scores"]["passed"]
+    # what it excused: the swapped box's 4 coordinates (and its score), each among what the pinning changed
+    rows = result.rows
+    assert rows["det_boxes"].to_dict() == {"output": "det_boxes", "excused": 4, "changed": 4, "outside": 0,
+                                           "unit": "elements", "tied": 0}
+    assert "det_boxes: 4 elements excused, each among the 4 elements" in boxes.note
 
 
 def test_wrong_after_the_cut_still_fails() -> None:
@@ -232,11 +239,12 @@ def test_argmax_and_nms_are_selection_points() -> None:
     assert all(not p.pins for p in selection_points(model, set()))
 
 
-def _judge_with(source: onnx.ModelProto, candidate: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> tuple:
+def _judge_with(source: onnx.ModelProto, candidate: onnx.ModelProto, inputs: Mapping[str, np.ndarray],
+                strict: bool = False) -> tuple:
     ref = run(source, inputs)
     comparison = compare_outputs(ref, run(candidate, inputs), TOL, reference_name="src", candidate_name="onnxruntime")
     before = comparison.passed
-    result = explain_by_pinning(comparison, candidate, OnnxSource(source), run, [(inputs, ref)], TOL)
+    result = explain_by_pinning(comparison, candidate, OnnxSource(source), run, [(inputs, ref)], TOL, strict=strict)
     return before, comparison, result
 
 
@@ -347,3 +355,145 @@ def test_unchanged_comparisons_are_counted_not_listed() -> None:
           for k in range(3))])
     assert "Equal eq: 2 of 8 comparison results changed; 3 more comparison(s) unchanged" in result.text
     assert "lt0" not in result.text
+
+
+def _identity_scores(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its Sigmoid made an Identity: the input is the scores, to the ulp."""
+    for node in model.graph.node:
+        if node.op_type == "Sigmoid":
+            node.op_type = "Identity"
+    return model
+
+
+def _ulps_apart(n: int, start: float = 0.5) -> np.ndarray:
+    """``n`` descending float32 scores one ulp apart below ``start`` (ulps at 0.5 are 2**-24 below, 2**-23 above)."""
+    x = [np.float32(start)]
+    for _ in range(n - 1):
+        x.append(np.nextafter(x[-1], np.float32(0)))
+    return np.asarray(x, np.float32)[None]
+
+
+@pytest.mark.parametrize(("delta_ulps", "strict_passes"), [(2, True), (80, False)])
+def test_strict_excuses_rounding_ties_only(delta_ulps: int, strict_passes: bool) -> None:
+    """Scores one ulp apart at the top-3 cut; a nudge of 2 ulps and one of 80 ulps (still far inside atol 1e-4)
+    both swap the cut. By default both are near-ties the tolerance allows; under --strict only the rounding-sized
+    one is (at most STRICT_TIE_ULPS ulps of the scores' magnitude at the choices that changed)."""
+    scores = _ulps_apart(8)
+    source = _identity_scores(topk_model())
+    step = float(np.spacing(np.float32(scores.max())))
+    candidate = _identity_scores(topk_model())
+    nudge_scores(candidate, delta_ulps * step, element=3)
+    inputs = {"x": scores, "boxes": BOXES.copy()}
+    for strict in (False, True):
+        before, comparison, result = _judge_with(source, candidate, inputs, strict=strict)
+        assert not before  # the nudge swapped the cut
+        topk = next(s for s in result.selections if s["op"] == "TopK")
+        assert topk["root"] and topk["changed"] == 1 and abs(topk["ulps"] - delta_ulps) <= 1
+        passes = not strict or strict_passes
+        assert strict_passes is (delta_ulps <= STRICT_TIE_ULPS)
+        assert result.explained is passes and comparison.passed is passes
+        if not passes:
+            assert "--strict" in result.reason and "float32 ulps" in result.reason
+
+
+def test_a_root_selection_changing_more_than_its_share_is_not_a_tie() -> None:
+    """Within-tolerance noise (up to 200 ulps, atol 1e-4 is ~1,700) on 200 scores one ulp apart reshuffles half of
+    a top-100 cut: more choices than near-ties change, over MAX_ROOT_CHANGE_SHARE, so the failure stands."""
+    n, k = 200, 100
+    from support import make_model
+
+    nodes = [onnx.helper.make_node("Identity", ["x"], ["scores"], name="scores"),
+             onnx.helper.make_node("TopK", ["scores", "k"], ["top_scores", "top_idx"], name="topk", axis=-1)]
+    source = make_model(nodes, [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, n])],
+                        [onnx.helper.make_tensor_value_info("top_idx", onnx.TensorProto.INT64, [1, k])],
+                        initializers=[onnx.numpy_helper.from_array(np.array([k], np.int64), "k")])
+    candidate = onnx.ModelProto()
+    candidate.CopyFrom(source)
+    scores = _ulps_apart(n)
+    noise = np.random.default_rng(0).integers(0, 200, n) * np.spacing(np.float32(0.5))
+    insert_add(candidate, "scores", noise.astype(np.float32)[None], "noise")
+    before, comparison, result = _judge_with(source, candidate, {"x": scores})
+    assert not before and not result.explained and not comparison.passed
+    topk = next(s for s in result.selections if s["op"] == "TopK")
+    assert topk["root"] and topk["changed"] > MAX_ROOT_CHANGE_SHARE * k
+    assert "more than the 5 (5%)" in result.reason
+
+
+def _softmax_sources() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """A source computing class probabilities [1, 3, 8] as a channel softmax of transposed logits (node "probs"),
+    and a conversion that computes them over the last axis of the logits instead (the Transpose moved away by a
+    pass), as [1, 8, 3] under another name - its nodes standing for the source's "probs" (provenance) - with a
+    few ulps of nudge, as another runtime's softmax has: the best-class scores of anchors 2 and 3 swap at the
+    top-3 cut."""
+    from onnx import TensorProto, helper
+    from support import make_model
+
+    from bridge import provenance
+
+    k = [numpy_helper_array(np.array([3], np.int64), "k"), numpy_helper_array(np.array([0], np.int64), "axis0")]
+    source = make_model(
+        [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1], name="xt"),
+         helper.make_node("Softmax", ["xt"], ["probs"], axis=1, name="probs"),
+         helper.make_node("ReduceMax", ["probs"], ["best"], axes=[1], keepdims=0, name="best"),
+         helper.make_node("TopK", ["best", "k"], ["top_scores", "top_idx"], axis=-1, name="topk"),
+         helper.make_node("Squeeze", ["top_idx", "axis0"], ["idx"], name="squeeze"),
+         helper.make_node("Gather", ["boxes", "idx"], ["det_boxes"], axis=0, name="gather")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 3]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [8, 4])],
+        [helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [3, 4])], initializers=k)
+    delta = np.zeros((1, 8, 3), np.float32)
+    delta[0, 3, 0] = 2.4e-7  # 4 ulps at the scores' magnitude: anchor 3 passes anchor 2 (tied to 2 ulps)
+    candidate = make_model(
+        [helper.make_node("Softmax", ["x"], ["probs/softmax"], axis=2, name="probs/softmax"),
+         helper.make_node("Add", ["probs/softmax", "delta"], ["probs/last_axis"], name="probs/nudge"),
+         helper.make_node("ReduceMax", ["probs/last_axis"], ["best/last_axis"], axes=[2], keepdims=0, name="best"),
+         helper.make_node("TopK", ["best/last_axis", "k"], ["top_scores", "top_idx"], axis=-1, name="topk"),
+         helper.make_node("Squeeze", ["top_idx", "axis0"], ["idx"], name="squeeze"),
+         helper.make_node("Gather", ["boxes", "idx"], ["det_boxes"], axis=0, name="gather")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 3]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [8, 4])],
+        [helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [3, 4])],
+        initializers=[*k, numpy_helper_array(delta, "delta")])
+    for node in candidate.graph.node[:2]:
+        provenance.write(node, provenance.Provenance("onnx", "probs", "Softmax", "pass SoftmaxLastAxisPass"))
+    return source, candidate
+
+
+def numpy_helper_array(value: np.ndarray, name: str) -> onnx.TensorProto:
+    return onnx.numpy_helper.from_array(value, name)
+
+
+def test_a_source_tensor_in_another_layout_is_pinned_as_its_transpose() -> None:
+    """issue 38.14's mechanism: the softmax feeding the cut exists in the conversion only transposed and renamed;
+    pinned as the source's "probs" transposed (a layout alias, checked by value), the swap is proved a tie.
+    Without its provenance nothing upstream of the cut is the source's, and the failure stands."""
+    source, candidate = _softmax_sources()
+    logits = np.zeros((1, 8, 3), np.float32)
+    logits[0, :, 0] = [4.0, 3.0, 1.0, 1.0, 0.0, -1.0, -2.0, -3.0]
+    logits[0, 3, 1] = 1e-7  # anchor 3's best class a hair less likely than anchor 2's (2 ulps)
+    inputs = {"x": logits, "boxes": BOXES.copy()}
+    before, comparison, result = _judge_with(source, candidate, inputs)
+    assert not before and result.explained and comparison.passed, result.reason
+    assert list(result.pins) == ["probs/last_axis"] and result.pins["probs/last_axis"]["max_abs"] < 1e-6
+    for node in candidate.graph.node:
+        del node.metadata_props[:]
+    before, comparison, result = _judge_with(source, candidate, inputs)
+    assert not before and not result.explained and "no tensor upstream" in result.reason
+
+
+def test_a_failing_row_is_accounted_for_only_through_overlapping_changed_rows() -> None:
+    """Greedy matching can push an unchanged row off its partner when a changed row of its class overlaps it (or
+    overlaps one that overlaps it): such a row is accounted for; an unchanged failing row that no changed row
+    reaches is not - pinning excuses only what it changed."""
+    from bridge.validation.detection.matching import Detections
+    from bridge.validation.pinning import _unreached
+
+    boxes = np.array([[0, 0, 10, 10], [8, 0, 18, 10], [16, 0, 26, 10], [100, 100, 110, 110]], np.float64)
+    unpinned = Detections(boxes, np.array([0.9, 0.8, 0.7, 0.6]), np.zeros(4))
+    decided = Detections(boxes[[1, 2, 3]] + [[0, 0, 0, 0]] * 3, np.array([0.8, 0.7, 0.6]), np.zeros(3),
+                         rows=np.array([1, 2, 3]))
+    # row 0 changed by pinning; rows 1 and 2 (a chain from it) and row 3 (far away) unchanged but failing
+    assert _unreached(unpinned, decided, {1, 2}, {0}, set()) == 0
+    assert _unreached(unpinned, decided, {1, 2, 3}, {0}, set()) == 1
+    other_class = Detections(boxes, np.array([0.9, 0.8, 0.7, 0.6]), np.array([1, 0, 0, 0]))
+    assert _unreached(other_class, decided, {1, 2}, {0}, set()) == 2  # a changed row of another class: no chain
