@@ -96,6 +96,23 @@ def artefact_runtime(target: str, options: Mapping[str, Any], name: str, model: 
     return get_target(target, **options).runtime(name, model, workdir)
 
 
+def without_input_outputs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """``model`` without the graph outputs that name one of its graph inputs, and those names: a run returns such an
+    output as it was fed. A pinned variant asks for the value its selection reads, which can be a pin's source value,
+    fed (``<pin>__bridge_source``). A target's converter need not keep an input that is also an output: OpenVINO's
+    ONNX front end gives that output a Parameter of its own, which tensor names being unique it renames ``<name>_1``,
+    an input no feed names."""
+    inputs = {i.name for i in model.graph.input}
+    through = [o.name for o in model.graph.output if o.name in inputs]
+    if not through:
+        return model, []
+    kept = onnx.ModelProto()
+    kept.CopyFrom(model)
+    del kept.graph.output[:]
+    kept.graph.output.extend(o for o in model.graph.output if o.name not in inputs)
+    return kept, through
+
+
 def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float | None, max_memory: int | None,
                      target: tuple[str, Mapping[str, Any]] | None = None,
                      ) -> Callable[[onnx.ModelProto, Mapping[str, np.ndarray]], dict[str, Any]]:
@@ -109,6 +126,7 @@ def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float 
 
     def run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
         k = next(counter)
+        model, passed_through = without_input_outputs(model)
         handed: Any = model
         if enabled:
             handed = workdir / f"pinning-{name}-{k}.onnx"
@@ -119,7 +137,7 @@ def candidate_runner(name: str, workdir: Path, *, enabled: bool, timeout: float 
                           max_memory=max_memory)
         try:
             with activated(runtime):
-                return runtime.infer(feeds)
+                return {**{n: feeds[n] for n in passed_through if n in feeds}, **runtime.infer(feeds)}
         finally:
             if isinstance(handed, Path):
                 handed.unlink(missing_ok=True)

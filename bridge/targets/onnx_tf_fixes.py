@@ -32,6 +32,12 @@ its handlers rely on.
   the data dims it addresses are read as onnx-tf reads them (a constant where TensorFlow knows them, else an int64
   ``tf.shape``: the LiteRT converter cannot legalize an int32 one sliced and cast, in a detector's top-k gather).
 
+- **GatherElements with a negative axis** (``_gather_elements``). onnx-tf turns ``axis=-1`` into
+  ``tf.add(tf.rank(data), axis)``, a tensor, and then indexes a shape with it in Python
+  (``process_neg_idx_along_axis``): the conversion fails ("Cannot convert a symbolic tf.Tensor"). The axis is
+  made non-negative from the data's static rank before the handler runs (the same op: ONNX counts a negative axis
+  from the end).
+
 - **Static shapes from ONNX** (``onnx_static_shapes``). Many onnx-tf handlers read static ranks and dims
   (Squeeze/Unsqueeze axes, Slice, Split, GatherElements, the GatherND depth above, NMS box width, ...), but
   onnx-tf lets TensorFlow infer shapes alone and loses them where its graphs compute sizes at run time (a Slice
@@ -100,6 +106,16 @@ def _div(cls: Any, node: Any, original: Any, **kwargs: Any) -> list[Any]:
     x, y = (kwargs["tensor_dict"][name] for name in node.inputs[:2])
     if x.dtype.is_integer and x.dtype != tf.uint64:
         return [integer_div(x, y)]
+    result: list[Any] = original(node, **kwargs)
+    return result
+
+
+# --- GatherElements negative axis ---
+def _gather_elements(cls: Any, node: Any, original: Any, **kwargs: Any) -> list[Any]:
+    axis = int(node.attrs.get("axis", 0))
+    rank = kwargs["tensor_dict"][node.inputs[0]].shape.rank
+    if axis < 0 and rank is not None:
+        node.attrs = {**node.attrs, "axis": axis + rank}
     result: list[Any] = original(node, **kwargs)
     return result
 
@@ -205,6 +221,20 @@ def install(classes: Mapping[str, Any], backend: Any) -> list[str]:
             fixed.bridge_fix = True  # type: ignore[attr-defined]
             setattr(div, f"version_{version}", classmethod(fixed))
             installed.append(f"Div.version_{version} (exact integer division)")
+    gather = classes.get("GatherElements")
+    if gather is not None:
+        for version in (11, 13):
+            current = vars(gather).get(f"version_{version}")
+            if current is None or getattr(current.__func__, "bridge_fix", False):
+                continue
+            original = current.__get__(None, gather)
+
+            def fixed_gather(cls: Any, node: Any, _original: Any = original, **kwargs: Any) -> list[Any]:
+                return _gather_elements(cls, node, _original, **kwargs)
+
+            fixed_gather.bridge_fix = True  # type: ignore[attr-defined]
+            setattr(gather, f"version_{version}", classmethod(fixed_gather))
+            installed.append(f"GatherElements.version_{version} (negative axis)")
     for op in ("GatherND", "ScatterND"):
         cls = classes.get(op)
         if cls is not None and "process_neg_idx" not in vars(cls):

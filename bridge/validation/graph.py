@@ -169,19 +169,45 @@ def chunks(names: Sequence[str], sizes: Mapping[str, int], budget: int = DEFAULT
         yield chunk
 
 
-def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
-    """A copy of ``model`` whose graph outputs are ``names`` (types left to the runtime)."""
-    tapped = onnx.ModelProto()
-    tapped.CopyFrom(model)
-    del tapped.graph.output[:]
-    declared = {o.name: o for o in model.graph.output}
-    declared.update({v.name: v for v in model.graph.value_info})
+def output_value_infos(model: onnx.ModelProto, names: Sequence[str]) -> list[onnx.ValueInfoProto]:
+    """Graph-output declarations of ``names`` in ``model``: each its own declaration (value info, output, input,
+    initializer) when that has a type, else the element type ONNX shape inference gives it (the shape left to the
+    runtime), else the name alone (an op inference does not know). A target's converter checks the model it takes:
+    onnx-tf rejects an output declared without a type."""
+    g = model.graph
+    declared: dict[str, onnx.ValueInfoProto] = {}
+    for t in g.initializer:
+        declared[t.name] = onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+    for vi in (*g.input, *g.output, *g.value_info):
+        if vi.type.WhichOneof("value") is not None:
+            declared[vi.name] = vi
+    if any(n not in declared for n in names):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+        except Exception:  # inference is a help here: without it the outputs go untyped, as before
+            inferred = onnx.GraphProto()
+        for vi in (*inferred.output, *inferred.value_info):
+            elem = vi.type.tensor_type.elem_type if vi.type.WhichOneof("value") == "tensor_type" else 0
+            if vi.name not in declared and elem:
+                declared[vi.name] = onnx.helper.make_tensor_value_info(vi.name, elem, None)
+    out = []
     for name in names:
-        vi = tapped.graph.output.add()
+        vi = onnx.ValueInfoProto()
         if name in declared:
             vi.CopyFrom(declared[name])
         else:
             vi.name = name
+        out.append(vi)
+    return out
+
+
+def with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` whose graph outputs are ``names``, typed as far as the model or shape inference tells
+    (``output_value_infos``)."""
+    tapped = onnx.ModelProto()
+    tapped.CopyFrom(model)
+    del tapped.graph.output[:]
+    tapped.graph.output.extend(output_value_infos(model, names))
     return tapped
 
 

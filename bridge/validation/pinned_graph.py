@@ -25,6 +25,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from bridge.validation.graph import output_value_infos
+
 UNPINNED_SUFFIX = "__bridge_unpinned"  # a pinned tensor's producer keeps its other outputs; this one is renamed
 DECISION_SUFFIX = "__bridge_decision"  # a node copied into a selection's decision path: its renamed outputs
 SOURCE_SUFFIX = "__bridge_source"  # the graph input holding a pin's source value (decisions only)
@@ -129,15 +131,11 @@ def _prune(model: onnx.ModelProto, outputs: Sequence[str]) -> None:
     g.value_info.extend(vi)
 
 
-def _set_outputs(model: onnx.ModelProto, original: onnx.ModelProto, outputs: Sequence[str]) -> None:
-    declared = {o.name: o for o in original.graph.output}
-    g = model.graph
-    del g.output[:]
-    for name in dict.fromkeys(outputs):
-        if name in declared:
-            g.output.append(declared[name])
-        else:
-            g.output.add().name = name
+def _set_outputs(model: onnx.ModelProto, outputs: Sequence[str]) -> None:
+    """``model``'s graph outputs become ``outputs``, each typed (an untyped output fails a target's converter)."""
+    declared = output_value_infos(model, list(dict.fromkeys(outputs)))
+    del model.graph.output[:]
+    model.graph.output.extend(declared)
 
 
 def _add_input(graph: onnx.GraphProto, name: str, value: np.ndarray) -> None:
@@ -232,8 +230,8 @@ def decision_pinned_model(model: onnx.ModelProto, pins: Mapping[str, np.ndarray]
                                        name=(node.name or "TopK") + VALUES_SUFFIX))
     for pin, value in pins.items():
         _add_input(g, renamed[pin], value)
-    _set_outputs(pinned, model, outputs)
-    _toposort(g)
+    _toposort(g)  # before the outputs are typed: shape inference reads the nodes in order
+    _set_outputs(pinned, outputs)
     _prune(pinned, list(outputs))
     return pinned, result
 
@@ -255,6 +253,6 @@ def pinned_model(model: onnx.ModelProto, pins: Mapping[str, np.ndarray], outputs
     g.input.extend(inputs)
     for name, value in pins.items():
         _add_input(g, name, value)
-    _set_outputs(pinned, model, outputs)
+    _set_outputs(pinned, outputs)
     _prune(pinned, [o for o in outputs if o not in pins] + [o for o in outputs if o in pins])
     return pinned

@@ -6,6 +6,7 @@ onnxruntime and an exact reference.
   division was inexact there, and had no LiteRT builtin: the trained torchvision_det / yolo_rows exit 3);
 - GatherND whose index depth TensorFlow does not know (tf2onnx's combined NMS, the trained keras_combined_nms
   exit 3), and the ONNX static shapes handlers downstream of it need;
+- GatherElements with a negative axis (a pinned variant's TopK values, bridge.validation.pinned_graph);
 - a handler output contradicting ONNX's shape names the node; Squeeze-13 on a tensor of unknown rank.
 """
 
@@ -211,3 +212,24 @@ def test_squeeze_of_a_tensor_whose_rank_tf_does_not_know() -> None:
     assert squeeze([1])(x).shape == (2, 3, 1)
     assert squeeze([-1, 1])(x).shape == (2, 3)
 
+
+
+# --- GatherElements with a negative axis ---
+@pytest.mark.parametrize("axis", [-1, -2])
+def test_gather_elements_along_a_negative_axis(axis: int, tmp_path: Path) -> None:
+    """onnx-tf failed to convert it at all (a symbolic rank used as a Python index)."""
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    shape = [2, 3, 8]
+    picked = [*shape]
+    picked[axis] = 2  # two elements taken along the axis
+    model = make_model([helper.make_node("GatherElements", ["scores", "idx"], ["kept"], name="kept", axis=axis)],
+                       [helper.make_tensor_value_info("scores", f32, shape),
+                        helper.make_tensor_value_info("idx", i64, picked)],
+                       [helper.make_tensor_value_info("kept", f32, picked)])
+    rng = np.random.default_rng(-axis)
+    feeds = {"scores": rng.standard_normal(shape).astype(np.float32),
+             "idx": rng.integers(0, shape[axis], picked).astype(np.int64)}
+    expected = _onnx(model, feeds)["kept"]
+    np.testing.assert_array_equal(expected, np.take_along_axis(feeds["scores"], feeds["idx"], axis=axis))
+    for runtime, out in _in_runtimes(model, feeds, tmp_path).items():
+        np.testing.assert_array_equal(out["kept"], expected, err_msg=runtime)
