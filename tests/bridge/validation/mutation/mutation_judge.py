@@ -162,10 +162,11 @@ def validate(mutant: Path, source: str, feeds: Path, *, strict: bool = False, **
 
 def _line(o: Any) -> str:
     """One output's verdict line: the detection-aware note, or the elementwise error against the tolerance."""
+    vacuous = f" (vacuous: {o.vacuous_reason})" if o.vacuous else ""
     if o.note:
-        return f"{o.name}: {o.note}"
+        return f"{o.name}: {o.note}{vacuous}"
     rule = getattr(o, "tolerance_rule", "") or f"atol {o.atol:g} + rtol {o.rtol:g}"
-    return f"{o.name}: max_abs {o.max_abs:.3g} within {rule}" + (f" (vacuous: {o.vacuous_reason})" if o.vacuous else "")
+    return f"{o.name}: max_abs {o.max_abs:.3g} within {rule}{vacuous}"
 
 
 def command(mutant: Path, source: str, feeds: Path, strict: bool = False) -> str:

@@ -1,6 +1,8 @@
 """The mutation score: every judged mutant recorded, and the table printed at the end of the session.
 
-score = killed / non-equivalent mutants, per operator and per model, with the survivors named (their verdict and
+score = killed / non-equivalent mutants, per operator and per model; *unproved*: the default verdict PASSes but says
+it proves little (the feeds were thin: ``bridge.validation.coverage``) and ``--strict`` FAILs it - counted apart
+from killed, never as killed; the survivors named (their verdict and
 the command reproducing it), the equivalent mutants listed with why, and the operators that found no site.
 The records are also written as JSON (``BRIDGE_MUTATION_REPORT`` or ``mutation-report.json`` in the mutants'
 folder) for reports that compare runs.
@@ -20,7 +22,7 @@ class Record:
     layout: str
     operator: str
     site: str
-    status: str  # "killed" | "survived" | "equivalent" | "no site"
+    status: str  # "killed" | "unproved" | "survived" | "equivalent" | "no site"
     detail: str  # the FAIL's reason, the PASS's comparison, why equivalent, or why no site
     strict: str = ""  # for a survivor: whether --strict stops it
     command: str = ""  # the CLI command reproducing the verdict
@@ -28,7 +30,7 @@ class Record:
 
     @property
     def counted(self) -> bool:
-        return self.status in ("killed", "survived")
+        return self.status in ("killed", "unproved", "survived")
 
 
 RECORDS: list[Record] = []
@@ -60,9 +62,11 @@ def mechanism(r: Record) -> str:
 def _score(recs: list[Record]) -> str:
     counted = [r for r in recs if r.counted]
     killed = sum(r.status == "killed" for r in counted)
+    unproved = sum(r.status == "unproved" for r in counted)
     eq = sum(r.status == "equivalent" for r in recs)
     pct = f"{100 * killed / len(counted):.0f}%" if counted else "-"
-    return f"{killed}/{len(counted)} killed ({pct}), {eq} equivalent"
+    return (f"{killed}/{len(counted)} killed ({pct})" + (f", {unproved} unproved (thin feeds said, --strict FAILs)"
+                                                         if unproved else "") + f", {eq} equivalent")
 
 
 def table(records: list[Record]) -> str:
@@ -90,6 +94,11 @@ def table(records: list[Record]) -> str:
             lines.append(f"      mechanism: {mechanism(r)}; on the feeds: {r.on_feeds}")
             lines.append(f"      PASS: {r.detail[:300]}")
             lines.append(f"      --strict: {r.strict}; reproduce: {r.command}")
+    unproved = [r for r in counted if r.status == "unproved"]
+    if unproved:
+        lines.append(f"  unproved ({len(unproved)}): PASS said to prove little, --strict FAILs")
+        for r in unproved:
+            lines.append(f"    {r.model} / {r.operator}: {r.site}; on the feeds: {r.on_feeds}")
     equivalent = [r for r in mutants if r.status == "equivalent"]
     if equivalent:
         lines.append(f"  equivalent ({len(equivalent)}):")
