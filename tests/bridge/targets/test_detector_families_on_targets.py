@@ -44,6 +44,12 @@ FAMILIES = {
 FAST = ("openvino", "legacy_ssd", 4)  # the case the default suite runs
 
 
+def _thin_only_at_thresholds(reason: str) -> bool:
+    """A vacuous verdict's reason that is coverage's, and only for scores / box pairs near the thresholds."""
+    others = ("boxes flat", "detections (fewer than", "detections per image", "could not be read")
+    return reason.startswith("thin feeds") and "near the" in reason and not any(o in reason for o in others)
+
+
 def _build(mx: Any, name: str, cache: Path) -> tuple[Path, Path, int]:
     from bench.gluoncv_like import build_gluoncv
     from bench.ssd_models import build
@@ -85,7 +91,11 @@ def test_every_target_agrees_with_the_source_as_onnxruntime_does(target: str, fa
     by = {c.candidate: c for c in result.validation}
     assert set(by) == {"onnxruntime", runtime}
     for name, comp in by.items():  # the artefact's verdict is onnxruntime's: every reference detection matched
-        assert comp.passed and not comp.vacuous, comp.summary()
+        assert comp.passed, comp.summary()
+        # random weights on uniform inputs score far from the thresholds: coverage says so (thin at the score or
+        # NMS threshold) and --strict would fail it; any other vacuity (few detections, flat boxes) fails here
+        for o in comp.outputs:
+            assert not o.vacuous or _thin_only_at_thresholds(o.vacuous_reason), comp.summary()
         (det,) = [o.detection for o in comp.outputs if o.detection is not None]
         assert det["reference_count"] >= fam.per_image * batch, (name, det["reference_count"])
         assert det["matched"] == det["reference_count"] == det["candidate_count"], (name, comp.summary())
