@@ -300,7 +300,10 @@ _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*(?:/--[a-z][a-z0-9-]*)*)(?: (?!
 
 # words a message puts after a flag that are its prose, not the flag's value ("give --iterations or --time")
 _PROSE = frozenset({"or", "and", "nor", "not", "is", "are", "was", "with", "without", "needs", "takes", "must",
-                    "cannot", "only", "also", "too", "as", "to", "for", "of", "in", "on", "at", "by"})
+                    "cannot", "only", "also", "too", "as", "to", "for", "of", "in", "on", "at", "by",
+                    # nouns a message puts after a flag to say what it takes ("pass concrete --input shapes")
+                    "shape", "shapes", "size", "sizes", "value", "values", "name", "names", "file", "files",
+                    "axis", "axes", "dims", "the", "a", "an", "that", "this", "here", "there", "instead"})
 
 
 _NUMBERS = (int, float, int | None, float | None)

@@ -46,6 +46,8 @@ def test_validate_names_its_keywords(tmp_path: Path) -> None:
     ("--weights/--params nope.params: no such file", "weights='nope.params': no such file"),
     ("--tolerance 'boxes': no output", "tolerance=['boxes']: no output"),
     ("add --localize to name the node", "add --localize to name the node"),  # no API keyword: kept
+    ("pass concrete --input shapes", "pass concrete inputs= shapes"),  # a noun after the flag is prose
+    ("--input data:1,3,H,W", "inputs=['data:1,3,H,W']"),
 ])
 def test_api_words(message: str, said: str) -> None:
     assert api_words(message, convert_options()) == said
