@@ -37,8 +37,8 @@ __all__ = ["ConvertResult", "ValidateResult", "child_memory_limit"]  # re-export
 
 def _in_api_words(options: Callable[[], Sequence[Any]] | None = None, inner: Callable[[], Any] | None = None,
                   lists: dict[str, str] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Errors of a call from Python name the API's keywords, not the command line's flags: ``--input image: no
-    such input`` reads ``inputs=['image']: no such input`` (``conversion.options.api_words``; ``options``: the
+    """Errors of a call from Python also name the API's keywords of the command line's flags they mention:
+    ``--input image: no such input (from Python: --input is inputs=)`` (``conversion.options.api_keywords_note``; ``options``: the
     declarations the entry point takes, ``inner``: the function whose keywords it passes on, ``lists``: flags of
     list keywords spelled otherwise). A call from the CLI (``bridge.errors.cli_calling``) keeps the flags."""
 
@@ -49,11 +49,12 @@ def _in_api_words(options: Callable[[], Sequence[Any]] | None = None, inner: Cal
                 return fn(*args, **kwargs)
             except BridgeError as exc:
                 if not is_cli_calling() and exc.args and isinstance(exc.args[0], str):
-                    from bridge.conversion.options import api_words
+                    from bridge.conversion.options import api_keywords_note
 
                     keywords = [*_inspect.signature(wrapper).parameters,
                                 *(_inspect.signature(inner()).parameters if inner is not None else ())]
-                    exc.args = (api_words(exc.args[0], options() if options else (), keywords, lists), *exc.args[1:])
+                    exc.args = (api_keywords_note(exc.args[0], options() if options else (), keywords, lists),
+                                *exc.args[1:])
                 raise
 
         return wrapper

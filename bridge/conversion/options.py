@@ -323,6 +323,21 @@ def _is_value(word: str, kind: Any) -> bool:
     return number or kind not in _NUMBERS
 
 
+def api_keywords_note(message: str, options: Sequence[Option] = (), keywords: Sequence[str] = (),
+                      lists: Mapping[str, str] | None = None) -> str:
+    """``message`` as it is, followed by the API keyword of each command-line flag it names: ``--input image: no
+    such input (from Python: --input is inputs=)``. The message keeps its flags (rewriting prose around them in
+    place garbled sentences such as "with --dynamic if you have it"); a Python caller still reads its keywords."""
+    said: dict[str, str] = {}
+    for m in _FLAG.finditer(message):
+        rewritten = api_words(m.group(1), options, keywords, lists)
+        if rewritten != m.group(1):
+            said.setdefault(m.group(1), rewritten.split("=")[0] + "=")
+    if not said:
+        return message
+    return f"{message} (from Python: " + ", ".join(f"{flag} is {kw}" for flag, kw in said.items()) + ")"
+
+
 def api_words(message: str, options: Sequence[Option] = (), keywords: Sequence[str] = (),
               lists: Mapping[str, str] | None = None) -> str:
     """``message`` with each command-line flag of ``options`` (and of ``keywords``: parameters spelled as flags,

@@ -40,6 +40,14 @@ def _convert(tmp_path: Path, model: torch.nn.Module, layout: str, **kw: object) 
 def test_every_layout_is_compared_detection_aware_and_written(tmp_path: Path, layout: str, scores: str) -> None:
     # elementwise, eager torch (rows by score) and onnxruntime (rows class by class) disagree on row order
     # alone, and with tied scores NMS may keep the other of two tied boxes: both failed before
+    if scores == "tied" and layout in ("tf", "gluoncv"):
+        # every score equal: on the second input onnxruntime's NMS keeps other boxes than torch's (16 of 20 rows),
+        # far past what a tie may excuse (issue 32: 2%, at least 4 rows, each with evidence), and an eager torch
+        # source has no tensor to pin the decision at - the verdict FAILs saying so rather than excuse the rows
+        with pytest.raises(ValidationMismatch, match=r"on a second input.*pinning did not explain"):
+            _convert(tmp_path, detectors.TinyDetector(layout, scores).eval(), layout)
+        assert not (tmp_path / f"{layout}.onnx").exists()
+        return
     result = _convert(tmp_path, detectors.TinyDetector(layout, scores).eval(), layout)
     assert result.passed and result.written, [c.summary() for c in result.validation]
     [group] = result.detections

@@ -176,7 +176,8 @@ def test_the_api_refuses_contradictory_or_unwritable_requests_before_running(tmp
     from bridge import api
 
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match="give iterations= or seconds=, not both"):  # the API's keywords
+    with pytest.raises(UsageError, match=r"give --iterations or --time, not both.*\(from Python: --iterations is "
+                                         r"iterations=, --time is seconds=\)"):  # the API's keywords named too
         api.bench(model, runtime="fake_a", iterations=3, seconds=1.0)
     with pytest.raises(UsageError, match=r"\.json, \.md or \.html"):
         api.bench(model, runtime="fake_a", report=tmp_path / "r.txt")
@@ -231,8 +232,9 @@ def test_settings_that_measure_nothing_or_never_end_are_refused_before_any_runne
     from bridge import api
 
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match=api_words):  # a Python caller reads its keywords
+    with pytest.raises(UsageError, match=words) as info:  # a Python caller also reads its keywords
         api.bench(model, runtime="fake_a", isolated=False, **settings)
+    assert f"is {api_words.split('=')[0]}=)" in str(info.value)
     assert LOG == []
     with pytest.raises(UsageError, match=words):  # the settings type itself, whoever builds one
         BenchSettings(batches=(1,), **settings)

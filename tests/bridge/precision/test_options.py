@@ -66,7 +66,7 @@ def test_bad_counts_and_misplaced_options_are_usage_errors(tmp_path: Path) -> No
 def test_convert_refuses_before_exporting(tmp_path: Path) -> None:
     from bridge import api
 
-    with pytest.raises(UsageError, match=r"precision='int8' needs dataset='IMAGES'"):  # the API's words
+    with pytest.raises(UsageError, match=r"--precision int8 needs --dataset"):
         api.convert(str(SYMBOL), tmp_path / "m.onnx", inputs=["data:1,3,64,64"],
                     precision="int8")
     assert not list(tmp_path.iterdir())

@@ -30,18 +30,19 @@ def _outputs(n: int, batch: int = 2) -> dict[str, np.ndarray]:
     return {"boxes": boxes, "scores": scores, "labels": labels}
 
 
-def test_few_detections_and_untouched_thresholds_are_thin() -> None:
+def test_few_detections_are_thin_and_untouched_thresholds_are_stated() -> None:
     few = measure(SPEC, _outputs(2), "the validation inputs")
     assert few.thin and few.detections == 4 and few.images == 2 and few.classes == 2
     assert any(f"fewer than {MIN_DETECTIONS}" in r for r in few.thin_reasons)
-    assert any("NMS threshold" in r for r in few.thin_reasons)  # no two boxes overlap at all
+    assert any("NMS threshold" in r for r in few.near_reasons)  # no two boxes overlap at all: stated
+    assert not any("NMS threshold" in r for r in few.thin_reasons)  # ... but not thin for that alone
     many = _outputs(30)
     many["labels"][:] = 0
     shift = 10 * (1 - 0.43) / (1 + 0.43)  # each odd box over its left one at IoU 0.43: both kept, near 0.45
     many["boxes"][:, 1::2, 0] = many["boxes"][:, 0:-1:2, 0] + shift
     many["boxes"][:, 1::2, 2] = many["boxes"][:, 1::2, 0] + 10.0
     cov = measure(SPEC, many, "the validation inputs")
-    assert cov.near_iou == 30 and cov.near_score >= 3 and not cov.thin, cov.thin_reasons
+    assert cov.near_iou == 30 and cov.near_score >= 3 and not cov.thin and not cov.near_reasons, cov.thin_reasons
     assert "60 detections on 2 images" in cov.text and "30 box pairs near the NMS threshold 0.45" in cov.text
 
 
