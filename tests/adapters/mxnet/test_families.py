@@ -499,7 +499,11 @@ def test_mask_rcnn_converts_and_validates_its_masks(tmp_path: Path) -> None:
     np.savez(tmp_path / "feeds.npz", **feeds)
     result = api.convert(tmp_path / "mask_rcnn-symbol.json", tmp_path / "mask_rcnn.onnx", inputs=["data:1,3,32,32"],
                          feeds=tmp_path / "feeds.npz")
-    assert result.passed and not result.vacuous
+    assert result.passed
+    # 6 detections on the one image a batch-1 R-CNN takes: coverage calls that thin (fewer than 20), said in the
+    # verdict (--strict would fail it); nothing else may make it vacuous
+    for o in (o for c in result.validation for o in c.outputs if o.vacuous):
+        assert o.vacuous_reason.startswith("thin feeds") and "detections (fewer than" in o.vacuous_reason, o.vacuous_reason
     (group,) = [o for c in result.validation for o in c.outputs if o.detection]
     assert len(group.covers) == 4 and group.detection["matched"] == expected[0].shape[1]
     assert group.detection["max_mask_diff"] is not None and group.detection["max_mask_diff"] < 1e-4

@@ -13,7 +13,7 @@ from mxnet_testlib import Model, assert_close, export, hand_json, need_mxnet, ru
 
 from adapters.mxnet import MXNetAdapter
 from adapters.mxnet.reference import MXNetReferenceRuntime
-from bridge.errors import AdapterUnavailableError
+from bridge.errors import AdapterUnavailableError, install_command
 from bridge.runtimes.base import Runtime
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -115,7 +115,7 @@ def test_reference_runner_without_mxnet(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(AdapterUnavailableError) as err:
         MXNetAdapter().reference_runner(model.source(), result)
     assert str(err.value) == ("mxnet is not installed, so running the MXNet reference is unavailable. "
-                              "Install it with: pip install 'bridge[mxnet]'")
+                              f"Install it with: {install_command('mxnet')}")
 
 
 def test_conversion_never_imports_mxnet(tmp_path: Path) -> None:

@@ -483,7 +483,7 @@ def test_grid_sample_below_opset_16_is_refused(op: str, tmp_path: Path) -> None:
 
 
 REFUSED = [("_contrib_quantized_conv", {"num_filter": "4", "kernel": "(3, 3)"}, ["data"]),
-           ("_sg_mkldnn_conv", {}, ["data"]), ("_cvimdecode", {}, ["buf"]),
+           ("_cvimdecode", {}, ["buf"]),
            ("_random_gamma", {"shape": "(2,)"}, []), ("CTCLoss", {}, ["data", "label"]),
            ("_contrib_dgl_subgraph", {}, ["graph"]),
            ("_linalg_inverse", {}, ["A"])]
@@ -497,6 +497,17 @@ def test_refused_op_names_node_and_reason(op: str, attrs: dict[str, str], args: 
         export(Model(path, None, {a: np.zeros((2, 3), np.float32) for a in args}))
     assert err.value.unsupported == {op: ["refused0"]}
     assert NOT_TRANSLATED[op] in str(err.value) and "refused0" in str(err.value)
+
+
+def test_a_fused_mkldnn_conv_without_its_subgraph_is_refused_naming_the_node(tmp_path: Path) -> None:
+    """_sg_mkldnn_conv is translated (MXNet int8 / fused graphs: adapters/mxnet/ops_quantized.py) from the subgraph
+    it carries; one without it is refused, the node named."""
+    from bridge.errors import ExportError
+
+    path = tmp_path / "r-symbol.json"
+    path.write_text(hand_json("_sg_mkldnn_conv", "refused0", ["data"], {}))
+    with pytest.raises(ExportError, match=r"node 'refused0' \(_sg_mkldnn_conv\): expected one subgraph"):
+        export(Model(path, None, {"data": np.zeros((2, 3), np.float32)}))
 
 
 MODULES = {m.__name__ for m in (ops_boxes, ops_legacy, ops_linalg, ops_random, ops_reduce, ops_scatter, ops_special)}
