@@ -44,7 +44,9 @@ def test_target_validates_in_its_runtime_at_two_batch_sizes(target: str, source:
     result = bridge.convert(model, output=tmp_path / "out" / "m.onnx", to=target, **args)  # type: ignore[arg-type]
     assert result.passed
     (verdict,) = [c for c in result.validation if c.candidate == runtime]
-    assert verdict.passed and not verdict.vacuous
+    assert verdict.passed
+    for o in verdict.outputs:  # a saturated SSD's boxes are flat: coverage says the check proves little, nothing else
+        assert not o.vacuous or (source.startswith("saturated") and "flat" in o.vacuous_reason), o.vacuous_reason
     detections = [o.detection for o in verdict.outputs if o.detection is not None]
     for d in detections:  # every reference detection found in the artefact's output
         assert d["reference_count"] > 0 and d["mismatched"] == 0
@@ -62,5 +64,7 @@ def test_target_validates_in_its_runtime_at_two_batch_sizes(target: str, source:
     run = run_and_compare(reference, {runtime: candidate}, FeedSource(), DEFAULT_TOLERANCE,
                           detections=saved_detection_outputs(written))
     (again,) = run.comparisons
-    assert again.passed and not again.vacuous, again.summary()
+    assert again.passed, again.summary()
+    for o in again.outputs:
+        assert not o.vacuous or (source.startswith("saturated") and "flat" in o.vacuous_reason), again.summary()
     assert all(np.shape(v)[0] == batch for v in run.reference_outputs.values())
