@@ -203,38 +203,33 @@ def _with_onnx_shapes(original: Any) -> Any:
     return convert_node
 
 
+def _wrap_versions(cls: Any, versions: tuple[int, ...], fix: Any) -> list[int]:
+    """Replace handler class ``cls``'s ``version_N`` methods by ``fix(cls, node, original, **kwargs)`` (each once);
+    returns the versions wrapped now."""
+    wrapped: list[int] = []
+    for version in versions if cls is not None else ():
+        current = vars(cls).get(f"version_{version}")
+        if current is None or getattr(current.__func__, "bridge_fix", False):
+            continue
+        original = current.__get__(None, cls)
+
+        def fixed(cls: Any, node: Any, _original: Any = original, **kwargs: Any) -> list[Any]:
+            result: list[Any] = fix(cls, node, _original, **kwargs)
+            return result
+
+        fixed.bridge_fix = True  # type: ignore[attr-defined]
+        setattr(cls, f"version_{version}", classmethod(fixed))
+        wrapped.append(version)
+    return wrapped
+
+
 def install(classes: Mapping[str, Any], backend: Any) -> list[str]:
     """Install the corrections on onnx-tf's handler ``classes`` (ONNX op -> class) and ``backend`` class;
     returns what was installed (nothing twice)."""
     installed: list[str] = []
-    div = classes.get("Div")
-    if div is not None:
-        for version in (7, 13, 14):
-            current = vars(div).get(f"version_{version}")
-            if current is None or getattr(current.__func__, "bridge_fix", False):
-                continue
-            original = current.__get__(None, div)
-
-            def fixed(cls: Any, node: Any, _original: Any = original, **kwargs: Any) -> list[Any]:
-                return _div(cls, node, _original, **kwargs)
-
-            fixed.bridge_fix = True  # type: ignore[attr-defined]
-            setattr(div, f"version_{version}", classmethod(fixed))
-            installed.append(f"Div.version_{version} (exact integer division)")
-    gather = classes.get("GatherElements")
-    if gather is not None:
-        for version in (11, 13):
-            current = vars(gather).get(f"version_{version}")
-            if current is None or getattr(current.__func__, "bridge_fix", False):
-                continue
-            original = current.__get__(None, gather)
-
-            def fixed_gather(cls: Any, node: Any, _original: Any = original, **kwargs: Any) -> list[Any]:
-                return _gather_elements(cls, node, _original, **kwargs)
-
-            fixed_gather.bridge_fix = True  # type: ignore[attr-defined]
-            setattr(gather, f"version_{version}", classmethod(fixed_gather))
-            installed.append(f"GatherElements.version_{version} (negative axis)")
+    for op, versions, fix, what in (("Div", (7, 13, 14), _div, "exact integer division"),
+                                    ("GatherElements", (11, 13), _gather_elements, "negative axis")):
+        installed += [f"{op}.version_{v} ({what})" for v in _wrap_versions(classes.get(op), versions, fix)]
     for op in ("GatherND", "ScatterND"):
         cls = classes.get(op)
         if cls is not None and "process_neg_idx" not in vars(cls):
