@@ -323,11 +323,23 @@ def _is_value(word: str, kind: Any) -> bool:
     return number or kind not in _NUMBERS
 
 
+# a message's subject: the flag (and value) it is about, first, then ": " or " (did you mean ...)"
+_SUBJECT = re.compile(r"^--[a-z][a-z0-9-]*(?:/--[a-z][a-z0-9-]*)*(?: (?!\()\S+?)?(?=: | \(did you mean )")
+
+
 def api_keywords_note(message: str, options: Sequence[Option] = (), keywords: Sequence[str] = (),
                       lists: Mapping[str, str] | None = None) -> str:
-    """``message`` as it is, followed by the API keyword of each command-line flag it names: ``--input image: no
-    such input (from Python: --input is inputs=)``. The message keeps its flags (rewriting prose around them in
-    place garbled sentences such as "with --dynamic if you have it"); a Python caller still reads its keywords."""
+    """``message`` in a Python caller's words: its subject (the flag and value it opens with, ``--input image:``)
+    as the API's keyword (``inputs=['image']: no such input``), and each flag its prose names after it followed
+    by the keyword (``... (from Python: --dynamic is dynamic=)``). Prose keeps its flags: rewriting them in place
+    garbled sentences such as "with --dynamic if you have it"; the subject is structured (flag, value, colon),
+    so it is said in the API's words outright."""
+    subject = _SUBJECT.match(message)
+    if subject is not None:
+        said_subject = api_words(subject.group(0), options, keywords, lists)
+        if said_subject != subject.group(0):
+            rest = message[subject.end():]
+            return said_subject + api_keywords_note(rest, options, keywords, lists)
     said: dict[str, str] = {}
     for m in _FLAG.finditer(message):
         rewritten = api_words(m.group(1), options, keywords, lists)

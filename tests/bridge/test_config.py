@@ -56,9 +56,9 @@ def test_convert_config_rejects(kwargs: dict, fragment: str) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
-    ({"framework": "caffe"}, "--framework 'caffe'"),
-    ({"validate": ("tensorrt",)}, "--validate 'tensorrt'"),
-    ({"to": "coreml"}, "--to 'coreml'"),
+    ({"framework": "caffe"}, "framework='caffe'"),  # the API's keyword: a Python caller passed that
+    ({"validate": ("tensorrt",)}, r"validate=\['tensorrt'\]"),
+    ({"to": "coreml"}, "to='coreml'"),
 ])
 def test_convert_checks_names_against_the_registries_before_any_work(kwargs: dict, fragment: str,
                                                                       tmp_path: Path) -> None:

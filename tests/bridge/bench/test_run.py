@@ -232,9 +232,8 @@ def test_settings_that_measure_nothing_or_never_end_are_refused_before_any_runne
     from bridge import api
 
     model = relu_model(tmp_path / "m.onnx")
-    with pytest.raises(UsageError, match=words) as info:  # a Python caller also reads its keywords
+    with pytest.raises(UsageError, match=api_words):  # a Python caller reads its keywords
         api.bench(model, runtime="fake_a", isolated=False, **settings)
-    assert f"is {api_words.split('=')[0]}=)" in str(info.value)
     assert LOG == []
     with pytest.raises(UsageError, match=words):  # the settings type itself, whoever builds one
         BenchSettings(batches=(1,), **settings)

@@ -49,18 +49,35 @@ def test_a_yaml_infinite_tolerance_is_refused_before_any_model_runs(tmp_path: Pa
 @pytest.mark.parametrize("keyword, value, flag", [("seed", -1, "--seed"), ("timeout", float("nan"), "--timeout"),
                                                   ("timeout", 0.0, "--timeout"), ("atol", float("inf"), "--atol")])
 def test_bounds_are_checked_for_every_command_taking_the_option(model: Path, command: str, keyword: str,
-                                                                value: Any, flag: str) -> None:
+                                                                value: Any, flag: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     call = {"validate": lambda **kw: api.validate(model, source=model, **kw),
             "bench": lambda **kw: api.bench(model, runtime="onnxruntime", iterations=1, rounds=1, **kw)}[command]
-    with pytest.raises(UsageError, match=f"^{flag} "):
+    with pytest.raises(UsageError, match=f"^{keyword}="):  # a Python caller is told its keyword
         call(**{keyword: value})
+    _cli_says_the_flag(capsys, command, model, flag, value)
 
 
 @pytest.mark.parametrize("keyword, value, flag", [("opset", 3, "--opset"), ("max_detections", 0, "--max-detections"),
                                                   ("seed", 2**63, "--seed")])
-def test_convert_options_keep_their_bounds(model: Path, tmp_path: Path, keyword: str, value: Any, flag: str) -> None:
-    with pytest.raises(UsageError, match=f"^{flag} "):
+def test_convert_options_keep_their_bounds(model: Path, tmp_path: Path, keyword: str, value: Any, flag: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(UsageError, match=f"^{keyword}="):  # a Python caller is told its keyword
         api.convert(model, tmp_path / "o.onnx", **{keyword: value})
+    _cli_says_the_flag(capsys, "convert", model, flag, value, "-o", str(tmp_path / "o.onnx"))
+
+
+def _cli_says_the_flag(capsys: pytest.CaptureFixture[str], command: str, model: Path, flag: str, value: Any,
+                       *more: str) -> None:
+    """The same bound on the command line: exit 2, the message names the flag (a CLI user typed that)."""
+    from bridge.cli.main import main
+
+    capsys.readouterr()
+    args = [command, str(model), *(["--source", str(model)] if command == "validate" else []),
+            *(["--runtime", "onnxruntime"] if command == "bench" else []), *more, flag, str(value)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} " in err and f"{flag.lstrip('-').replace('-', '_')}=" not in err, err
 
 
 def test_the_cli_options_module_declares_no_option_of_the_groups() -> None:
