@@ -172,6 +172,23 @@ def _half(image: np.ndarray) -> np.ndarray:
     return image.reshape(c, h // 2, 2, w // 2, 2).mean(axis=(2, 4)).astype(image.dtype)
 
 
+def blended_images(feeds: Mapping[str, np.ndarray], keep: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """``feeds`` with each image-like input (``_image_inputs``, not in ``keep``) replaced by each image blended
+    with the next one mirrored (itself mirrored when there is one): new content of the same kind - objects over
+    objects, at other places - rather than the same images in another order, which a model that treats samples
+    alike answers with the same outputs in another order (the second input every candidate runs on). Other
+    inputs are given back as they are."""
+    out = dict(feeds)
+    for name, channels_last in _image_inputs(feeds).items():
+        if name in keep:
+            continue
+        x = np.asarray(feeds[name])
+        x = x.transpose(0, 3, 1, 2) if channels_last else x
+        mixed = (0.5 * x + 0.5 * np.roll(x, -1, axis=0)[..., ::-1]).astype(x.dtype)
+        out[name] = np.ascontiguousarray(mixed.transpose(0, 2, 3, 1)) if channels_last else mixed
+    return out
+
+
 def more_inputs(feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np.ndarray]]]:
     """Image-like inputs of the same shapes made from ``feeds`` (module docstring), in the order they are tried;
     [] when no input is a batch of images. Other inputs are kept as they are."""

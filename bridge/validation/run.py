@@ -44,7 +44,7 @@ from bridge.validation.compare import (
     reference_within_tolerance,
 )
 from bridge.validation.constraints import constrained_consumers
-from bridge.validation.coverage import CoverageRuns
+from bridge.validation.coverage import CoverageRuns, blended_images
 from bridge.validation.detection.layouts import (
     DetectionSpec,
     as_detection_specs,
@@ -112,10 +112,13 @@ class FeedSource:
         Generated inputs: drawn again with the next seed, values derived from the graph as for the first (indices
         in bounds, shapes: ``bridge.validation.constraints``); an input with a role the generator cannot fill
         (one reached through a selection, as rois rows) keeps the first input's values. ``--feeds``:
-        the file's own values, float inputs without a role moved (the next sample along the batch, or for one
-        sample the values rotated); inputs with a role and integer inputs are kept as the file has them (a
-        rotated rois tensor would put box coordinates in its batch-index column: MXNet's ROIAlign reads out
-        of bounds on that and crashes)."""
+        the file's own values: image-like inputs without a role blended, each image with the next one mirrored
+        (``coverage.blended_images``: new content - the same images in another order would give a model that
+        treats samples alike the same outputs in another order, and hide what only other content shows, such
+        as an upsampling's coordinate mode behind a max); other float inputs without a role moved (the next
+        sample along the batch, or for one sample the values rotated); inputs with a role and integer inputs
+        are kept as the file has them (a rotated rois tensor would put box coordinates in its batch-index
+        column: MXNet's ROIAlign reads out of bounds on that and crashes)."""
         if self.file is None:
             shapes = {k: tuple(np.shape(v)) for k, v in feeds.items()}
             by_name = {m.name: m for m in metas}
@@ -125,7 +128,9 @@ class FeedSource:
             kept = self.roles(feeds) - self.roles(feeds, through_selections=False)
             return {k: v if k in kept else made.get(k, v) for k, v in feeds.items()}
         fixed = self.roles(feeds)
-        return {k: _moved(v) if v.dtype.kind == "f" and k not in fixed else v for k, v in feeds.items()}
+        blended = blended_images(feeds, keep=sorted(fixed))
+        return {k: blended[k] if blended[k] is not v else _moved(v) if v.dtype.kind == "f" and k not in fixed else v
+                for k, v in feeds.items()}
 
     def at_second_size(self, feeds: Mapping[str, np.ndarray], metas: Sequence[TensorMeta]) -> dict[str, np.ndarray]:
         """``feeds`` at a second size of every dynamic axis of ``metas`` (a dim that is not a number), or {}

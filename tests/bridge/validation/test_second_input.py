@@ -59,6 +59,24 @@ def test_rois_keep_their_batch_index_column_on_another_input(method: str, tmp_pa
     np.testing.assert_array_equal(again["rois"], made["rois"])  # the values the source accepted on the first input
 
 
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_images_from_feeds_get_new_content_on_the_second_input(tmp_path: Path, channels_last: bool,
+                                                                batch: int) -> None:
+    """--feeds images: the second input is each image blended with the next one mirrored - new content, never the
+    same images in another order (a model treating samples alike answers that with its outputs reordered, which
+    proves nothing: an upsampling's coordinate mode behind a max survived it, see the mutation suite)."""
+    rng = np.random.default_rng(3)
+    images = rng.random((batch, 3, 16, 16), dtype=np.float32)
+    images = images.transpose(0, 2, 3, 1).copy() if channels_last else images
+    other = FeedSource(file=tmp_path / "feeds.npz").second({"image": images})["image"]
+    assert other.shape == images.shape and other.dtype == images.dtype
+    as_nchw = (lambda a: a.transpose(0, 3, 1, 2)) if channels_last else (lambda a: a)
+    x = as_nchw(images)
+    np.testing.assert_allclose(as_nchw(other), 0.5 * x + 0.5 * np.roll(x, -1, axis=0)[..., ::-1], rtol=1e-6)
+    assert not any(np.allclose(as_nchw(other)[i], x[j]) for i in range(batch) for j in range(batch))
+
+
 def _metas() -> list:  # type: ignore[type-arg]
     from bridge.runtimes.base import TensorMeta
 

@@ -41,9 +41,6 @@ KNOWN_SURVIVORS: dict[tuple[str, str, str], str] = {
         "anchor constants have no same-named tensor in the MXNet source to be compared with directly",
     ("mxnet_ssd", "anchor_shift", "anchor constant detection/reshape_95 element"):
         "as above, for the other folded anchor constant (anchor widths/heights)",
-    ("ssd_classifier", "resize_mode", "Resize '/Resize' coordinate_transformation_mode b'half_pixel' -> align_corners"):
-        "identical to the base on the sample images and on the second input made from them; differs on other "
-        "realistic images only",
 }
 
 
