@@ -112,22 +112,53 @@ def test_mxnet_roialign_validates_on_a_second_input_without_crashing(tmp_path: P
     assert all(c["second_input"] for c in report["validation"]), report["validation"]
 
 
-def test_mxnet_roialign_reference_stays_in_a_child_with_isolation_off(tmp_path: Path) -> None:
-    """In a process of its own, the API with isolated=False: it must end normally, the reference having run in a
-    child (a native crash there is an error, not the caller's death)."""
-    symbol = _mxnet_roialign(tmp_path)
-    run_cli("convert", str(symbol), "-o", str(tmp_path / "roi.onnx"), "--input", "data:1,3,16,16", "--input",
-            "rois:4,5", "--feeds", str(tmp_path / "feeds.npz"))
+def _validate_isolation_off(tmp_path: Path, symbol: Path, feeds: Path) -> dict:  # type: ignore[type-arg]
+    """``api.validate(isolated=False)`` in a process of its own: what it returned or raised, and whether MXNet
+    was imported in that process (not, when the reference ran in a child)."""
     script = textwrap.dedent(f"""
-        import json
+        import json, sys
         from bridge import api
-        result = api.validate({str(tmp_path / 'roi.onnx')!r}, source={str(symbol)!r}, isolated=False,
-                              feeds={str(tmp_path / 'feeds.npz')!r})
-        print(json.dumps(result.to_dict()))
+        try:
+            result = api.validate({str(tmp_path / 'roi.onnx')!r}, source={str(symbol)!r}, isolated=False,
+                                  feeds={str(feeds)!r})
+            out = {{"result": result.to_dict()}}
+        except Exception as e:
+            out = {{"raised": type(e).__name__, "message": str(e)}}
+        out["mxnet_imported_here"] = "mxnet" in sys.modules
+        print(json.dumps(out))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900,
                           cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0, f"the caller died (exit {done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_mxnet_roialign_reference_stays_in_a_child_with_isolation_off(tmp_path: Path) -> None:
+    """In a process of its own, the API with isolated=False: it must end normally, the reference having run in a
+    child (MXNet never imported in the caller; a native crash there is an error, not the caller's death)."""
+    symbol = _mxnet_roialign(tmp_path)
+    run_cli("convert", str(symbol), "-o", str(tmp_path / "roi.onnx"), "--input", "data:1,3,16,16", "--input",
+            "rois:4,5", "--feeds", str(tmp_path / "feeds.npz"))
+    out = _validate_isolation_off(tmp_path, symbol, tmp_path / "feeds.npz")
+    result = out["result"]
     assert result["passed"] and result["comparisons"][0]["second_input"]
     assert any("ran in a child process although isolation is off" in w for w in result["warnings"]), result["warnings"]
+    assert not out["mxnet_imported_here"]
+
+
+def test_a_crashing_mxnet_reference_does_not_take_the_caller_with_it(tmp_path: Path) -> None:
+    """The user's rois name batch 2,000,000 of a batch of 1: MXNet's ROIAlign reads ~6 GB out of bounds (an
+    offset still inside int32) and its process dies (or, reading mapped garbage, fails). With isolated=False the
+    caller gets the reference's error and lives on (issue 37.3: it died by SIGABRT when the reference ran
+    in-process), and MXNet was never imported in it."""
+    symbol = _mxnet_roialign(tmp_path)
+    run_cli("convert", str(symbol), "-o", str(tmp_path / "roi.onnx"), "--input", "data:1,3,16,16", "--input",
+            "rois:4,5", "--feeds", str(tmp_path / "feeds.npz"))
+    feeds = dict(np.load(tmp_path / "feeds.npz"))
+    feeds["rois"] = feeds["rois"].copy()
+    feeds["rois"][:, 0] = 2e6
+    np.savez(tmp_path / "bad.npz", **feeds)
+    out = _validate_isolation_off(tmp_path, symbol, tmp_path / "bad.npz")
+    assert out.get("raised") in ("RuntimeCrashedError", "InferenceError"), out
+    assert "mxnet" in out["message"]
+    assert not out["mxnet_imported_here"]
