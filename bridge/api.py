@@ -269,6 +269,25 @@ def inspect(model: str | Path, *, load_in_runtime: bool = True, nodes: bool = Fa
         raise _other_framework(model, "inspect") or exc from None
 
 
+def _anchors() -> Any:
+    from bridge.graft.anchor_fit import inspect_anchors as _inspect_anchors
+
+    return _inspect_anchors
+
+
+@_in_api_words(inner=_anchors)
+def inspect_anchors(anchors: str | Path, anchor_options: dict[str, str] | None = None, **options: Any) -> Any:
+    """``bridge inspect --anchors``: the anchors a spec generates, per layer (as ``graft-nms`` generates them) and,
+    given ``model=``, its regressor row counts against them (see ``bridge.graft.anchor_fit.inspect_anchors``)."""
+    from bridge.graft.anchor_fit import inspect_anchors as _inspect_anchors
+
+    try:
+        return _inspect_anchors(anchors, anchor_options, **options)
+    except BadInputFileError as exc:
+        model = options.get("model")
+        raise (_other_framework(model, "inspect") if model is not None else None) or exc from None
+
+
 def _other_framework(model: str | Path, command: str) -> UsageError | None:
     """When ``model`` is not ONNX but another framework's adapter claims it: the error to raise instead."""
     from adapters import detect_adapter

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from bridge.cli.helptext import examples
+from bridge.cli.options import AnchorOptionOpt, AnchorsOpt, BoxFormatOpt, parse_anchor_options
 from bridge.cli.render import out
 from bridge.errors import UsageError
 
@@ -56,33 +57,18 @@ def parse_background(text: str) -> int | str | None:
         raise UsageError(f"--background-class '{text}': expected a class index, 'none' or 'auto'") from None
 
 
-def parse_anchor_options(items: list[str]) -> dict[str, str]:
-    parsed: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--anchor-option '{item}': expected KEY=VALUE, e.g. strides=8,16,16,16")
-        parsed[key.strip()] = value.strip()
-    return parsed
-
-
 def graft_nms_command(
     model: Annotated[Path, typer.Argument(help="the headless detector (.onnx)")],
     boxes: Annotated[str, typer.Option(metavar="TENSOR", help="box values [B, N, >=4]: boxes, or regressors to decode "
                                        "(with keypoints after the box columns)")],
     scores: Annotated[str, typer.Option(metavar="TENSOR", help="class scores [B, N, C] (may be the boxes tensor)")],
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="the .onnx file to write")] = None,
-    anchors: Annotated[str | None, typer.Option(metavar="TENSOR|FILE|GENERATOR", help=(
-        "anchors: a tensor of the model, an .npy/.csv file (N x 4), a generator spec .yaml/.json, or a generator "
-        "name (ssd, multibox_prior, yolo) with --anchor-option"))] = None,
-    anchor_option: Annotated[list[str] | None, typer.Option(metavar="KEY=VALUE", help=(
-        "a generator parameter, e.g. strides=8,16,16,16 (repeatable; MediaPipe's names accepted)"))] = None,
+    anchors: AnchorsOpt = None,
+    anchor_option: AnchorOptionOpt = None,
     decode: Annotated[str | None, typer.Option(metavar="KIND", help=(
         "corners | center-size | ssd | linear | yolo-v3 | yolo-v5 (default: ssd with --anchors, else after "
         "--box-format)"))] = None,
-    box_format: Annotated[str | None, typer.Option(metavar="FORMAT", help=(
-        "xyxy | yxyx | cxcywh | cycxhw: axis order (and corners vs centre-size) of the box values and anchor "
-        "files; output boxes are corners in that axis order"))] = None,
+    box_format: BoxFormatOpt = None,
     box_columns: Annotated[str | None, typer.Option(metavar="START:STOP", help="the 4 box columns (default 0:4)")] = None,
     keypoint_columns: Annotated[str | None, typer.Option(metavar="START:STOP", help=(
         "keypoint columns, read as pairs in the box axis order, decoded with the boxes and kept through NMS"))] = None,
@@ -120,7 +106,7 @@ def graft_nms_command(
     scales = parse_numbers(scale, "--scale", (1, 4), "128 or 128,128,128,128")
     result = graft(model, output, dry_run=dry_run, check=check, feeds=feeds, inputs=input, isolated=isolate,
                    boxes=boxes,
-                   scores=scores, anchors=anchors, anchor_options=parse_anchor_options(anchor_option or []),
+                   scores=scores, anchors=anchors, anchor_options=parse_anchor_options(anchor_option),
                    decode=decode, box_format=box_format, box_columns=box_columns, keypoint_columns=keypoint_columns,
                    variances=parse_variances(variances), scales=scales, exp_size=exp_size,
                    score_columns=score_columns, objectness_column=objectness_column,

@@ -1,5 +1,10 @@
 """`bridge inspect MODEL`: what a model file holds (opsets, signature, op histogram, problems),
-from ``bridge.api.inspect``; ``--nodes`` adds every node's inferred types."""
+from ``bridge.api.inspect``; ``--nodes`` adds every node's inferred types.
+
+``--anchors`` (with ``--anchor-option`` / ``--box-format``, graft-nms's own options) prints the anchors graft-nms
+would generate - per layer and in total, the first rows of each layer - from ``bridge.api.inspect_anchors``; with a
+MODEL too, its regressor row counts against them (``--boxes`` names the tensor). The exit code is 1 when the model
+has problems or no regressor fits the anchors."""
 
 from __future__ import annotations
 
@@ -13,9 +18,9 @@ from rich.table import Table
 
 from bridge.cli import render
 from bridge.cli.helptext import examples
-from bridge.cli.options import AsJsonOpt
+from bridge.cli.options import AnchorOptionOpt, AnchorsOpt, AsJsonOpt, BoxFormatOpt, parse_anchor_options
 from bridge.cli.render import out
-from bridge.errors import EXIT_MISMATCH
+from bridge.errors import EXIT_MISMATCH, UsageError
 
 
 def readable_metadata(value: str) -> str:
@@ -37,20 +42,50 @@ def readable_metadata(value: str) -> str:
 
 
 def inspect_command(
-    model: Annotated[Path, typer.Argument(help="an .onnx file")],
+    model: Annotated[Path | None, typer.Argument(help="an .onnx file (optional with --anchors)")] = None,
     nodes: Annotated[bool, typer.Option("--nodes", help="every node's inferred types and shapes; flags where "
                                                           "inference loses a dim")] = False,
+    anchors: AnchorsOpt = None,
+    anchor_option: AnchorOptionOpt = None,
+    box_format: BoxFormatOpt = None,
+    boxes: Annotated[str | None, typer.Option("--boxes", metavar="TENSOR", help=(
+        "with --anchors and MODEL: the box values [B, N, >=4] to count rows of (default: every such output)"))] = None,
     as_json: AsJsonOpt = False,
 ) -> None:
-    """Opsets, IR version, signature (symbolic dims flagged), op histogram, size, problems."""
+    """Opsets, IR version, signature (symbolic dims flagged), op histogram, size, problems; --anchors: the
+    anchors graft-nms would generate, against the model's regressor rows."""
     from bridge import api
 
-    rep = api.inspect(model, nodes=nodes)
+    for flag, given in (("--anchor-option", anchor_option), ("--box-format", box_format), ("--boxes", boxes)):
+        if given and anchors is None:
+            raise UsageError(f"{flag} belongs to --anchors: give --anchors too")
+    if model is None and anchors is None:
+        raise UsageError("give MODEL (an .onnx file), --anchors (the anchors graft-nms would use), or both")
+    if nodes and model is None:
+        raise UsageError("--nodes lists a model's nodes: give MODEL")
+    fit = None
+    if anchors is not None:
+        fit = api.inspect_anchors(anchors, parse_anchor_options(anchor_option), box_format=box_format, model=model,
+                                  boxes=boxes)
+    rep = api.inspect(model, nodes=nodes) if model is not None else None
+    failed = bool(rep is not None and rep.problems) or (fit is not None and fit.matches is False)
     if as_json:
-        render.print_json(rep)
-        if rep.problems:  # scripts can trust the exit code: problems found = 1
+        data = {**(rep.to_dict() if rep is not None else {}), **({"anchors": fit.to_dict()} if fit else {})}
+        out.print_json(json.dumps(data, default=str))
+        if failed:  # scripts can trust the exit code: problems found or anchors that fit no regressor = 1
             raise typer.Exit(EXIT_MISMATCH)
         return
+    if rep is not None:
+        print_report(rep)
+    if fit is not None:
+        for line in fit.describe():
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def print_report(rep: Any) -> None:
+    """The model's report (``bridge.inspection.InspectReport``) as text."""
     out.print(f"[bold]{rep.path}[/bold]  IR {rep.ir_version}  opsets "
               + ", ".join(f"{d}={v}" for d, v in rep.opset_imports.items()) + f"  producer: {rep.producer or '-'}")
     table = Table("tensor", "kind", "shape", "dtype", title="signature", title_justify="left")
@@ -81,12 +116,14 @@ def inspect_command(
         out.print("[green]no problems found[/green] (checker, known traps, onnxruntime load)")
     if rep.nodes is not None:
         render.print_node_types(rep.nodes)
-    if rep.problems:
-        raise typer.Exit(EXIT_MISMATCH)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``inspect`` command to ``app``."""
     app.command("inspect", epilog=examples(
         "bridge inspect out/ssd.onnx", "bridge inspect out/ssd.onnx --nodes     # where inference loses a dim",
-        "bridge inspect out/ssd.onnx --json > out/ssd.json"))(inspect_command)
+        "bridge inspect out/ssd.onnx --json > out/ssd.json",
+        # BlazeFace's anchors as graft-nms would generate them (add MODEL to check them against its regressor rows)
+        "bridge inspect --anchors ssd --anchor-option num_layers=4 --anchor-option input_size=128 --anchor-option "
+        "strides=8,16,16,16 --anchor-option min_scale=0.1484375 --anchor-option max_scale=0.75 --anchor-option "
+        "aspect_ratios=1.0 --anchor-option fixed_anchor_size=true"))(inspect_command)

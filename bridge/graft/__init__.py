@@ -38,7 +38,8 @@ import onnx_ir as ir
 
 from bridge import provenance
 from bridge.errors import ExportError, UsageError
-from bridge.graft.anchor_spec import AnchorSource, resolve_anchors
+from bridge.graft.anchor_fit import Shape, anchor_count, check_fit, rows_of, tensor_shapes
+from bridge.graft.anchor_spec import BOX_FORMATS, AnchorSource, resolve_anchors
 from bridge.io import load_model
 from bridge.passes.contrib import nms
 from bridge.passes.contrib.decode import ACTIVATIONS, DECODERS, AnchorValues, DecodeSettings, activate_scores
@@ -47,7 +48,6 @@ from bridge.rewriting.builder import F32, I64, MIN_OPSET, Builder
 
 log = logging.getLogger(__name__)
 
-BOX_FORMATS = ("xyxy", "yxyx", "cxcywh", "cycxhw")
 Y_FIRST = ("yxyx", "cycxhw")
 CENTER_SIZE = ("cxcywh", "cycxhw")
 DECODE_KINDS = tuple(DECODERS)
@@ -129,6 +129,14 @@ class GraftPlan:
     nms: str
     output_format: str
     background_reason: str = ""  # why bridge chose the background class, when it chose it
+    box_rows: int | str | None = None  # N of the boxes tensor: static, its symbolic label, or None (unknown)
+    anchor_count: int | None = None  # the anchors' count when known before a run
+    anchors_given: str = ""  # --anchors as the user gave it (messages quote it)
+
+    @property
+    def rows_checked(self) -> bool:
+        """The anchor count was checked against static box rows while planning (else the check's run does it)."""
+        return self.anchors is None or (isinstance(self.box_rows, int) and self.anchor_count is not None)
 
     @property
     def y_first(self) -> bool:
@@ -141,7 +149,7 @@ class GraftPlan:
 
     def describe(self) -> list[str]:
         """What will be grafted, one line per fact (``bridge graft-nms`` prints it; ``--dry-run`` only this)."""
-        n = "?" if self.num_boxes is None else str(self.num_boxes)
+        n = "?" if self.box_rows is None else str(self.box_rows)
         lines = [f"boxes: '{self.boxes}' [B, {n}, {self.box_width or '?'}], columns {self.box_columns} "
                  f"({self.box_format}, {'y' if self.y_first else 'x'} first)"]
         if self.keypoints:
@@ -149,8 +157,12 @@ class GraftPlan:
                          f"{'(y, x)' if self.y_first else '(x, y)'} pairs), decoded with the boxes")
         if self.anchors is not None:
             shown = self.anchors.anchors.describe() if self.anchors.anchors is not None else "from the model"
-            match = "" if self.anchors.anchors is None or self.num_boxes is None else \
-                f" - matches the {self.num_boxes} box rows"
+            if self.rows_checked:
+                match = f" - matches the {self.num_boxes} box rows"
+            else:
+                rows = f"'{self.box_rows}' (symbolic)" if isinstance(self.box_rows, str) else "not declared"
+                match = (f" - the box rows are {rows}: checked against the model's on the detection check's run "
+                         "(not with --no-check)")
             lines.append(f"anchors: {self.anchors.origin}: {shown}{match}")
         constants = {"ssd": f" (variances {list(self.settings.variances)})",
                      "linear": f" (scales x, y, w, h {list(self.settings.scales)}"
@@ -241,7 +253,9 @@ def plan_graft(
                          "boxes-scores-classes (indices would point at unblended boxes)")
 
     graph = proto.graph
-    values = _signatures(proto)
+    values = tensor_shapes(proto)
+    if values.get(boxes) is None or values.get(scores) is None:  # an inner tensor: its shape as inference gives it
+        values = tensor_shapes(proto, infer=True)
     boxes_shape = _lookup(values, boxes, "--boxes", graph)
     scores_shape = _lookup(values, scores, "--scores", graph)
     if boxes_shape is not None and len(boxes_shape) != 3:
@@ -283,7 +297,7 @@ def plan_graft(
     if classes is not None and classes < 1:
         raise UsageError(f"--score-columns {score_cols} selects no column of '{scores}' ({score_width} columns)")
 
-    source = _plan_anchors(anchors, anchor_options, decode, box_format, set(values), num_boxes, boxes)
+    source = _plan_anchors(anchors, anchor_options, decode, box_format, values, rows_of(boxes_shape), boxes)
     background, reason = _background(background_class, classes, score_activation)
     return GraftPlan(boxes=boxes, scores=scores, num_boxes=num_boxes, box_width=box_width, score_width=score_width,
                      decode=decode, box_format=box_format, box_columns=box_cols, keypoint_columns=kp_cols,
@@ -291,24 +305,24 @@ def plan_graft(
                      classes=classes, background=background, anchors=source, settings=settings,
                      score_activation=score_activation, score_clip=score_clip, iou=iou, score=score,
                      max_per_class=max_per_class, max_det=max_det, class_agnostic=class_agnostic, nms=nms,
-                     output_format=output_format, background_reason=reason)
+                     output_format=output_format, background_reason=reason, box_rows=rows_of(boxes_shape),
+                     anchor_count=anchor_count(source, values)[0] if source is not None else None,
+                     anchors_given=str(anchors) if anchors is not None else "")
 
 
 def _plan_anchors(anchors: str | Path | None, anchor_options: Mapping[str, str] | None, decode: str, box_format: str,
-                  tensors: set[str], num_boxes: int | None, boxes: str) -> AnchorSource | None:
+                  shapes: Mapping[str, Shape | None], rows: int | str | None, boxes: str) -> AnchorSource | None:
     """The anchors ``--anchors`` names, checked against the decode (does it read anchors, strides?) and against
-    the box count (a set that does not fit names both counts)."""
+    the box rows (a set that does not fit names both counts: ``anchor_fit.check_fit``; symbolic rows are checked by
+    the detection check's run)."""
     kind = DECODERS[decode]
     if anchors is not None:
-        source = resolve_anchors(str(anchors), dict(anchor_options or {}), tensors=tensors, box_format=box_format)
+        source = resolve_anchors(str(anchors), dict(anchor_options or {}), tensors=set(shapes), box_format=box_format)
         if not kind.anchors:
             raise UsageError(f"--decode {decode} reads no anchors; drop --anchors or choose a decode that uses them "
                              f"({', '.join(k for k, v in DECODERS.items() if v.anchors)})")
+        check_fit(str(anchors), source, shapes, boxes, rows)
         if source.anchors is not None:
-            if num_boxes is not None and source.anchors.count != num_boxes:
-                raise UsageError(f"--anchors {anchors}: {source.anchors.describe()}, but --boxes '{boxes}' has "
-                                 f"{num_boxes} rows: the anchor set does not fit this head (check the generator's "
-                                 "layers against the model's feature maps)")
             if kind.strides and source.anchors.strides is None:
                 raise UsageError(f"--decode {decode} needs the grid strides: use the yolo anchor generator or an "
                                  "anchor file with 6 columns (box, stride x, stride y)")
@@ -535,24 +549,6 @@ def _scales(scales: float | Sequence[float] | None) -> tuple[float, float, float
     if len(values) != 4 or any(not np.isfinite(s) or s == 0 for s in values):
         raise UsageError(f"--scale needs 1 or 4 non-zero numbers (x, y, w, h), got {list(values)}")
     return (values[0], values[1], values[2], values[3])
-
-
-def _signatures(proto: onnx.ModelProto) -> dict[str, list[int | str | None] | None]:
-    """Every tensor name of the graph with its shape where declared (None: unknown) - graph inputs, outputs,
-    initializers, value_info, and node outputs without declared shapes."""
-    g = proto.graph
-    shapes: dict[str, list[int | str | None] | None] = {}
-    for node in g.node:
-        for out in node.output:
-            if out:
-                shapes.setdefault(out, None)
-    for t in g.initializer:
-        shapes[t.name] = list(t.dims)
-    for vi in (*g.input, *g.value_info, *g.output):
-        tt = vi.type.tensor_type
-        shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                           for d in tt.shape.dim] if tt.HasField("shape") else shapes.get(vi.name)
-    return shapes
 
 
 def _lookup(values: dict[str, list[int | str | None] | None], name: str, option: str, graph: onnx.GraphProto

@@ -32,6 +32,7 @@ from bridge.passes.contrib.anchor_generators import (
     yolo_anchors,
 )
 
+BOX_FORMATS = ("xyxy", "yxyx", "cxcywh", "cycxhw")  # x or y first; corners or centre-size
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 FILE_SUFFIXES = (".npy", ".csv")
 MAX_SPEC_BYTES = 1 << 20
@@ -275,4 +276,4 @@ def read_anchor_file(path: Path, *, corners: bool, y_first: bool, what: str) -> 
                      ((f"file {path.name}", rows.shape[0]),))
 
 
-__all__ = ["GENERATOR_NAMES", "AnchorSource", "read_anchor_file", "resolve_anchors"]
+__all__ = ["BOX_FORMATS", "GENERATOR_NAMES", "AnchorSource", "read_anchor_file", "resolve_anchors"]

@@ -7,6 +7,11 @@ generated as validation generates them) it counts score entries above ``--score`
 and the detections the model returns. Candidates but no detections is a ``ValidationMismatch`` saying where the
 candidates are (all in the background column, boxes that are not finite, ...). Random inputs often give a
 trained detector no candidate at all; the result says so, and real images (``--feeds``) make the check bite.
+
+Anchors whose count could not be checked against the box rows while planning (the rows are symbolic, or the
+anchors are a tensor of unknown shape) are checked first, on the same inputs: the model is run up to the box
+values (and the anchors tensor), and a count that differs is the planner's usage error
+(``bridge.graft.anchor_fit.check_seen_rows``), not a broadcast error from inside the runtime.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import onnx
 from bridge.config import InputSpec
 from bridge.errors import ValidationMismatch
 from bridge.graft import CHECK_OUTPUTS, GraftPlan, build
+from bridge.graft.anchor_fit import check_seen_rows
 from bridge.inspection import graph_metas
 from bridge.runtimes import TensorMeta, activated, get_runtime
 from bridge.runtimes.isolated import isolate
@@ -58,10 +64,9 @@ def check_detects(proto: onnx.ModelProto, plan: GraftPlan, *, feeds: Path | str 
         specs = _sample_specs(metas, [i if isinstance(i, InputSpec) else InputSpec.parse(i) for i in inputs])
         arrays = make_inputs(metas, specs, seed=seed, vary_dynamic=False, model=probe)
         origin = f"generated inputs (standard normal, seed {seed})"
-    runtime = isolate(partial(get_runtime, "onnxruntime", probe.SerializeToString(), describe="the grafted model"),
-                      name="onnxruntime", stage="graft-nms detection check", enabled=isolated)
-    with activated(runtime) as session:
-        out = session.infer(arrays)
+    if not plan.rows_checked:
+        _check_rows(proto, plan, arrays, isolated)
+    out = _run(probe, arrays, isolated, "the grafted model")
     scores = np.asarray(out[CHECK_OUTPUTS[0]], np.float32)  # [B, C, N]
     boxes = np.asarray(out[CHECK_OUTPUTS[1]], np.float32)  # [B, N, 4]
     threshold = np.float32(plan.score)
@@ -78,6 +83,27 @@ def check_detects(proto: onnx.ModelProto, plan: GraftPlan, *, feeds: Path | str 
                                  f"{int(above.sum())} score(s) pass --score {plan.score:g}: "
                                  f"{_why(plan, above, boxes)}; nothing was written", result)
     return result
+
+
+def _run(model: onnx.ModelProto, arrays: dict[str, np.ndarray], isolated: bool, what: str) -> dict[str, np.ndarray]:
+    runtime = isolate(partial(get_runtime, "onnxruntime", model.SerializeToString(), describe=what),
+                      name="onnxruntime", stage="graft-nms detection check", enabled=isolated)
+    with activated(runtime) as session:
+        return session.infer(arrays)
+
+
+def _check_rows(proto: onnx.ModelProto, plan: GraftPlan, arrays: dict[str, np.ndarray], isolated: bool) -> None:
+    """Run the model up to the box values (and a tensor's anchors) and check their rows against the anchors."""
+    assert plan.anchors is not None
+    wanted = [plan.boxes, *([plan.anchors.tensor] if plan.anchors.tensor is not None else [])]
+    head = onnx.ModelProto()
+    head.CopyFrom(proto)
+    declared = {o.name: o for o in head.graph.output}
+    del head.graph.output[:]
+    for name in wanted:  # a graph output keeps its declaration; an inner tensor is declared by name only
+        head.graph.output.append(declared.get(name) or onnx.helper.make_empty_tensor_value_info(name))
+    seen = _run(head, arrays, isolated, "the model up to --boxes")
+    check_seen_rows(plan.anchors_given, plan.anchors, seen, plan.boxes)
 
 
 def _sample_specs(metas: Sequence[TensorMeta], given: Sequence[InputSpec]) -> list[InputSpec]:

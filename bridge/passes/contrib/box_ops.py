@@ -19,7 +19,7 @@ kept mask and the output gather are K-sized; rows past K are one -1 pad.
 
 box_decode: data [B, N, 4] deltas against anchors (the first N anchors of the anchors tensor, as
 MXNet reads them, in "center" (cx, cy, w, h) or "corner" format), std0..3 scaling, ``clip`` > 0 caps
-dw, dh before exp; output corner boxes. See ``nms.decode_deltas`` for the float32 order.
+dw, dh before exp; output corner boxes. The decode is ``decode.DECODERS["ssd"]`` (its float32 order).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import onnx_ir as ir
 from bridge.errors import NodeError
 from bridge.passes.contrib import nms
 from bridge.passes.contrib.common import LoweringPass
+from bridge.passes.contrib.decode import ssd_decode
 from bridge.rewriting import node_label
 from bridge.rewriting.attrs import required_float, required_int, required_str
 from bridge.rewriting.builder import I64, Builder
@@ -200,7 +201,8 @@ def build_box_decode(b: Builder, data: ir.Value, anchors: ir.Value, stds: list[f
     first = b.unsqueeze(b.op("Slice", flat, b.i64(0), n, b.i64(0)), 0)  # [1, N, 4]
     parts = (nms.anchors_from_corners_halfwidth(b, first) if anchor_format == "corner"
              else nms.anchors_from_centers(b, first))
-    return nms.decode_deltas(b, data, parts, stds, exp_clip=float(np.float32(clip)) if clip > 0 else None)
+    low, high = ssd_decode(b, data, parts, stds, exp_clip=float(np.float32(clip)) if clip > 0 else None)
+    return b.op("Concat", low, high, axis=-1)
 
 
 __all__ = ["LowerBoxDecodePass", "LowerBoxNMSPass", "build_box_decode", "build_box_nms"]

@@ -4,7 +4,7 @@ output assembly, reproducing MXNet (src/operator/contrib/multibox_detection.cc, 
 MXNet, per image: score/id = max/first argmax of cls_prob over classes 1.. (class 0 is always the
 background; ``background_id`` is accepted but the CPU kernel ignores it), valid when id > 0 (some
 class prob > -1) and not score < threshold; boxes decoded with the variances (exp in float64 then
-float32, see ``nms.decode_deltas``), clamped to [0, 1] when clip. Output [B, N, 6] rows (class - 1,
+float32, see ``decode.DECODERS["ssd"]``), clamped to [0, 1] when clip. Output [B, N, 6] rows (class - 1,
 score, box), initialised to -1, valid rows compacted to the front in anchor order. When
 0 < nms_threshold <= 1: the valid rows are stably sorted by score descending, only the first
 ``nkeep = min(valid, nms_topk)`` are rewritten in sorted order (rows nkeep..valid-1 keep the
@@ -47,6 +47,7 @@ from bridge.config import DETECTION_META
 from bridge.errors import NodeError, UsageError
 from bridge.passes.contrib import nms
 from bridge.passes.contrib.common import LoweringPass
+from bridge.passes.contrib.decode import ssd_decode
 from bridge.rewriting import BOOL, F32, I64, Builder, Expansion, node_label
 from bridge.rewriting.attrs import required_float, required_floats, required_int
 from bridge.rewriting.protos import call_without_weights
@@ -299,7 +300,8 @@ def build_multibox_detection(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value,
     # MXNet: score starts at -1 and only `temp > score` updates id; invalid when id == 0 or score < threshold
     valid = b.op("And", b.op("Greater", score, b.f32(-1.0)), b.op("Not", b.op("Less", score, thr)))
     loc = b.op("Reshape", loc_pred, b.i64(0, -1, 4))
-    boxes = nms.decode_deltas(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip)
+    boxes = b.op("Concat", *ssd_decode(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip),
+                 axis=-1)
     nms_on = 0.0 < nms_threshold <= 1.0
     candidate = valid
     if nms_on and nms_topk > 0:
@@ -370,8 +372,8 @@ def build_multibox_candidates(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value
     cand_valid = b.op("GreaterOrEqual", values, b.f32(float(low_bound)))  # [B, K]: false past the valid count
     table = cand_rows = None
     if with_table:
-        low, high = nms.decode_interleaved(b, loc, nms.anchors_from_corners_mean(b, anchors), variances,
-                                           clip_unit=clip)
+        low, high = ssd_decode(b, loc, nms.anchors_from_corners_mean(b, anchors), variances, clip_unit=clip,
+                               interleaved=True)
         n = b.dim(score, 1)
         shape_bn1 = b.op("Concat", b.dim(score, 0), n, b.i64(1), axis=0)
         # the output rows in anchor order (class -1): candidates and the anchor-order rows are taken from it
@@ -381,8 +383,8 @@ def build_multibox_candidates(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value
         cand_boxes = b.slice(cand_rows, 2, 2, 6)  # [B, K, 4]
     else:  # MXNet reads the anchors as N x 4 (the first image's): the candidates' anchors are one Gather
         cand_anchors = b.op("Gather", b.op("Reshape", anchors, b.i64(-1, 4)), order, axis=0)  # [B, K, 4]
-        low, high = nms.decode_interleaved(b, b.gather_rows(loc, order), nms.anchors_from_corners_mean(b, cand_anchors),
-                                           variances, clip_unit=clip)
+        low, high = ssd_decode(b, b.gather_rows(loc, order), nms.anchors_from_corners_mean(b, cand_anchors),
+                               variances, clip_unit=clip, interleaved=True)
         cand_boxes = nms.rows_from_pairs(b, low, high)  # [B, K, 4]
     # first maximum over classes 1.., like MXNet's `temp > score`; only the candidates need their class (when
     # every anchor is a candidate, ArgMax over all rows is cheaper than gathering the C-wide rows first)
@@ -425,7 +427,7 @@ def build_multibox_rows(b: Builder, cls_prob: ir.Value, loc_pred: ir.Value, anch
     candidates (suppressed and non-candidate rows carry class -1), so it is taken on their K gathered
     probability rows. One TopK of the scores gives the candidates in MXNet's stable score order (every
     valid score outranks every invalid one, so no N-sized masking first); NMS, its score matrix and the
-    suppression mask are K-sized. Boxes are decoded on interleaved (x, y) columns (``nms.decode_interleaved``).
+    suppression mask are K-sized. Boxes are decoded on interleaved (x, y) columns (the ssd decode's interleaved layout).
 
     Layout: a [B, N, 6] table (class -1, score, box) in anchor order; row p < K is candidate p (its
     class, or -1 when suppressed), row K <= p < valid the p-th valid anchor in anchor order, every

@@ -1,6 +1,6 @@
 """Float32IslandsPass: the float64 islands of a decode (``Cast(f64) -> Exp -> Cast(f32)``) computed in float32.
 
-Why: the SSD box decode (``nms.decode_halves`` / ``decode_interleaved``, used by the MultiBoxDetection,
+Why: the SSD box decode (``decode.DECODERS["ssd"]``, both layouts, used by the MultiBoxDetection,
 box_decode and box_nms lowerings) computes exp in float64 and rounds once, the correctly rounded expf
 closest to MXNet's glibc expf. Runtimes without float64 kernels cannot run that: TFLite/LiteRT has no
 builtin float64 Exp (it needs the FlexExp select op, which the LiteRT interpreter does not ship). For

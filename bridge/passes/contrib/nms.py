@@ -1,4 +1,5 @@
-"""Shared detection building blocks: SSD box decoding, class-aware NonMaxSuppression, output assembly.
+"""Shared detection building blocks: anchors as centre/size pairs, class-aware NonMaxSuppression, output assembly
+(the SSD box decode itself is the ``ssd`` entry of ``decode.DECODERS``).
 
 One implementation serves every detection rewrite: the MultiBoxDetection and box_nms/box_decode
 lowerings (``detection.py``, ``box_ops.py``) and NMS grafting on any headless detector
@@ -69,87 +70,8 @@ def anchors_from_centers(b: Builder, anchors: ir.Value) -> AnchorParts:
     return AnchorParts(center, size)
 
 
-def decode_deltas(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
-                  exp_clip: float | None = None, clip_unit: bool = False) -> ir.Value:
-    """SSD decoding of deltas [B, N, 4] against anchors -> corner boxes [B, N, 4] (``decode_halves``)."""
-    low, high = decode_halves(b, deltas, anchors, stds, exp_clip, clip_unit)
-    return b.op("Concat", low, high, axis=-1)
-
-
-def decode_halves(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
-                  exp_clip: float | None = None, clip_unit: bool = False) -> tuple[ir.Value, ir.Value]:
-    """SSD decoding of deltas [B, N, 4] (dx, dy, dw, dh) against anchors -> corner boxes [B, N, 4].
-
-    Float32 order of operations as in MXNet (multibox_detection.cc TransformLocations and
-    bounding_box-inl.h box_decode): ox = dx * v0 * aw + ax; ow = exp(dw * v2) * aw / 2; box =
-    (ox - ow, oy - oh, ox + ow, oy + oh). exp runs in float64 and is rounded to float32 once: the correctly
-    rounded expf. MXNet calls glibc's expf, which is not correctly rounded in near-halfway cases: measured
-    on 400k N(0, 0.15) inputs it differs from this by 1 ulp on 0.06% (onnxruntime's float32 Exp on 3.4%,
-    so float64 is the closest available; on vgg_like_300 7 of 34k boxes differ by 1 ulp). ``exp_clip``
-    caps dw * v2 before exp (box_decode's ``clip``); ``clip_unit`` clamps the result to [0, 1].
-    x and y travel together as [B, N, 2] pairs (``AnchorParts``): returns (x1, y1) and (x2, y2), so a
-    caller that concatenates more columns does it in one Concat.
-    """
-    d_xy, d_wh = _pairs(b, deltas)
-    v = [float(np.float32(s)) for s in stds]
-    # a scalar when x and y share the variance (SSD's 0.1, 0.1, 0.2, 0.2): onnxruntime's Mul with a
-    # [2]-vector takes its general broadcasting path, ~10x slower than with a scalar
-    v_xy = b.f32(v[0]) if v[0] == v[1] else b.const(np.array(v[:2], np.float32))
-    v_wh = b.f32(v[2]) if v[2] == v[3] else b.const(np.array(v[2:], np.float32))
-    o_xy = b.op("Add", b.op("Mul", b.op("Mul", d_xy, v_xy), anchors.size), anchors.center)
-    t_wh = b.op("Mul", d_wh, v_wh)
-    if exp_clip is not None:
-        t_wh = b.op("Min", t_wh, b.f32(exp_clip))
-    e_wh = b.cast(b.op("Exp", b.cast(t_wh, ir.DataType.DOUBLE)), F32)
-    o_wh = b.op("Div", b.op("Mul", e_wh, anchors.size), b.f32(2.0))
-    low, high = b.op("Sub", o_xy, o_wh), b.op("Add", o_xy, o_wh)
-    if clip_unit:  # std::max(0, std::min(1, v))
-        one, zero = b.f32(1.0), b.f32(0.0)
-        low, high = (b.op("Max", b.op("Min", v, one), zero) for v in (low, high))
-    return low, high
-
-
-def decode_interleaved(b: Builder, deltas: ir.Value, anchors: AnchorParts, stds: Sequence[float],
-                       clip_unit: bool = False) -> tuple[ir.Value, ir.Value]:
-    """``decode_halves`` on an interleaved layout: corner boxes as (x1, y1) and (x2, y2), each [B, 1, 2N]
-    with x and y alternating per anchor (a Reshape of [B, N, 2] pairs).
-
-    Why: taking the (dx, dy) and (dw, dh) halves of [B, N, 4] apart, and putting (class, score, x1, y1,
-    x2, y2) rows back together, are narrow strided copies that onnxruntime does per row (a Split or
-    Concat over a last axis of 2: ~5 ns a row, 0.5-1.5 ms at 136k rows). Here one Transpose of the
-    deltas viewed as [B, N, 2, 2] makes the halves contiguous blocks ([B, 2, N, 2], split on axis 1),
-    and ``rows_from_pairs`` builds the rows with one contiguous Concat and one Transpose. The Reshapes
-    between them keep onnxruntime's transpose optimizer from moving the Transposes back onto the narrow
-    ops (it would cancel the pair and split on the last axis again). Same float32 operations per element
-    as ``decode_halves``, so the same bits; per-axis variances that differ become a full-length constant
-    (a [2]-vector broadcast takes onnxruntime's slow general broadcasting path).
-    """
-    quads = b.op("Reshape", deltas, b.i64(0, -1, 2, 2))  # [B, N, (xy, wh), 2]
-    halves = b.op("Reshape", b.op("Transpose", quads, perm=[0, 2, 1, 3]), b.i64(0, 2, -1))  # [B, 2, 2N]
-    d_xy, d_wh = b.slice(halves, 1, 0, 1), b.slice(halves, 1, 1, 2)
-    center = b.op("Reshape", anchors.center, b.i64(0, 1, -1))  # [1 or B, 1, 2N]
-    size = b.op("Reshape", anchors.size, b.i64(0, 1, -1))
-    v = [float(np.float32(s)) for s in stds]
-
-    def per_axis(vx: float, vy: float) -> ir.Value:
-        if vx == vy:
-            return b.f32(vx)
-        return b.op("Tile", b.const(np.array([[[vx, vy]]], np.float32)),
-                    b.op("Concat", b.i64(1, 1), b.dim(deltas, 1), axis=0))
-
-    o_xy = b.op("Add", b.op("Mul", b.op("Mul", d_xy, per_axis(v[0], v[1])), size), center)
-    t_wh = b.op("Mul", d_wh, per_axis(v[2], v[3]))
-    e_wh = b.cast(b.op("Exp", b.cast(t_wh, ir.DataType.DOUBLE)), F32)  # float64 exp: see decode_halves
-    o_wh = b.op("Div", b.op("Mul", e_wh, size), b.f32(2.0))
-    low, high = b.op("Sub", o_xy, o_wh), b.op("Add", o_xy, o_wh)
-    if clip_unit:  # std::max(0, std::min(1, v)): one Clip, the same value for every non-NaN v
-        one, zero = b.f32(1.0), b.f32(0.0)
-        low, high = (b.op("Clip", v_, zero, one) for v_ in (low, high))
-    return low, high
-
-
 def rows_from_pairs(b: Builder, *pairs: ir.Value) -> ir.Value:
-    """Interleaved pair columns, each [B, 1, 2N] (``decode_interleaved``), -> rows [B, N, 2 * len(pairs)]:
+    """Interleaved pair columns, each [B, 1, 2N] (the ssd decode's interleaved layout), -> rows [B, N, 2 * len(pairs)]:
     one contiguous Concat and one Transpose instead of a Concat of narrow columns."""
     stacked = b.op("Reshape", b.op("Concat", *pairs, axis=1), b.i64(0, len(pairs), -1, 2))  # [B, P, N, 2]
     return b.op("Reshape", b.op("Transpose", stacked, perm=[0, 2, 1, 3]), b.i64(0, -1, 2 * len(pairs)))

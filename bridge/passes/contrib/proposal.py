@@ -18,7 +18,7 @@ Semantics, as MXNet src/operator/contrib/proposal.cc / multi_proposal.cc (tag 1.
     rows repeat cyclically (row i is kept[i % kept_count]); ``output_score`` adds their scores.
 
 Float32 arithmetic follows MXNet's expressions: the terms C++ computes in double (``0.5 * (width - 1.0)``) are
-computed in float64 and rounded once, exp in float64 then rounded (see ``nms.decode_halves``). Two known limits:
+computed in float64 and rounded once, exp in float64 then rounded (see ``decode.DECODERS["ssd"]``). Two known limits:
 equal scores are ordered by anchor index (TopK); MXNet's std::sort is an insertion sort - so the same order - up
 to 16 anchors, and an unspecified introsort order beyond. The NMS is ONNX NonMaxSuppression on boxes with
 x2 + 1, y2 + 1 (the +1 area convention), whose IoU may round differently from MXNet's by an ulp, which matters
