@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
+from bridge.cli.anchor_options import AnchorOptionOpt, AnchorsOpt, BoxFormatOpt, parse_anchor_options
 from bridge.cli.helptext import examples
-from bridge.cli.options import AnchorOptionOpt, AnchorsOpt, BoxFormatOpt, parse_anchor_options
 from bridge.cli.render import out
 from bridge.errors import UsageError
 

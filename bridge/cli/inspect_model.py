@@ -17,8 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.cli import render
+from bridge.cli.anchor_options import AnchorOptionOpt, AnchorsOpt, BoxFormatOpt, parse_anchor_options
 from bridge.cli.helptext import examples
-from bridge.cli.options import AnchorOptionOpt, AnchorsOpt, AsJsonOpt, BoxFormatOpt, parse_anchor_options
+from bridge.cli.options import AsJsonOpt
 from bridge.cli.render import out
 from bridge.errors import EXIT_MISMATCH, UsageError
 

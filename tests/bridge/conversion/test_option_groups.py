@@ -122,5 +122,5 @@ def test_a_new_group_is_one_declaration(monkeypatch: pytest.MonkeyPatch, model: 
 
     assert "samples" in [o.name for o in validate_options()]
     assert "samples" in cli_validate._signature().parameters
-    with pytest.raises(UsageError, match=r"^--samples 0: must be a positive integer"):
+    with pytest.raises(UsageError, match=r"^samples=0: must be a positive integer"):
         api.validate(model, source=model, samples=0)
