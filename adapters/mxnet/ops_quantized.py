@@ -188,8 +188,10 @@ def _contrib_quantized_act(ctx: ConversionContext, node: MXNode, inputs: list[st
     return [y, *_ranges(ctx, node, lo, hi)]
 
 
-def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, lo: float, hi: float) -> str:
-    """oneDNN's int8 average pooling: the integers averaged and rounded to nearest even (on exact float integers)."""
+def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, lo: float, hi: float, output: str
+                 ) -> str:
+    """oneDNN's int8 average pooling: the integers averaged and rounded to nearest even (on exact float integers),
+    written to ``output``."""
     from adapters.mxnet.ops_nn import Pooling
 
     unsigned = ctx.elem(q) == TensorProto.UINT8
@@ -198,8 +200,7 @@ def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, l
     low, high = (0, 255) if unsigned else (-128, 127)
     mean = ctx.emit("Clip", [mean, ctx.const(np.float32(low), f"{node.name}__low"),
                              ctx.const(np.float32(high), f"{node.name}__high")], 1, name=f"{node.name}__saturate")[0]
-    return ctx.emit("Cast", [mean], 1, name=f"{node.name}__to_int",
-                    to=TensorProto.UINT8 if unsigned else TensorProto.INT8)[0]
+    return ctx.emit("Cast", [mean], [output], name=node.name, to=TensorProto.UINT8 if unsigned else TensorProto.INT8)[0]
 
 
 @translator("_contrib_quantized_pooling")
@@ -210,10 +211,13 @@ def _contrib_quantized_pooling(ctx: ConversionContext, node: MXNode, inputs: lis
     _quantized_input(ctx, node, q)
     lo, hi = _const_range(ctx, node, lo_name, hi_name)
     pool = (node.attrs.optional_str("pool_type", "max") or "max").lower()
-    shadow = MXNode(node.index, "Pooling", f"{node.name}__pool", node.inputs, dict(node.raw_attrs))
-    # max pooling commutes with a positive scale: on the integers as they are
-    pooled = Pooling(ctx, shadow, [q])[0] if pool == "max" else average_pool(ctx, node, shadow, q, lo, hi)
-    y = ctx.emit("Identity", [pooled], [_data_out(ctx, node)], name=node.name)[0]
+    # the int8 output is written under the node's own name (not through an Identity, which the graph passes
+    # fold away with the name, so that it would not be compared with MXNet's tensor of that name)
+    if pool == "max":  # max pooling commutes with a positive scale: on the integers as they are
+        y = Pooling(ctx, MXNode(node.index, "Pooling", node.name, node.inputs, dict(node.raw_attrs)), [q])[0]
+    else:
+        shadow = MXNode(node.index, "Pooling", f"{node.name}__pool", node.inputs, dict(node.raw_attrs))
+        y = average_pool(ctx, node, shadow, q, lo, hi, _data_out(ctx, node))
     return [y, *_ranges(ctx, node, lo, hi)]
 
 

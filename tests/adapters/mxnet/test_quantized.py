@@ -151,6 +151,14 @@ def _tensors(symbol: Path, feeds: Path, onnx_path: Path, names: list[str]) -> li
     return list(zip(theirs, session.run(names, {"data": data}), strict=True))
 
 
+def _int8_outputs(symbol: Path) -> set[str]:
+    """The name of every int8 / uint8 tensor the quantized symbol's nodes compute (MXNet's output names)."""
+    return {n["name"] + ("_output0" if n["op"] == "_contrib_quantize_v2" else "_output")
+            for n in json.loads(symbol.read_text())["nodes"]
+            if n["op"] in COVERED_OPS and n["op"] != "_contrib_dequantize"
+            and n.get("attrs", {}).get("enable_float_output") != "True"}
+
+
 def _quantized_tensors(symbol: Path, feeds: Path, onnx_path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every int8/uint8 tensor MXNet computes that the converted model has by name: (MXNet's, onnxruntime's)."""
     mx = need_mxnet()
@@ -188,7 +196,8 @@ def test_mxnet_int8_graph_matches_mxnet(name: str, quantized: dict[str, tuple[Pa
     model = onnx.load(str(tmp_path / "model.onnx"))
     assert sum(n.op_type == "QuantizeLinear" for n in model.graph.node) >= 3
     pairs = _quantized_tensors(symbol, feeds, tmp_path / "model.onnx")
-    assert len(pairs) >= (6 if name == "pooling" else 10)  # every quantized layer compared
+    assert len(pairs) >= (6 if name == "pooling" else 10)
+    assert _int8_outputs(symbol) <= set(pairs)  # every quantized layer's int8 output compared by name
     assert not _within_tolerance(pairs)
     if name != "ssd_smart":  # full mode and the pooling net carry the quantized concat / flatten / pooling / act
         assert {"_contrib_quantized_concat", "_contrib_quantized_flatten"} <= ops
@@ -237,12 +246,12 @@ def test_tolerance_fails_wrong_translations(mutant: str, quantized: dict[str, tu
                             .astype(np.float32))
     else:  # dequantize, average in float, quantize again: halves land on either side
 
-        def float_average(ctx: Any, node: Any, shadow: Any, q: str, lo: float, hi: float) -> str:
+        def float_average(ctx: Any, node: Any, shadow: Any, q: str, lo: float, hi: float, output: str) -> str:
             from adapters.mxnet.ops_nn import Pooling
 
             x = ops._dequantized(ctx, node, q, lo, hi, f"{node.name}__in")
             scale, zero = ops._qparams(ctx, node.name, lo, hi, False)
-            return ctx.emit("QuantizeLinear", [Pooling(ctx, shadow, [x])[0], scale, zero], 1,
+            return ctx.emit("QuantizeLinear", [Pooling(ctx, shadow, [x])[0], scale, zero], [output],
                             name=f"{node.name}__requantize")[0]
 
         monkeypatch.setattr(ops, "average_pool", float_average)
