@@ -4,7 +4,7 @@ What MXNet 1.9.1's CPU build runs (checked here, MKL-DNN/oneDNN build): ``quanti
 ``quantize_net`` graphs - Convolution (+ BatchNorm) (+ relu) fused into ``_sg_mkldnn_conv`` with
 ``quantized=true``, ``_contrib_quantize_v2`` with calibrated ranges, ``_contrib_dequantize``,
 ``_contrib_quantized_flatten``, ``_contrib_quantized_concat``, ``_contrib_quantized_pooling``,
-``_contrib_quantized_act``. The unfused ``quantize_model`` graph (``_contrib_quantized_conv`` ->
+``_contrib_quantized_act``, ``_contrib_quantized_elemwise_add``, ``_contrib_quantized_elemwise_mul``. The unfused ``quantize_model`` graph (``_contrib_quantized_conv`` ->
 ``_contrib_requantize``) does not run there: oneDNN's quantized convolution takes only uint8 data while
 requantize emits int8 (and without oneDNN the op crashes), so those ops stay refused (``registry``): no
 translation of them could be checked against MXNet.
@@ -29,6 +29,18 @@ src/operator/subgraph/mkldnn/mkldnn_conv.cc):
   input rescaled into it (rounded); DQ each -> Concat -> Q;
 - quantized_flatten / pooling / act(relu): the int8 values as they are (max pooling, relu and reshapes
   commute with a positive scale); average pooling averages the integers and rounds to nearest even.
+- quantized_elemwise_add (src/operator/quantization/mkldnn/mkldnn_quantized_elemwise_add.cc, output type from
+  quantized_elemwise_add.cc ElemwiseAddType): a oneDNN sum ``round(sA * a + sB * b)`` with ``s = out_scale /
+  in_scale``, saturated, into the calibrated range; the output is uint8 when both inputs are, else int8. When
+  the types differ the uint8 input is first reordered into int8 at the output's scale (a rounding of its
+  own). In ONNX: DQ(a) + DQ(b) -> Q(out), with Q -> DQ at the output scale on a uint8 addend of an int8 sum;
+- quantized_elemwise_mul (src/operator/quantization/quantized_elemwise_mul.cc, a plain CPU loop, int8 inputs
+  only): ``static_cast<int8_t>(a * b * out_scale)`` with ``out_scale = out_data_scale / lhs_scale /
+  rhs_scale`` - truncated toward zero and wrapped past the int8 range, not rounded or saturated; with
+  ``enable_float_output`` (MKLDNN_QUANTIZE's fusion with the dequantize after it,
+  src/operator/subgraph/mkldnn/mkldnn_elemwisemul_post_quantize_property.h) the float ``a * b * out_scale``
+  with ``out_scale = 1.0 / lhs_scale / rhs_scale`` (computed in double). In ONNX: Cast, Mul, Mul(scale), then
+  the truncation and the wrap spelled out (int8) or nothing more (float).
 
 Checked element by element against MXNet 1.9.1's own int8 run (``tests/adapters/mxnet/test_quantized.py``):
 the int8 tensors agree exactly but for rounding where MXNet multiplies by a scale and ONNX divides by its
@@ -176,8 +188,10 @@ def _contrib_quantized_act(ctx: ConversionContext, node: MXNode, inputs: list[st
     return [y, *_ranges(ctx, node, lo, hi)]
 
 
-def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, lo: float, hi: float) -> str:
-    """oneDNN's int8 average pooling: the integers averaged and rounded to nearest even (on exact float integers)."""
+def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, lo: float, hi: float, output: str
+                 ) -> str:
+    """oneDNN's int8 average pooling: the integers averaged and rounded to nearest even (on exact float integers),
+    written to ``output``."""
     from adapters.mxnet.ops_nn import Pooling
 
     unsigned = ctx.elem(q) == TensorProto.UINT8
@@ -186,8 +200,7 @@ def average_pool(ctx: ConversionContext, node: MXNode, shadow: MXNode, q: str, l
     low, high = (0, 255) if unsigned else (-128, 127)
     mean = ctx.emit("Clip", [mean, ctx.const(np.float32(low), f"{node.name}__low"),
                              ctx.const(np.float32(high), f"{node.name}__high")], 1, name=f"{node.name}__saturate")[0]
-    return ctx.emit("Cast", [mean], 1, name=f"{node.name}__to_int",
-                    to=TensorProto.UINT8 if unsigned else TensorProto.INT8)[0]
+    return ctx.emit("Cast", [mean], [output], name=node.name, to=TensorProto.UINT8 if unsigned else TensorProto.INT8)[0]
 
 
 @translator("_contrib_quantized_pooling")
@@ -198,10 +211,13 @@ def _contrib_quantized_pooling(ctx: ConversionContext, node: MXNode, inputs: lis
     _quantized_input(ctx, node, q)
     lo, hi = _const_range(ctx, node, lo_name, hi_name)
     pool = (node.attrs.optional_str("pool_type", "max") or "max").lower()
-    shadow = MXNode(node.index, "Pooling", f"{node.name}__pool", node.inputs, dict(node.raw_attrs))
-    # max pooling commutes with a positive scale: on the integers as they are
-    pooled = Pooling(ctx, shadow, [q])[0] if pool == "max" else average_pool(ctx, node, shadow, q, lo, hi)
-    y = ctx.emit("Identity", [pooled], [_data_out(ctx, node)], name=node.name)[0]
+    # the int8 output is written under the node's own name (not through an Identity, which the graph passes
+    # fold away with the name, so that it would not be compared with MXNet's tensor of that name)
+    if pool == "max":  # max pooling commutes with a positive scale: on the integers as they are
+        y = Pooling(ctx, MXNode(node.index, "Pooling", node.name, node.inputs, dict(node.raw_attrs)), [q])[0]
+    else:
+        shadow = MXNode(node.index, "Pooling", f"{node.name}__pool", node.inputs, dict(node.raw_attrs))
+        y = average_pool(ctx, node, shadow, q, lo, hi, _data_out(ctx, node))
     return [y, *_ranges(ctx, node, lo, hi)]
 
 
@@ -221,6 +237,86 @@ def _contrib_quantized_concat(ctx: ConversionContext, node: MXNode, inputs: list
     joined = ctx.emit("Concat", floats, 1, name=f"{node.name}__concat", axis=a.optional_int("dim", 1))[0]
     scale, zero = _qparams(ctx, node.name, lo, hi, unsigned)
     y = ctx.emit("QuantizeLinear", [joined, scale, zero], [_data_out(ctx, node)], name=node.name)[0]
+    return [y, *_ranges(ctx, node, lo, hi)]
+
+
+def _elemwise_inputs(ctx: ConversionContext, node: MXNode, inputs: list[str]
+                     ) -> tuple[list[str], list[tuple[float, float]]]:
+    """(lhs, rhs) and their constant ranges: the inputs are lhs, rhs, lhs_min, lhs_max, rhs_min, rhs_max."""
+    data = inputs[:2]
+    for q in data:
+        _quantized_input(ctx, node, q)
+    return data, [_const_range(ctx, node, inputs[2], inputs[3]), _const_range(ctx, node, inputs[4], inputs[5])]
+
+
+def _calibrated_output(node: MXNode) -> tuple[float, float]:
+    lo, hi = _calibrated(node)
+    if lo is None or hi is None:
+        raise ExportError(f"node '{node.name}' ({node.op}): no calibrated output range (min_calib_range / "
+                          "max_calib_range): MXNet then emits int32 with a range found at run time for a "
+                          "_contrib_requantize that follows; quantize with calib_mode='naive' or 'entropy'")
+    return lo, hi
+
+
+def reorder_to_output(ctx: ConversionContext, x: str, scale: str, zero: str, hint: str) -> str:
+    """A uint8 addend of an int8 sum as oneDNN takes it: first reordered into int8 at the output's scale
+    (rounded, saturated), then summed - two roundings, kept as Q -> DQ (one rounding is 1 step off on ~25%)."""
+    q = ctx.emit("QuantizeLinear", [x, scale, zero], 1, name=f"{hint}__to_int8")[0]
+    return ctx.emit("DequantizeLinear", [q, scale, zero], 1, name=f"{hint}__rescaled")[0]
+
+
+@translator("_contrib_quantized_elemwise_add")
+def _contrib_quantized_elemwise_add(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    data, ranges = _elemwise_inputs(ctx, node, inputs)
+    lo, hi = _calibrated_output(node)
+    unsigned = [ctx.elem(q) == TensorProto.UINT8 for q in data]
+    out_unsigned = all(unsigned)  # the inputs' type when they agree, else int8 (ElemwiseAddType)
+    scale, zero = _qparams(ctx, node.name, lo, hi, out_unsigned)
+    floats = []
+    for i, (q, (q_lo, q_hi)) in enumerate(zip(data, ranges, strict=True)):
+        x = _dequantized(ctx, node, q, q_lo, q_hi, f"{node.name}__in{i}")
+        floats.append(reorder_to_output(ctx, x, scale, zero, f"{node.name}__in{i}") if unsigned[i] and not out_unsigned
+                      else x)
+    total = ctx.emit("Add", floats, 1, name=f"{node.name}__add")[0]
+    y = ctx.emit("QuantizeLinear", [total, scale, zero], [_data_out(ctx, node)], name=node.name)[0]
+    return [y, *_ranges(ctx, node, lo, hi)]
+
+
+def truncate_to_int8(ctx: ConversionContext, x: str, hint: str, output: str) -> str:
+    """``static_cast<int8_t>(float)`` as MXNet's compiled multiply loop does it: truncated toward zero and, past
+    the int8 range, wrapped modulo 256 (checked: a range calibrated too small gives MXNet's wrapped values, not
+    saturated ones). The truncation is spelled out rather than left to Cast's float -> int rounding, which
+    runtimes differ on; the wrap is ``(t + 128) mod 256 - 128`` on int32 (Mod with fmod=0 takes the divisor's
+    sign). Writes ``output`` (an Identity after it would be folded away, and the name with it)."""
+    magnitude = ctx.emit("Floor", [ctx.emit("Abs", [x], 1, name=f"{hint}__abs")[0]], 1, name=f"{hint}__floor")[0]
+    truncated = ctx.emit("Mul", [ctx.emit("Sign", [x], 1, name=f"{hint}__sign")[0], magnitude], 1,
+                         name=f"{hint}__truncate")[0]
+    whole = ctx.emit("Cast", [truncated], 1, name=f"{hint}__to_int32", to=TensorProto.INT32)[0]
+    shifted = ctx.emit("Add", [whole, ctx.const(np.int32(128), f"{hint}__half_range")], 1, name=f"{hint}__shift")[0]
+    wrapped = ctx.emit("Mod", [shifted, ctx.const(np.int32(256), f"{hint}__modulus")], 1, name=f"{hint}__wrap")[0]
+    wrapped = ctx.emit("Sub", [wrapped, ctx.const(np.int32(128), f"{hint}__unshift")], 1, name=f"{hint}__unshift")[0]
+    return ctx.emit("Cast", [wrapped], [output], name=hint, to=TensorProto.INT8)[0]
+
+
+@translator("_contrib_quantized_elemwise_mul")
+def _contrib_quantized_elemwise_mul(ctx: ConversionContext, node: MXNode, inputs: list[str]) -> list[str]:
+    data, ranges = _elemwise_inputs(ctx, node, inputs)
+    if any(ctx.elem(q) != TensorProto.INT8 for q in data):
+        raise ExportError(f"node '{node.name}' (_contrib_quantized_elemwise_mul): a uint8 input; MXNet 1.9.1's "
+                          "quantized multiply takes int8 inputs only")
+    in_scales = [np.float32(np.float32(INT8_RANGE) / _maxabs(*r)) for r in ranges]
+    f32 = [ctx.emit("Cast", [q], 1, name=f"{node.name}__in{i}__to_float", to=TensorProto.FLOAT)[0]
+           for i, q in enumerate(data)]
+    product = ctx.emit("Mul", f32, 1, name=f"{node.name}__product")[0]  # a * b, exact in float32 (|ab| <= 2^14)
+    if node.attrs.optional_bool("enable_float_output", False):  # fused with the dequantize that followed it
+        out_scale = np.float32(1.0 / np.float64(in_scales[0]) / np.float64(in_scales[1]))  # 1.0 is a double there
+        return ctx.emit("Mul", [product, ctx.const(out_scale, f"{node.name}__scale")], [out(ctx, node)],
+                        name=node.name)
+    lo, hi = _calibrated_output(node)
+    out_scale = np.float32(np.float32(np.float32(INT8_RANGE) / _maxabs(lo, hi)) / in_scales[0]) / in_scales[1]
+    scaled = ctx.emit("Mul", [product, ctx.const(np.float32(out_scale), f"{node.name}__scale")], 1,
+                      name=f"{node.name}__scaled")[0]
+    y = truncate_to_int8(ctx, scaled, node.name, _data_out(ctx, node))
     return [y, *_ranges(ctx, node, lo, hi)]
 
 

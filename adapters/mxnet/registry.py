@@ -37,11 +37,11 @@ NOT_TRANSLATED: dict[str, str] = {
     "Custom": "a Python-defined operator: its computation is not in the symbol file",
 }
 # MXNet's int8 ops that ops_quantized does not translate (it translates the oneDNN flow MXNet 1.9.1's CPU build
-# runs: _sg_mkldnn_conv, quantize_v2, dequantize, quantized flatten / concat / pooling / act)
+# runs: _sg_mkldnn_conv, quantize_v2, dequantize, quantized flatten / concat / pooling / act / elemwise_add /
+# elemwise_mul)
 _UNFUSED = ("_contrib_requantize", "_contrib_quantized_conv", "_contrib_quantized_fully_connected")
 _QUANTIZED = ("_contrib_quantize", "_contrib_quantize_asym", "_contrib_calibrate_entropy",
-              "_contrib_quantized_batch_norm", "_contrib_quantized_elemwise_add", "_contrib_quantized_elemwise_mul",
-              "_contrib_quantized_embedding", "_contrib_quantized_rnn")
+              "_contrib_quantized_batch_norm", "_contrib_quantized_embedding", "_contrib_quantized_rnn")
 _NO_SAMPLER = ("_random_gamma", "random_gamma", "_random_gamma_like", "_sample_gamma", "sample_gamma",
                "_random_poisson", "random_poisson", "_random_poisson_like", "_sample_poisson", "sample_poisson",
                "_random_negative_binomial", "random_negative_binomial", "_random_negative_binomial_like",
