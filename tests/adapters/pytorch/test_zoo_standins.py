@@ -91,5 +91,5 @@ def test_a_named_optional_argument_after_an_unnamed_one_says_which_to_name(tmp_p
                     bias: torch.Tensor | None = None) -> torch.Tensor:
             return x if bias is None else x + bias
 
-    with pytest.raises(UsageError, match=r"--input bias: .*--input scale:SHAPE"):
+    with pytest.raises(UsageError, match=r"inputs=\['bias'\]: .*--input scale:SHAPE"):
         api.convert(Later(), tmp_path / "c.onnx", inputs=["x:2,3", "bias:3"], exporter="torchscript")

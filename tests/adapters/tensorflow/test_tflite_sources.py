@@ -51,7 +51,7 @@ def test_a_custom_op_is_named_with_the_cut_before_it(custom: Path, tmp_path: Pat
 
 
 def test_outputs_not_in_the_tflite_are_named(custom: Path, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"--outputs nope: segmenter\.tflite has no tensor of that name"):
+    with pytest.raises(UsageError, match=r"outputs=\['nope'\]: segmenter\.tflite has no tensor of that name"):
         bridge.convert(custom, tmp_path / "m.onnx", validate=[], isolated=False, options={"outputs": "nope"})
 
 

@@ -257,5 +257,5 @@ def test_validate_names_the_file_the_input_and_the_dtypes_before_any_runtime_run
     onnx.save(_model_with(shape=(2, 3)), tmp_path / "m.onnx")
     x = np.linspace(-1, 1, 6).reshape(2, 3)  # float64: saved from a float64 model of the same graph
     RunResults({"x": x}, {"y": np.maximum(x, 0)}, "onnxruntime").save(tmp_path / "ref.npz")
-    with pytest.raises(UsageError, match=r"ref\.npz: input 'x' is float64, the model declares float32"):
+    with pytest.raises(UsageError, match=r"ref\.npz': input 'x' is float64, the model declares float32"):
         api.validate(tmp_path / "m.onnx", reference=tmp_path / "ref.npz", isolated=False)
