@@ -51,11 +51,12 @@ def test_a_graph_def_output_renamed(tf_sources: dict[str, Path], tmp_path: Path)
 
 
 @pytest.mark.parametrize(("kind", "options", "words"), [
-    ("keras", {"outputs": "up"}, "--outputs up: "),
-    ("keras", {"signature": "serving_default"}, "--signature serving_default: "),
-    ("graph_def", {"signature": "serving_default"}, "--signature serving_default: "),
-    ("saved_model", {"graph_inputs": "boxes"}, "--inputs boxes: "),
-    ("saved_model", {"outputs": "Identity"}, "--outputs Identity: "),
+    # said in the API's keywords: the Python caller's words for --outputs, --signature, --inputs
+    ("keras", {"outputs": "up"}, "outputs=['up']: "),
+    ("keras", {"signature": "serving_default"}, "signature='serving_default': "),
+    ("graph_def", {"signature": "serving_default"}, "signature='serving_default': "),
+    ("saved_model", {"graph_inputs": "boxes"}, "graph_inputs='boxes': "),
+    ("saved_model", {"outputs": "Identity"}, "outputs=['Identity']: "),
 ])
 def test_an_option_this_kind_does_not_read_is_refused(tf_sources: dict[str, Path], tmp_path: Path, kind: str,
                                                       options: dict[str, str], words: str) -> None:
