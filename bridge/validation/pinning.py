@@ -29,7 +29,10 @@ achievable across runtimes, so this module proves the tie instead:
 5. the bound (``_bound``): a *root* selection - none of the selections upstream of it changed or reordered - may change
    at most ``MAX_ROOT_CHANGE_SHARE`` of its choices (at least ``MIN_ROOT_CHANGES``), and with ``strict`` each choice it changed
    must sit on decision inputs that differ from the source's by at most ``STRICT_TIE_ULPS`` float32 ulps of
-   the input's magnitude (a rounding tie, not merely a within-tolerance difference). Selections downstream of
+   the input's magnitude (a rounding tie, not merely a within-tolerance difference). Over the share, a root TopK
+   or ArgMax is still a near-tie when the *source's own* values tie every choice it changed: each within
+   ``SOURCE_TIE_ULPS`` (two rounding errors) of the source's cut (``source_tie_band``; an untrained SSD scores
+   every anchor 1/21 to a few ulps, so hundreds of anchors sit at its top-400 cut). Selections downstream of
    a changed one see other rows by construction; their changes are counted, not bounded.
 
 Only if all of that holds is the verdict a pass; the comparison then says which tensors were pinned, their
