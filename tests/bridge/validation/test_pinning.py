@@ -467,6 +467,35 @@ def test_noise_past_rounding_on_a_dense_tie_still_fails(noise_ulps: int) -> None
     assert "from the source's cut in the source's own values" in result.reason
 
 
+
+@pytest.mark.parametrize(("spread_ulps", "noise_ulps", "tied"), [(1, 2, True), (20, 200, False)])
+def test_an_argmax_over_its_share_is_a_tie_only_where_the_source_ties_the_picks(spread_ulps: int, noise_ulps: int,
+                                                                                 tied: bool) -> None:
+    """ArgMax over 4 classes at 200 positions (an untrained SSD's best class): class scores ``spread_ulps`` apart and
+    a candidate adding 0..``noise_ulps`` ulps. Rounding noise on 1-ulp spreads changes more than the share, each
+    change between picks the source scores within SOURCE_TIE_ULPS: explained. Noise of 200 ulps on 20-ulp spreads
+    (far inside atol) changes picks the source tells apart: the failure stands (the mutant)."""
+    from support import make_model
+
+    c, n = 4, 200
+    nodes = [onnx.helper.make_node("Identity", ["x"], ["scores"], name="scores"),
+             onnx.helper.make_node("ArgMax", ["scores"], ["best"], name="argmax", axis=1, keepdims=0)]
+    source = make_model(nodes, [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, n])],
+                        [onnx.helper.make_tensor_value_info("best", onnx.TensorProto.INT64, [1, n])])
+    candidate = onnx.ModelProto()
+    candidate.CopyFrom(source)
+    step = float(np.spacing(np.float32(0.75)))
+    rng = np.random.default_rng(2)
+    scores = (0.75 - step * spread_ulps * rng.permuted(np.tile(np.arange(c)[:, None], (1, n)), axis=0))[None]
+    noise = rng.integers(0, noise_ulps + 1, (1, c, n)) * step
+    insert_add(candidate, "scores", noise.astype(np.float32), "noise")
+    before, comparison, result = _judge_with(source, candidate, {"x": scores.astype(np.float32)})
+    argmax = next(s for s in result.selections if s["op"] == "ArgMax")
+    assert not before and argmax["root"] and argmax["changed"] > MAX_ROOT_CHANGE_SHARE * n
+    assert (argmax["source_tie_ulps"] <= SOURCE_TIE_ULPS) is tied
+    assert result.explained is tied and comparison.passed is tied, result.reason
+
+
 def _softmax_sources() -> tuple[onnx.ModelProto, onnx.ModelProto]:
     """A source computing class probabilities [1, 3, 8] as a channel softmax of transposed logits (node "probs"),
     and a conversion that computes them over the last axis of the logits instead (the Transpose moved away by a
