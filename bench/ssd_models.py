@@ -14,6 +14,9 @@ Models (name -> what it stands for):
   vgg16_ssd300      the legacy VGG16-reduced SSD300 (26.3M parameters, 8,732 anchors, 21 classes)
   mobilenet_ssd512  legacy MobileNet-v1 SSD512 (5.5M parameters, 21 classes)
   tiny              a few hundred anchors at 64x64 (the quick mode)
+  mobilenet_like_256_untrained  mobilenet_like_256 as MXNet's ``mx.init.Normal(0.01)`` leaves it before training
+                    (weights N(0, 0.01), zero biases, identity BatchNorm): every class probability is 1/21 to a few
+                    float32 ulps, so the top-400 cut and the NMS order are decided by rounding (issue 38.14)
 
 Weights: He-normal convolutions (activations keep their scale through VGG16's 15 layers) with small
 biases, BatchNorm statistics drawn near 1, so scores are spread and many boxes pass the 0.01 threshold.
@@ -65,6 +68,7 @@ class SSDSpec:
     layers: tuple[Layer, ...]
     detection: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    init: str = "he"  # "he": the weights in the module docstring; "untrained": mx.init.Normal(0.01), zero biases
 
 
 def _conv(mx: Any, x: Any, name: str, filters: int, *, kernel: int = 3, stride: int = 1, pad: int | None = None,
@@ -185,6 +189,10 @@ MODELS: dict[str, SSDSpec] = {s.name: s for s in [
             (Layer(_S[0], _R4), Layer(_S[1], _R6), Layer(_S[2], _R6), Layer(_S[3], _R6), Layer(_S[4], _R4),
              Layer(_S[5], _R4)),
             dict(_DET), "legacy MobileNet-v1 SSD512, 21 classes"),
+    SSDSpec("mobilenet_like_256_untrained", 256, 20, mobilenet_like,
+            (Layer(_S[0], _R4), Layer(_S[1], _R6), Layer(_S[2], _R6), Layer(_S[3], _R6), Layer(_S[4], _R4)),
+            {**_DET, "force_suppress": True}, "mobilenet_like_256 untrained: N(0, 0.01) weights, near-tied scores",
+            init="untrained"),
     SSDSpec("tiny", 64, 3, tiny, (Layer((0.2, 0.3), _R4), Layer((0.4, 0.55), _R4)), {**_DET, "nms_topk": 100},
             "tiny SSD 64x64, 1,280 anchors (quick mode)"),
 ]}
@@ -264,10 +272,14 @@ def build(mx: Any, name: str, cache: Path = CACHE) -> Built:
     if not (symbol.exists() and params.exists()):
         rng = np.random.default_rng(0)
         args: dict[str, Any] = {}
+        untrained = spec.init == "untrained"
         for arg, shp in zip(sym.list_arguments(), arg_shapes, strict=True):
             if arg == "data":
                 continue
-            if arg.endswith("_weight"):
+            if untrained:  # mx.init.Normal(0.01) for weights, zeros for biases / beta, ones for gamma
+                arr = (rng.standard_normal(shp) * 0.01 if arg.endswith("_weight") else
+                       np.ones(shp) if arg.endswith("gamma") else np.zeros(shp)).astype(np.float32)
+            elif arg.endswith("_weight"):
                 fan_in = int(np.prod(shp[1:]))
                 arr = rng.standard_normal(shp, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
             elif arg.endswith("_scale"):
@@ -277,7 +289,8 @@ def build(mx: Any, name: str, cache: Path = CACHE) -> Built:
             else:  # biases, beta
                 arr = (rng.standard_normal(shp) * 0.05).astype(np.float32)
             args[arg] = mx.nd.array(arr)
-        aux = {a: mx.nd.array(rng.uniform(0.8, 1.2, s).astype(np.float32) if a.endswith("var")
+        aux = {a: mx.nd.array(np.full(s, float(a.endswith("var")), np.float32) if untrained  # mean 0, var 1
+                              else rng.uniform(0.8, 1.2, s).astype(np.float32) if a.endswith("var")
                               else (rng.standard_normal(s) * 0.05).astype(np.float32))
                for a, s in zip(sym.list_auxiliary_states(), aux_shapes, strict=True)}
         tmp_sym = Path(f"{prefix}.tmp-symbol.json")

@@ -34,6 +34,7 @@ from bridge.validation.compare import compare_outputs
 from bridge.validation.graph import OnnxTaps
 from bridge.validation.pinning import (
     MAX_ROOT_CHANGE_SHARE,
+    SOURCE_TIE_ULPS,
     STRICT_TIE_ULPS,
     UNPINNED_SUFFIX,
     _tie_orders,
@@ -417,6 +418,82 @@ def test_a_root_selection_changing_more_than_its_share_is_not_a_tie() -> None:
     topk = next(s for s in result.selections if s["op"] == "TopK")
     assert topk["root"] and topk["changed"] > MAX_ROOT_CHANGE_SHARE * k
     assert "more than the 5 (5%)" in result.reason
+
+
+
+def _dense_tie_topk(noise_ulps: int) -> tuple[onnx.ModelProto, onnx.ModelProto, dict[str, np.ndarray], float]:
+    """A top-400 cut of 3,000 scores at a hundred per ulp over 30 ulps (a random-weight SSD's softmax: hundreds of
+    anchors 1/21 to the same ulp at its top-400 cut), and a candidate adding 0..``noise_ulps`` ulps of noise to each
+    score (the ulps of the scores' magnitude)."""
+    from support import make_model
+
+    n, k = 3000, 400
+    nodes = [onnx.helper.make_node("Identity", ["x"], ["scores"], name="scores"),
+             onnx.helper.make_node("TopK", ["scores", "k"], ["top_scores", "top_idx"], name="topk", axis=-1)]
+    source = make_model(nodes, [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, n])],
+                        [onnx.helper.make_tensor_value_info("top_idx", onnx.TensorProto.INT64, [1, k])],
+                        initializers=[onnx.numpy_helper.from_array(np.array([k], np.int64), "k")])
+    candidate = onnx.ModelProto()
+    candidate.CopyFrom(source)
+    step = float(np.spacing(np.float32(0.75)))
+    scores = (0.75 - step * (np.arange(n) // 100)).astype(np.float32)[None]
+    noise = np.random.default_rng(1).integers(0, noise_ulps + 1, n) * step
+    insert_add(candidate, "scores", noise.astype(np.float32)[None], "noise")
+    return source, candidate, {"x": scores}, step
+
+
+def test_a_dense_rounding_tie_may_change_more_than_the_share() -> None:
+    """A hundred scores per ulp at the cut (no order the source itself can tell) and rounding-sized noise (<= 2
+    ulps): more than MAX_ROOT_CHANGE_SHARE of the top-400 changes, every changed choice within SOURCE_TIE_ULPS of the
+    source's cut in the source's own values - a rounding tie, so pinning explains it and says how."""
+    source, candidate, inputs, _ = _dense_tie_topk(2)
+    before, comparison, result = _judge_with(source, candidate, inputs)
+    topk = next(s for s in result.selections if s["op"] == "TopK")
+    assert not before and topk["root"] and topk["changed"] > MAX_ROOT_CHANGE_SHARE * 400
+    assert result.explained and comparison.passed, result.reason
+    assert topk["source_tie_ulps"] <= SOURCE_TIE_ULPS and topk["source_tie_band"] >= topk["changed"]
+    assert "ties the source itself cannot order" in result.text
+
+
+@pytest.mark.parametrize("noise_ulps", [30, 200])
+def test_noise_past_rounding_on_a_dense_tie_still_fails(noise_ulps: int) -> None:
+    """Mutants: the same dense cut with noise far inside the tolerance (atol 1e-4 is ~1,700 ulps here) but past
+    rounding: choices come from farther than SOURCE_TIE_ULPS below the cut, so the share bound stands."""
+    source, candidate, inputs, _ = _dense_tie_topk(noise_ulps)
+    before, comparison, result = _judge_with(source, candidate, inputs)
+    topk = next(s for s in result.selections if s["op"] == "TopK")
+    assert not before and not result.explained and not comparison.passed
+    assert topk["changed"] > MAX_ROOT_CHANGE_SHARE * 400 and topk["source_tie_ulps"] > SOURCE_TIE_ULPS
+    assert "from the source's cut in the source's own values" in result.reason
+
+
+
+@pytest.mark.parametrize(("spread_ulps", "noise_ulps", "tied"), [(1, 2, True), (20, 200, False)])
+def test_an_argmax_over_its_share_is_a_tie_only_where_the_source_ties_the_picks(spread_ulps: int, noise_ulps: int,
+                                                                                 tied: bool) -> None:
+    """ArgMax over 4 classes at 200 positions (an untrained SSD's best class): class scores ``spread_ulps`` apart and
+    a candidate adding 0..``noise_ulps`` ulps. Rounding noise on 1-ulp spreads changes more than the share, each
+    change between picks the source scores within SOURCE_TIE_ULPS: explained. Noise of 200 ulps on 20-ulp spreads
+    (far inside atol) changes picks the source tells apart: the failure stands (the mutant)."""
+    from support import make_model
+
+    c, n = 4, 200
+    nodes = [onnx.helper.make_node("Identity", ["x"], ["scores"], name="scores"),
+             onnx.helper.make_node("ArgMax", ["scores"], ["best"], name="argmax", axis=1, keepdims=0)]
+    source = make_model(nodes, [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, n])],
+                        [onnx.helper.make_tensor_value_info("best", onnx.TensorProto.INT64, [1, n])])
+    candidate = onnx.ModelProto()
+    candidate.CopyFrom(source)
+    step = float(np.spacing(np.float32(0.75)))
+    rng = np.random.default_rng(2)
+    scores = (0.75 - step * spread_ulps * rng.permuted(np.tile(np.arange(c)[:, None], (1, n)), axis=0))[None]
+    noise = rng.integers(0, noise_ulps + 1, (1, c, n)) * step
+    insert_add(candidate, "scores", noise.astype(np.float32), "noise")
+    before, comparison, result = _judge_with(source, candidate, {"x": scores.astype(np.float32)})
+    argmax = next(s for s in result.selections if s["op"] == "ArgMax")
+    assert not before and argmax["root"] and argmax["changed"] > MAX_ROOT_CHANGE_SHARE * n
+    assert (argmax["source_tie_ulps"] <= SOURCE_TIE_ULPS) is tied
+    assert result.explained is tied and comparison.passed is tied, result.reason
 
 
 def _softmax_sources() -> tuple[onnx.ModelProto, onnx.ModelProto]:
