@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bridge import api
 from bridge.cli.main import app
-from bridge.conversion.options import convert_options
+from bridge.conversion.options import build_config, convert_options
 from bridge.migrate.manifest import load_manifest, manifest_schema
 from bridge.migrate.worker import convert_kwargs
 
@@ -70,8 +70,10 @@ def test_unknown_keyword_is_a_type_error(tmp_path: Path) -> None:
 def test_choices_come_from_the_registries(tmp_path: Path, name: str, value: object, flag: str) -> None:
     from bridge.errors import UsageError
 
-    with pytest.raises(UsageError, match=f"{flag} .*choose one of"):
+    with pytest.raises(UsageError, match=f"^{name}=.*choose one of"):  # from Python: the keyword
         api.convert(tmp_path / "m.onnx", tmp_path / "o.onnx", **{name: value})
+    with pytest.raises(UsageError, match=f"^{flag} .*choose one of"):  # the declaration itself speaks flags
+        build_config("m.onnx", "o.onnx", {name: value})
 
 
 def test_a_new_option_is_one_declaration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
