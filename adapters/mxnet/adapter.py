@@ -59,6 +59,17 @@ def find_params(symbol_json: Path) -> Path | None:
 UNCHECKED_INDEX_OPS = frozenset({"_contrib_ROIAlign", "ROIPooling"})
 
 
+# MXNet ops that run an NMS -> (the attribute holding its IoU threshold, MXNet's default for it); defaults as
+# MXNet 1.9.1 declares them (src/operator/contrib/multibox_detection-inl.h, bounding_box-inl.h, proposal-inl.h,
+# multi_proposal-inl.h; /work/shared/notes/mxnet-ssd.md)
+NMS_IOU_ATTRS: dict[str, tuple[str, float]] = {
+    **dict.fromkeys(("MultiBoxDetection", "_contrib_MultiBoxDetection"), ("nms_threshold", 0.5)),
+    **dict.fromkeys(("box_nms", "_contrib_box_nms", "box_non_maximum_suppression",
+                     "_contrib_box_non_maximum_suppression"), ("overlap_thresh", 0.5)),
+    **dict.fromkeys(("Proposal", "_contrib_Proposal", "MultiProposal", "_contrib_MultiProposal"), ("threshold", 0.7)),
+}
+
+
 def _all_nodes(graph: SymbolGraph) -> list[MXNode]:
     return [n for node in graph.nodes for n in (node, *(m for sub in node.subgraphs for m in _all_nodes(sub)))]
 
@@ -202,6 +213,24 @@ class MXNetAdapter:
             return None
         return (f"MXNet's {', '.join(ops)} reads the batch index of each roi unchecked (an index past the batch "
                 "crashes the process)")
+
+    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+        """The IoU threshold of every NMS the symbol file states, by node name (validation's tie rules take it
+        from here, not from the candidate: ``bridge.validation.detection.layouts.with_source_nms``); an absent
+        attribute is MXNet's default (``NMS_IOU_ATTRS``). A MultiBoxDetection whose nms_threshold lies outside
+        (0, 1] runs no NMS and states none. None when the source is not a file."""
+        if source.location is None or source.obj is not None:
+            return None
+        found: dict[str, float] = {}
+        for node in _all_nodes(read_symbol_json(_symbol_path(source))):
+            attr = NMS_IOU_ATTRS.get(node.op)
+            if attr is None:
+                continue
+            value = node.attrs.optional_float(attr[0], attr[1])
+            if value is None or (attr[0] == "nms_threshold" and not 0.0 < float(value) <= 1.0):
+                continue
+            found[node.name] = float(value)
+        return found
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_mxnet()  # fail early with AdapterUnavailableError when MXNet is absent
