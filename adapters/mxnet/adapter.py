@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -72,6 +73,30 @@ NMS_IOU_ATTRS: dict[str, tuple[str, float]] = {
 
 def _all_nodes(graph: SymbolGraph) -> list[MXNode]:
     return [n for node in graph.nodes for n in (node, *(m for sub in node.subgraphs for m in _all_nodes(sub)))]
+
+
+def _node_of(internal: str) -> str:
+    """The MXNet node an internal output name belongs to (``conv0_output``, ``split_output1``, ``name#1``)."""
+    return re.sub(r"_output\d*$", "", internal.rpartition("#")[0] or internal)
+
+
+def source_outputs_only(source: Source, claimed: Mapping[str, str]) -> dict[str, str]:
+    """The entries of a model's output map (``OUTPUT_MAP_KEY``: ONNX output -> the MXNet tensor the reference
+    returns for it) that name an output of the source itself: a head of its symbol, or a cut point its
+    ``outputs`` option names. The map is read from the model under test, so it must not pick which of the
+    source's tensors that model is compared with: an entry naming any other internal tensor (a model computing
+    an early layer, its output mapped onto that layer) is dropped, said in the log; the reference then reads
+    that output under its own name (the source's output of that name, or an error naming it)."""
+    graph = read_symbol_json(_symbol_path(source))
+    allowed = {graph.nodes[k].name for k, _ in graph.heads}
+    allowed |= {_node_of(c.strip()) for c in str(source.options.get("outputs") or "").split(",") if c.strip()}
+    kept = {k: str(v) for k, v in claimed.items() if _node_of(str(v)) in allowed}
+    for k, v in claimed.items():
+        if k not in kept:
+            log.warning("the model's metadata maps output %r to MXNet's %r, which is not an output of the source "
+                        "symbol %s: not used (the file under test does not decide what it is compared with)", k, v,
+                        graph.source)
+    return kept
 
 
 def _symbol_path(source: Source) -> Path:
@@ -237,5 +262,5 @@ class MXNetAdapter:
         mapping = {name: name for name in export.output_names}
         for prop in export.model.metadata_props:
             if prop.key == OUTPUT_MAP_KEY:
-                mapping.update(json.loads(prop.value))
+                mapping.update(source_outputs_only(source, json.loads(prop.value)))
         return MXNetReferenceRuntime(_symbol_path(source), self.resolve_params(source), export.inputs, mapping)
