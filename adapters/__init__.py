@@ -41,6 +41,14 @@ def reference_runner(framework: str, source: Source, export: ExportResult) -> Ru
     return get_adapter(framework).reference_runner(source, export)
 
 
+def source_nms_thresholds(framework: str, source: Source) -> dict[str, float] | None:
+    """What the source states about its NMS: source node name -> IoU threshold, read by the framework's adapter
+    from the source itself (``nms_iou_thresholds(source)``); None when the adapter has no such reading or the
+    source cannot state it (a PyTorch module computes its threshold in Python)."""
+    read = getattr(get_adapter(framework), "nms_iou_thresholds", None)
+    return read(source) if read is not None else None  # type: ignore[no-any-return]
+
+
 def locate_source(source: Source) -> Source:
     """The source a user meant when the path they gave names it another way - an MXNet checkpoint's prefix, its
     folder, its ``.params`` file: each adapter with a ``locate(source) -> Source | None`` is asked, first answer
@@ -71,4 +79,4 @@ def detect_adapter(source: Source) -> Adapter:
 
 
 __all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "locate_source", "reference_runner",
-           "register_adapter", "registered_frameworks"]
+           "register_adapter", "registered_frameworks", "source_nms_thresholds"]

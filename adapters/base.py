@@ -58,7 +58,9 @@ class Adapter(Protocol):
 
     Optional: ``reference_isolation(source, export) -> str | None``, why the framework must run this source's
     reference in a child process even with isolation off (a native crash it is known to have on some models);
-    ``bridge.conversion.check`` honours it and says so.
+    ``bridge.conversion.check`` honours it and says so. ``nms_iou_thresholds(source) -> dict[str, float] | None``:
+    the IoU threshold of each NMS the source file states, by source node name (validation's tie rules take it
+    from there, never from the candidate; ``adapters.source_nms_thresholds``).
     """
 
     framework: str

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -59,8 +60,43 @@ def find_params(symbol_json: Path) -> Path | None:
 UNCHECKED_INDEX_OPS = frozenset({"_contrib_ROIAlign", "ROIPooling"})
 
 
+# MXNet ops that run an NMS -> (the attribute holding its IoU threshold, MXNet's default for it); defaults as
+# MXNet 1.9.1 declares them (src/operator/contrib/multibox_detection-inl.h, bounding_box-inl.h, proposal-inl.h,
+# multi_proposal-inl.h; /work/shared/notes/mxnet-ssd.md)
+NMS_IOU_ATTRS: dict[str, tuple[str, float]] = {
+    **dict.fromkeys(("MultiBoxDetection", "_contrib_MultiBoxDetection"), ("nms_threshold", 0.5)),
+    **dict.fromkeys(("box_nms", "_contrib_box_nms", "box_non_maximum_suppression",
+                     "_contrib_box_non_maximum_suppression"), ("overlap_thresh", 0.5)),
+    **dict.fromkeys(("Proposal", "_contrib_Proposal", "MultiProposal", "_contrib_MultiProposal"), ("threshold", 0.7)),
+}
+
+
 def _all_nodes(graph: SymbolGraph) -> list[MXNode]:
     return [n for node in graph.nodes for n in (node, *(m for sub in node.subgraphs for m in _all_nodes(sub)))]
+
+
+def _node_of(internal: str) -> str:
+    """The MXNet node an internal output name belongs to (``conv0_output``, ``split_output1``, ``name#1``)."""
+    return re.sub(r"_output\d*$", "", internal.rpartition("#")[0] or internal)
+
+
+def source_outputs_only(source: Source, claimed: Mapping[str, str]) -> dict[str, str]:
+    """The entries of a model's output map (``OUTPUT_MAP_KEY``: ONNX output -> the MXNet tensor the reference
+    returns for it) that name an output of the source itself: a head of its symbol, or a cut point its
+    ``outputs`` option names. The map is read from the model under test, so it must not pick which of the
+    source's tensors that model is compared with: an entry naming any other internal tensor (a model computing
+    an early layer, its output mapped onto that layer) is dropped, said in the log; the reference then reads
+    that output under its own name (the source's output of that name, or an error naming it)."""
+    graph = read_symbol_json(_symbol_path(source))
+    allowed = {graph.nodes[k].name for k, _ in graph.heads}
+    allowed |= {_node_of(c.strip()) for c in str(source.options.get("outputs") or "").split(",") if c.strip()}
+    kept = {k: str(v) for k, v in claimed.items() if _node_of(str(v)) in allowed}
+    for k, v in claimed.items():
+        if k not in kept:
+            log.warning("the model's metadata maps output %r to MXNet's %r, which is not an output of the source "
+                        "symbol %s: not used (the file under test does not decide what it is compared with)", k, v,
+                        graph.source)
+    return kept
 
 
 def _symbol_path(source: Source) -> Path:
@@ -203,10 +239,28 @@ class MXNetAdapter:
         return (f"MXNet's {', '.join(ops)} reads the batch index of each roi unchecked (an index past the batch "
                 "crashes the process)")
 
+    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+        """The IoU threshold of every NMS the symbol file states, by node name (validation's tie rules take it
+        from here, not from the candidate: ``bridge.validation.detection.layouts.with_source_nms``); an absent
+        attribute is MXNet's default (``NMS_IOU_ATTRS``). A MultiBoxDetection whose nms_threshold lies outside
+        (0, 1] runs no NMS and states none. None when the source is not a file."""
+        if source.location is None or source.obj is not None:
+            return None
+        found: dict[str, float] = {}
+        for node in _all_nodes(read_symbol_json(_symbol_path(source))):
+            attr = NMS_IOU_ATTRS.get(node.op)
+            if attr is None:
+                continue
+            value = node.attrs.optional_float(attr[0], attr[1])
+            if value is None or (attr[0] == "nms_threshold" and not 0.0 < float(value) <= 1.0):
+                continue
+            found[node.name] = float(value)
+        return found
+
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_mxnet()  # fail early with AdapterUnavailableError when MXNet is absent
         mapping = {name: name for name in export.output_names}
         for prop in export.model.metadata_props:
             if prop.key == OUTPUT_MAP_KEY:
-                mapping.update(json.loads(prop.value))
+                mapping.update(source_outputs_only(source, json.loads(prop.value)))
         return MXNetReferenceRuntime(_symbol_path(source), self.resolve_params(source), export.inputs, mapping)

@@ -76,6 +76,39 @@ def repair_output_shapes(model: onnx.ModelProto, where: str) -> list[str]:
     return warnings
 
 
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """``graph`` and every subgraph in it."""
+    found = [graph]
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                found += _graphs(sub)
+    return found
+
+
+def nms_iou_thresholds(model: onnx.ModelProto) -> dict[str, float]:
+    """Every NonMaxSuppression of ``model`` (subgraphs too) whose IoU threshold is a constant (an initializer or a
+    Constant node; absent: ONNX's default 0): its node name (its first output's when unnamed) -> the threshold."""
+    graphs = _graphs(model.graph)
+    constants: dict[str, onnx.TensorProto] = {t.name: t for g in graphs for t in g.initializer}
+    for g in graphs:
+        for node in g.node:
+            value = next((a.t for a in node.attribute if a.name == "value"), None) if node.op_type == "Constant" else None
+            if value is not None:
+                constants[node.output[0]] = value
+    found: dict[str, float] = {}
+    for g in graphs:
+        for node in g.node:
+            if node.op_type != "NonMaxSuppression" or node.domain not in ("", "ai.onnx"):
+                continue
+            name = node.input[3] if len(node.input) > 3 else ""
+            if not name:
+                found[node.name or node.output[0]] = 0.0
+            elif name in constants:
+                found[node.name or node.output[0]] = float(onnx.numpy_helper.to_array(constants[name]).reshape(-1)[0])
+    return found
+
+
 class OnnxFileAdapter:
     framework = "onnx"
     honours = ("output_names",)  # read to refuse names other than the file's (see export)
@@ -117,6 +150,13 @@ class OnnxFileAdapter:
         return ExportResult(model=model, exporter="onnx file (loaded as is)", inputs=inputs,
                             output_names=names, warnings=warnings,
                             seconds=time.perf_counter() - start)
+
+    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+        """The constant IoU threshold of every NonMaxSuppression of the source file, by node name (validation's
+        tie rules take it from here, not from the candidate); the weights are not read."""
+        if source.location is None or source.obj is not None:
+            return None
+        return nms_iou_thresholds(onnx.load(source.location, load_external_data=False))
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         from bridge.runtimes.onnxruntime import OnnxRuntime

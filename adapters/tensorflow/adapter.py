@@ -98,6 +98,19 @@ class TensorFlowAdapter:
         return ExportResult(model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
                             warnings=caught, notes=notes, seconds=time.perf_counter() - start)
 
+    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+        """The constant IoU threshold of every TF NMS op (``NMS_IOU_INPUT``) of a SavedModel (its graph and every
+        function in it, all signatures) or a frozen GraphDef, by node name, read in a child process (TensorFlow
+        parses the file and stays out of this process); None for other kinds (Keras, TFLite) and live objects.
+        Validation's tie rules take the threshold from here, not from the candidate."""
+        kind = source_kind(source)
+        if source.location is None or source.obj is not None or kind not in ("saved_model", "graph_def"):
+            return None
+        from bridge.runtimes.isolated import call_isolated
+
+        return call_isolated(partial(read_nms_iou_thresholds, source.location, kind),
+                             stage="reading the TensorFlow source's NMS thresholds")
+
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_tensorflow("running the TensorFlow reference")
         loaded = self._load(source)
@@ -105,6 +118,44 @@ class TensorFlowAdapter:
         by_name = {s.name: s for s in export.inputs}
         inputs = [by_name.get(s.name, InputSpec(s.name, None, s.dtype)) for s in loaded.inputs]
         return make_runner(loaded, inputs, export.output_names)
+
+
+# TF ops that run an NMS -> the input position of their IoU threshold (tf.raw_ops signatures)
+NMS_IOU_INPUT = {"NonMaxSuppressionV2": 3, "NonMaxSuppressionV3": 3, "NonMaxSuppressionV4": 3,
+                 "NonMaxSuppressionV5": 3, "CombinedNonMaxSuppression": 4}
+
+
+def read_nms_iou_thresholds(location: str, kind: str) -> dict[str, float]:
+    """``TensorFlowAdapter.nms_iou_thresholds`` (run in a child): NMS node name -> its IoU threshold where that is
+    a Const of the same graph or function body (one passed in as an argument or computed is not stated)."""
+    from pathlib import Path
+
+    tf = import_tensorflow("reading the source's NMS thresholds")
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = Path(location)
+    graph_defs: list[Any] = []
+    if kind == "saved_model":
+        saved = saved_model_pb2.SavedModel()
+        saved.ParseFromString((path / "saved_model.pb" if path.is_dir() else path).read_bytes())
+        graph_defs = [m.graph_def for m in saved.meta_graphs]
+    else:
+        graph_def = graph_pb2.GraphDef()
+        graph_def.ParseFromString(path.read_bytes())
+        graph_defs = [graph_def]
+    found: dict[str, float] = {}
+    for graph_def in graph_defs:
+        for nodes in [list(graph_def.node), *(list(f.node_def) for f in graph_def.library.function)]:
+            consts = {n.name: n for n in nodes if n.op == "Const"}
+            for node in nodes:
+                position = NMS_IOU_INPUT.get(node.op)
+                if position is None or len(node.input) <= position:
+                    continue
+                const = consts.get(node.input[position].split(":")[0])
+                if const is not None:
+                    found[node.name] = float(np.asarray(tf.make_ndarray(const.attr["value"].tensor)).reshape(-1)[0])
+    return found
 
 
 def _graph_def_of(loaded: LoadedTF) -> object | None:

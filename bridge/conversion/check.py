@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,6 +40,7 @@ import onnx
 
 from bridge.config import DEFAULT_TOLERANCE, Source, Tolerance
 from bridge.conversion.pinning import onnx_runtimes, pin_failures
+from bridge.errors import BridgeError
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, KeptWorker, isolate
 from bridge.validation.compare import Comparison
@@ -285,6 +286,8 @@ def run_check(check: Check) -> CheckResult:
     decides whether that skips validation or fails it)."""
     say = check.progress
     warnings: list[str] = []
+    if isinstance(check.reference, SourceReference) and check.model is not None and check.detections:
+        check = replace(check, detections=source_nms(check.reference, check.model, check.detections, warnings))
     if isinstance(check.reference, SavedReference):
         reference: Runtime | RunResults = check.reference.results
         name = check.reference.name
@@ -312,6 +315,24 @@ def run_check(check: Check) -> CheckResult:
     for judge in check.judges:
         judge(check, result)
     return result
+
+
+def source_nms(reference: SourceReference, model: onnx.ModelProto, detections: Sequence[DetectionSpec],
+               warnings: list[str]) -> list[DetectionSpec]:
+    """The detection groups with the NMS IoU threshold the source states (its adapter reads it from the source
+    file: ``adapters.source_nms_thresholds``), not the candidate's: the tie rules' evidence and a FAIL where the
+    candidate's threshold is another (``with_source_nms``). What could not be read from the source is said."""
+    from adapters import source_nms_thresholds
+    from bridge.validation.detection.layouts import with_source_nms
+
+    try:
+        stated = source_nms_thresholds(reference.framework, reference.source)
+    except (BridgeError, OSError) as exc:  # an unreadable source fails its reference run, said there; here only the threshold
+        warnings.append(f"the source's NMS IoU thresholds could not be read ({exc})")
+        stated = None
+    specs, said = with_source_nms(model, detections, stated)
+    warnings.extend(said)
+    return specs
 
 
 def source_runtime(reference: SourceReference, isolation: Isolation, warnings: list[str]) -> Runtime:

@@ -170,8 +170,10 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
 
     direct = onnx_runtimes(artefact_runtimes or {})
     taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
-                         max_memory=max_memory,
-                         aliases=tensor_aliases({p.key: p.value for p in model.metadata_props}))
+                         max_memory=max_memory)
+    # the layout aliases the model records: claims of the model (which may be the file under test), measured
+    # against the source before use (bridge.validation.pinning._verified_aliases)
+    claimed = tensor_aliases({p.key: p.value for p in model.metadata_props})
     made = set(get_target(target[0], **target[1]).runtimes) if target is not None else set()
     for comp in failing:
         # each variant runs as the candidate was validated: the delivered target's artefact made of it, or (the
@@ -192,7 +194,8 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
             explain_by_pinning(comp, model, taps, candidate_runner(
                 comp.candidate, workdir, enabled=isolated, timeout=timeout, max_memory=max_memory,
                 target=target if on_artefact else None),
-                sizes, tolerance, detections=detections, shape_only=shape_only, strict=strict, say=progress)
+                sizes, tolerance, detections=detections, shape_only=shape_only, strict=strict, say=progress,
+                claimed_aliases=claimed)
         except Exception as exc:  # extra evidence only: when it cannot be gathered the failure stands, said
             log.warning("pinning could not run for %s: %s", comp.candidate, exc, exc_info=not isinstance(exc, BridgeError))
             comp.pinning = {"explained": False, "text": f"pinning could not run ({type(exc).__name__}: {exc}); "

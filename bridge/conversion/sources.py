@@ -279,12 +279,12 @@ class AliasedTaps:
 def _mxnet_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
     if not source.location:
         return None
-    from adapters.mxnet.adapter import OUTPUT_MAP_KEY, MXNetAdapter
+    from adapters.mxnet.adapter import OUTPUT_MAP_KEY, MXNetAdapter, source_outputs_only
 
     mapping = {n: n for n in export.output_names}
     for prop in export.model.metadata_props:
-        if prop.key == OUTPUT_MAP_KEY:
-            mapping.update(json.loads(prop.value))
+        if prop.key == OUTPUT_MAP_KEY:  # only entries naming the source's own outputs (the model may be under test)
+            mapping.update(source_outputs_only(source, json.loads(prop.value)))
     return MXNetTaps(Path(source.location), MXNetAdapter().resolve_params(source), export.inputs, mapping)
 
 

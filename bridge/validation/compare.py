@@ -455,7 +455,7 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     det = compare_detections(ref_dets, cand_dets, score_tol=atol, score_rtol=rtol, mask_tol=mask_atol,
                              mask_rtol=mask_rtol, reference_name=reference_name, candidate_name=candidate_name,
                              nms_iou=spec.nms_iou)
-    item.passed = det.passed
+    item.passed = det.passed and not spec.nms_disagreement
     item.shape_match = item.dtype_match = True
     item.max_abs = det.max_score_diff
     item.mismatch_fraction = det.mismatched / max(det.reference_count + det.candidate_count, 1)
@@ -476,6 +476,8 @@ def _compare_detection_group(spec: DetectionSpec, reference: Mapping[str, np.nda
     if det.bare_refused:
         item.note += (f"; {det.bare_refused} near-tie rows the other side does not list were refused: more than the "
                       f"{det.bare_bound} such rows a tie explains")
+    if spec.nms_disagreement:  # the source states another threshold: FAIL whatever the rows (bridge.validation.
+        item.note += f"; FAIL: {spec.nms_disagreement}"  # detection.layouts.with_source_nms)
     if det.vacuous:
         item.add_vacuous(det.vacuous_reason)
     return item

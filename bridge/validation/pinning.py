@@ -347,14 +347,19 @@ class PinningResult:
     tie_orders: dict[str, int] = field(default_factory=dict)  # TopK indices -> positions of exact ties reordered
     rows: dict[str, RowAccount] = field(default_factory=dict)  # failing output -> what pinning excused there
     strict: bool = False
+    # layout aliases the model under test claims (``claimed_aliases``) whose values are not the source's: not used
+    rejected_aliases: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
         pins = ", ".join(f"{n} (max abs {_fig(p.get('max_abs'))}" + (
             f", judged with {', '.join(p['judged_with_pinned'])} pinned" if p.get("judged_with_pinned") else "") + ")"
             for n, p in self.pins.items())
+        rejected = ("; the model's own layout aliases not used (their values are not the source's): "
+                    + "; ".join(self.rejected_aliases)) if self.rejected_aliases else ""
         if not self.explained:
-            return f"pinning did not explain the failure: {self.reason}" + (f" [pins: {pins}]" if pins else "")
+            return (f"pinning did not explain the failure: {self.reason}" + (f" [pins: {pins}]" if pins else "")
+                    + rejected)
         compared = [s for s in self.selections if s.get("compared")]
         same = [s for s in compared if s.get("comparison") and s.get("changed") == 0]  # one count, not one line each
         changed = [s for s in compared if s not in same]
@@ -384,13 +389,14 @@ class PinningResult:
                 + (f"{rows}; " if rows else "")
                 + "with the selections decided alike every output matches (the unpinned difference comes from "
                 "selections reacting to within-tolerance differences of their inputs: near-ties, e.g. 1-ulp scores "
-                "at a top-N cut)")
+                "at a top-N cut)" + rejected)
 
     def to_dict(self) -> dict[str, Any]:
         return {"explained": self.explained, "reason": self.reason, "text": self.text,
                 "points": [p.to_dict() for p in self.points], "pins": self.pins, "selections": self.selections,
                 "tie_orders": self.tie_orders, "rows": {k: v.to_dict() for k, v in self.rows.items()},
-                "strict": self.strict, "max_root_change_share": MAX_ROOT_CHANGE_SHARE}
+                "strict": self.strict, "max_root_change_share": MAX_ROOT_CHANGE_SHARE,
+                "rejected_aliases": self.rejected_aliases}
 
 
 def _fig(x: Any) -> str:
@@ -425,16 +431,23 @@ def explain_by_pinning(
     shape_only: Sequence[str] = (),
     strict: bool = False,
     say: Callable[[str], None] = lambda _m: None,
+    claimed_aliases: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> PinningResult:
     """Prove ``comparison``'s failure is a tie at a selection (module docstring) and, if it is, turn it into a
     pass with the evidence in every failing output's note and ``comparison.pinning``; else only record why not.
 
     ``sizes``: per input size compared, the feeds and the reference's outputs (None: taken from the source).
     ``strict``: changed choices must be rounding ties (``STRICT_TIE_ULPS``), not merely within the tolerance.
-    Nothing here runs for a comparison that passed."""
+    ``claimed_aliases``: the layout aliases the model records (``bridge.provenance.TENSOR_ALIASES_META``: tensor ->
+    {of, perm}); the model may be the file under test, so each is used only where its values are the source's
+    (``_verified_aliases``), and one that is not is said. Nothing here runs for a comparison that passed."""
     if comparison.passed:
         return PinningResult(False, "the comparison passed: nothing to explain")
+    rejected: list[str] = []
+    if claimed_aliases and has_selection_ops(model) and sizes:
+        source = _verified_aliases(model, source, run_candidate, sizes[0][0], tolerance, claimed_aliases, rejected, say)
     result = _explain(comparison, model, source, run_candidate, sizes, tolerance, detections, shape_only, strict, say)
+    result.rejected_aliases = rejected
     result.strict = strict
     comparison.pinning = result.to_dict()
     if result.explained and result.pinned_comparison is not None:
@@ -597,6 +610,56 @@ class _AliasedSource:
                     values[n] = np.transpose(np.asarray(got[src]), axes)
             out.append(values)
         return out
+
+
+def _verified_aliases(model: onnx.ModelProto, source: PinSource, run_candidate: RunCandidate,
+                      feeds: Mapping[str, np.ndarray], tolerance: Tolerance, claimed: Mapping[str, Mapping[str, Any]],
+                      rejected: list[str], say: Callable[[str], None]) -> PinSource:
+    """``source`` widened by the layout aliases the model claims (tensor -> transpose(source tensor ``of``,
+    ``perm``)) whose values are that, within the tolerance, on ``feeds``: measured here, never taken on the model's
+    word (a claim could otherwise make a tensor of the candidate's choice a pin). Each claim not measured to hold
+    is added to ``rejected`` with why."""
+    names = source.names()
+    index = GraphIndex(model)
+    present = set(index.order) | set(index.inputs)
+    wanted: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for tensor, entry in claimed.items():
+        of, perm = str(entry.get("of", "")), tuple(int(p) for p in entry.get("perm", ()))
+        if tensor in names:  # the source returns it by name: the claim adds nothing
+            continue
+        if of not in names or tensor not in present:
+            rejected.append(f"{tensor} as transpose({of}, {list(perm)}): "
+                            + ("the source has no tensor of that name" if of not in names else "no such tensor"))
+            continue
+        wanted[tensor] = (of, perm)
+    if not wanted:
+        return source
+    say(f"pinning: checking {len(wanted)} layout alias(es) the model records against the source")
+    try:
+        (src,) = source.values([feeds], list(dict.fromkeys(of for of, _ in wanted.values())))
+        computed = [t for t in wanted if t not in index.inputs]  # a graph input's value is what was fed
+        cand = dict(run_candidate(with_outputs(model, computed), feeds)) if computed else {}
+        cand.update({t: feeds[t] for t in wanted if t in index.inputs and t in feeds})
+    except Exception as exc:  # unmeasured: not used
+        rejected.extend(f"{t} as transpose({of}, {list(perm)}): not measured ({exc})" for t, (of, perm) in wanted.items())
+        return source
+    kept: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for tensor, (of, perm) in wanted.items():
+        mine, theirs = cand.get(tensor), src.get(of)
+        ok = mine is not None and theirs is not None
+        if ok:
+            theirs, mine = np.asarray(theirs), np.asarray(mine)
+            ok = len(perm) == theirs.ndim and sorted(perm) == list(range(theirs.ndim))
+            if ok:
+                moved = np.transpose(theirs, perm)
+                with np.errstate(all="ignore"):
+                    ok = moved.shape == mine.shape and bool(np.allclose(moved, mine, atol=tolerance.atol,
+                                                                        rtol=tolerance.rtol, equal_nan=True))
+        if ok:
+            kept[tensor] = (of, perm)
+        else:
+            rejected.append(f"{tensor} as transpose({of}, {list(perm)}): its values are not the source's")
+    return _AliasedSource(source, kept) if kept else source
 
 
 def _source_names_of(node: onnx.NodeProto, names: set[str]) -> list[str]:

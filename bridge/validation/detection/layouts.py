@@ -109,6 +109,9 @@ class DetectionSpec:
     reference_box_format: str | None = None
     nms_iou: float | None = None
     score_threshold: float | None = None
+    # why the group fails whatever its rows (``with_source_nms``): the candidate's NMS IoU threshold is not the
+    # one the source states (not serialised: it is decided at validation time from the source)
+    nms_disagreement: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", canonical_layout(self.layout))
@@ -569,23 +572,90 @@ def score_threshold(model: onnx.ModelProto, outputs: Sequence[str]) -> float | N
     return max(found) if found else None
 
 
-def nms_threshold(model: onnx.ModelProto, outputs: Sequence[str]) -> float | None:
-    """The IoU threshold of the NonMaxSuppression nodes nearest ``outputs`` (those no other NMS feeding them
-    lies downstream of): the largest when they differ (the stricter evidence for a tie rule), None without an
-    NMS or with a threshold that is not a constant. ONNX's default threshold is 0."""
+def last_nms_nodes(model: onnx.ModelProto, outputs: Sequence[str]) -> list[onnx.NodeProto]:
+    """The NonMaxSuppression nodes nearest ``outputs``: those feeding them that no other NMS feeding them lies
+    downstream of (the selection that decided their rows last)."""
     graph = model.graph
     nms_nodes = [n for n in _all_nodes(graph) if n.op_type in _NMS_OPS and n.domain in ("", "ai.onnx")]
     if not nms_nodes:
-        return None
+        return []
     sources = _nms_sources(graph, nms_nodes)
     feeding: set[int] = set().union(*(sources.get(o, set()) for o in outputs))
     upstream: set[int] = set()
     for k in feeding:  # an NMS whose output another NMS of the group reads is not the last selection
         upstream |= sources.get(nms_nodes[k].output[0], set()) - {k}
-    values = [_constant(model, nms_nodes[k], 3) for k in sorted(feeding - upstream)]
+    return [nms_nodes[k] for k in sorted(feeding - upstream)]
+
+
+def nms_threshold(model: onnx.ModelProto, outputs: Sequence[str]) -> float | None:
+    """The IoU threshold of the NonMaxSuppression nodes nearest ``outputs`` (``last_nms_nodes``): the largest
+    when they differ (the stricter evidence for a tie rule), None without an NMS or with a threshold that is not
+    a constant. ONNX's default threshold is 0."""
+    values = [_constant(model, node, 3) for node in last_nms_nodes(model, outputs)]
     if not values or any(v is None for v in values):
         return None
     return max(float(v) for v in values if v is not None)
+
+
+SOURCE_NMS_UNSTATED = "NMS IoU threshold read from the candidate: the source does not state it"
+
+
+def same_nms_threshold(candidate: float, source: float) -> bool:
+    """The candidate's IoU threshold is the source's: equal in float32 up to one ulp (a lowering turns MXNet's
+    "IoU >= t" into ONNX's "IoU > nextafter(t, 0)", bridge.passes.contrib.detection)."""
+    c, s = np.float32(candidate), np.float32(source)
+    return bool(abs(float(c) - float(s)) <= float(np.spacing(abs(s))))
+
+
+def with_source_nms(model: onnx.ModelProto, specs: Sequence[DetectionSpec], stated: Mapping[str, float] | None,
+                    ) -> tuple[list[DetectionSpec], list[str]]:
+    """``specs`` with the NMS IoU threshold the *source* states (``stated``: source node name -> threshold, from
+    the source's adapter; None when the source cannot state it) in place of the one read from the candidate
+    (``with_nms_thresholds``), so a candidate whose NMS threshold was changed cannot change its own tie excuse.
+
+    Per group: the source node a nearest NMS of the candidate stands for (its provenance, ``bridge.source.node``)
+    picks the source's threshold; when none does (provenance stripped, or a name the source lacks) the largest
+    the source states is taken (the stricter evidence), said. A candidate threshold other than the source's
+    (beyond one float32 ulp) sets ``nms_disagreement``: the group fails, naming both values. When the source
+    states nothing the candidate's value stays, and the returned lines say so (``SOURCE_NMS_UNSTATED``)."""
+    from bridge import provenance
+
+    kept: list[DetectionSpec] = []
+    said: list[str] = []
+    for spec in specs:
+        nodes = last_nms_nodes(model, spec.candidate_names())
+        if not nodes:  # no NMS of the candidate selects these rows: no threshold to take or to check
+            kept.append(spec)
+            continue
+        if not stated:
+            if spec.nms_iou is not None:
+                said.append(f"{spec.label}: {SOURCE_NMS_UNSTATED} ({spec.nms_iou:.6g}); its tie excuses rest on the "
+                            "file under test's own threshold")
+            kept.append(spec)
+            continue
+        named = []
+        for node in nodes:
+            prov = provenance.read(node)
+            for name in ((prov.node,) if prov is not None and prov.node else ()) + ((node.name,) if node.name else ()):
+                if name in stated:
+                    named.append((name, stated[name]))
+                    break
+        if named:
+            where, source_iou = max(named, key=lambda item: item[1])
+        else:
+            where, source_iou = max(stated.items(), key=lambda item: item[1])
+            if len(set(stated.values())) > 1:
+                said.append(f"{spec.label}: no NMS of the candidate names a source NMS; the tie rules use the "
+                            f"largest IoU threshold the source states ({source_iou:.6g}, {where})")
+        disagreement = ""
+        if spec.nms_iou is None:
+            said.append(f"{spec.label}: the candidate's NMS IoU threshold is computed, not a constant: not checked "
+                        f"against the source's {source_iou:.6g} ({where})")
+        elif not same_nms_threshold(spec.nms_iou, source_iou):
+            disagreement = (f"the candidate's NMS IoU threshold {spec.nms_iou:.6g} is not the source's "
+                            f"{source_iou:.6g} ({where})")
+        kept.append(replace(spec, nms_iou=float(source_iou), nms_disagreement=disagreement))
+    return kept, said
 
 
 def _constant(model: onnx.ModelProto, node: onnx.NodeProto, position: int) -> float | None:
@@ -764,14 +834,18 @@ def _batched(roles: Mapping[str, str], rank: Any) -> bool:
 __all__ = [
     "BOX_FORMATS",
     "LAYOUTS",
+    "SOURCE_NMS_UNSTATED",
     "DetectionSpec",
     "as_detection_specs",
     "canonical_layout",
     "detect_detection_outputs",
     "dump_detection_specs",
+    "last_nms_nodes",
     "load_detection_specs",
     "nms_threshold",
     "read_detection_pair",
+    "same_nms_threshold",
     "score_threshold",
     "with_nms_thresholds",
+    "with_source_nms",
 ]

@@ -331,3 +331,41 @@ def test_a_tie_after_a_moved_softmax_is_pinned_at_the_softmax(tmp_path: Path, mo
         with pytest.raises(ValidationMismatch) as caught:
             api.convert(source, tmp_path / "plain.onnx", **extra)
         assert not caught.value.result.validation[0].pinning["explained"]
+
+
+@pytest.mark.parametrize(("claimed", "perm"), [("softmax", [0, 1, 2]), ("x", [0, 2, 1])],
+                         ids=["wrong-axes", "another-tensor"])
+def test_a_layout_alias_the_model_claims_is_measured_before_use(claimed: str, perm: list[int], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layout alias is the model's claim (its metadata), so pinning measures it against the source before using
+    it: a tampered one (the moved Softmax's output claimed to be MXNet's cls_prob in the wrong axis order, or the
+    logits claimed to be cls_prob) is not used and the verdict says so; the near-tie then stays unexplained and the
+    model FAILs."""
+    from bridge.provenance import TENSOR_ALIASES_META, tensor_aliases
+
+    source, feeds = _softmax_topk_source(tmp_path)
+    to_proto = ModelContainer.to_proto
+    said: list[str] = []
+
+    def tampered(self: ModelContainer, *args: Any, **kwargs: Any) -> onnx.ModelProto:
+        proto = to_proto(self, *args, **kwargs)
+        (moved,) = tensor_aliases({p.key: p.value for p in proto.metadata_props})
+        d = np.zeros((1, 8, 2), np.float32)
+        d[0, 3, 1] = 5e-7
+        from pinning_models import _insert_add
+
+        _insert_add(proto, moved, d, "rounding")
+        tensor = moved if claimed == "softmax" else claimed
+        said.append(tensor)
+        entry = next(p for p in proto.metadata_props if p.key == TENSOR_ALIASES_META)
+        entry.value = json.dumps({tensor: {"of": "cls_prob_output", "perm": perm}})
+        return proto
+
+    monkeypatch.setattr(ModelContainer, "to_proto", tampered)
+    with pytest.raises(ValidationMismatch) as caught:
+        api.convert(source, tmp_path / "out.onnx", inputs=["x:1,8,2", "boxes:8,4"], feeds=feeds, isolated=False)
+    pinning = caught.value.result.validation[0].pinning
+    assert pinning is not None and not pinning["explained"]
+    assert pinning["rejected_aliases"] == [f"{said[-1]} as transpose(cls_prob_output, {perm}): its values are not "
+                                           "the source's"], pinning["rejected_aliases"]
+    assert "the model's own layout aliases not used" in pinning["text"]
