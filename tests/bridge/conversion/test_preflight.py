@@ -70,7 +70,7 @@ def test_axes_inside_the_rank_pass_and_unshaped_inputs_are_not_judged() -> None:
 # ---- every place a conversion writes is tried before the work; special files are named (issue 38, 7 and 10) ---
 
 @pytest.mark.parametrize(("where", "option"), [
-    ({"report": "/proc/bridge-test/r.json"}, "--report /proc/bridge-test/r.json"),
+    ({"report": "/proc/bridge-test/r.json"}, "report='/proc/bridge-test/r.json'"),  # from Python: the keyword
     ({"report": "{tmp}/afile/r.json"}, "afile is a file, not a folder"),
     ({"to": "openvino", "artefact_dir": "/proc/bridge-test"}, "--artefact-dir (ir) /proc/bridge-test/out.xml"),
     ({"output": "/proc/bridge-test/out.onnx"}, "-o /proc/bridge-test/out.onnx"),
