@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from adapters.base import Adapter, ExportResult
-from bridge.config import Source
+import numpy as np
+
+from adapters.base import Adapter, ExportResult, SourceDecodeProbe
+from bridge.config import InputSpec, Source
 from bridge.errors import UsageError
 from bridge.registry import LazyRegistry
 from bridge.runtimes.base import Runtime
@@ -49,6 +52,23 @@ def source_nms_thresholds(framework: str, source: Source) -> dict[str, float] | 
     return read(source) if read is not None else None  # type: ignore[no-any-return]
 
 
+def source_decode_probes(framework: str, source: Source, inputs: Sequence[InputSpec],
+                         feeds: Mapping[str, np.ndarray],
+                         run: Callable[[Callable[[], SourceDecodeProbe]], SourceDecodeProbe]
+                         ) -> list[SourceDecodeProbe] | None:
+    """The source's decode nodes run by its framework on synthetic inputs over every anchor (``decode_probes``;
+    ``run`` runs each job where the reference runs); None when the adapter has no such probe, [] when the source
+    has no decode node."""
+    probe = getattr(get_adapter(framework), "decode_probes", None)
+    return probe(source, inputs, feeds, run) if probe is not None else None  # type: ignore[no-any-return]
+
+
+def has_decode_probes(framework: str) -> bool:
+    """The framework's adapter can probe decode nodes (``decode_probes``): the reference is then kept running
+    after the comparisons for it."""
+    return getattr(get_adapter(framework), "decode_probes", None) is not None
+
+
 def locate_source(source: Source) -> Source:
     """The source a user meant when the path they gave names it another way - an MXNet checkpoint's prefix, its
     folder, its ``.params`` file: each adapter with a ``locate(source) -> Source | None`` is asked, first answer
@@ -78,5 +98,6 @@ def detect_adapter(source: Source) -> Adapter:
     )
 
 
-__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "locate_source", "reference_runner",
-           "register_adapter", "registered_frameworks", "source_nms_thresholds"]
+__all__ = ["Adapter", "ExportResult", "detect_adapter", "get_adapter", "has_decode_probes", "locate_source",
+           "reference_runner", "register_adapter", "registered_frameworks", "source_decode_probes",
+           "source_nms_thresholds"]

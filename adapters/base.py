@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import onnx
 
 from bridge.config import ExportSpec, InputSpec, Source, check_unique
@@ -53,6 +54,23 @@ class ExportResult:
     opset: int | None = None  # the default-domain opset the ONNX stage converts to (the recipe decides it)
 
 
+@dataclass
+class SourceDecodeProbe:
+    """What the source framework computed for one decode node (MXNet's MultiBoxDetection; the source side of
+    ``bridge.conversion.decode_probe``): its inputs on the validation feeds (``internals``,
+    role -> array), the synthetic rounds (role -> array, ``cls_prob`` and ``loc_pred`` only: the anchors are the
+    source's own at the feed shape) and the node's rows [B, N, 6] on each; ``scores`` the distinct score
+    each anchor got per round ([B, N]), from which the anchor behind a row is known. The scores are distinct (no tie
+    in the node's sort) and every anchor ranks among the kept rows of some image in some round."""
+
+    node: str
+    internals: dict[str, np.ndarray]
+    rounds: list[dict[str, np.ndarray]] = field(default_factory=list)
+    rows: list[np.ndarray] = field(default_factory=list)
+    scores: list[np.ndarray] = field(default_factory=list)
+    kept: int = 0  # rows the node sorts and keeps (the rest hold no defined anchor order): where anchors are seen
+
+
 class Adapter(Protocol):
     """Framework -> ONNX. ``claims`` must be cheap and must not import the framework for file sources.
 
@@ -61,6 +79,10 @@ class Adapter(Protocol):
     ``bridge.conversion.check`` honours it and says so. ``nms_iou_thresholds(source) -> dict[str, float] | None``:
     the IoU threshold of each NMS the source file states, by source node name (validation's tie rules take it
     from there, never from the candidate; ``adapters.source_nms_thresholds``).
+    ``decode_probes(source, inputs, feeds, run) -> list[SourceDecodeProbe]``: the source's decode nodes (MXNet's
+    MultiBoxDetection) run by the framework on synthetic inputs over every anchor, each job handed to ``run``, which
+    runs it where the reference runs (its child process) (``adapters.source_decode_probes``;
+    ``bridge.conversion.decode_probe`` compares the candidate's decode region).
     """
 
     framework: str

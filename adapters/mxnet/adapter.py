@@ -15,17 +15,21 @@ import json
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
-from adapters.base import ExportResult, rename_outputs
+import numpy as np
+
+from adapters.base import ExportResult, SourceDecodeProbe, rename_outputs
 from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
+from adapters.mxnet.decode_probe import decode_nodes, run_source_probe
 from adapters.mxnet.nondeterministic import mark_nondeterministic_outputs
 from adapters.mxnet.params import load_params, unused_params
 from adapters.mxnet.reference import MXNetReferenceRuntime, import_mxnet
 from adapters.mxnet.symbol import MXNode, SymbolGraph, looks_like_symbol_json, read_symbol_json
-from bridge.config import ExportSpec, Source
+from bridge.config import ExportSpec, InputSpec, Source
 from bridge.errors import BridgeError, SourceNotFoundError, UsageError
 from bridge.runtimes.base import Runtime
 
@@ -256,6 +260,23 @@ class MXNetAdapter:
                 continue
             found[node.name] = float(value)
         return found
+
+    def decode_probes(self, source: Source, inputs: Sequence[InputSpec], feeds: Mapping[str, np.ndarray],
+                      run: Callable[[Callable[[], SourceDecodeProbe]], SourceDecodeProbe]) -> list[SourceDecodeProbe]:
+        """Every MultiBoxDetection node of the symbol run by MXNet on synthetic inputs over all its anchors
+        (``adapters.mxnet.decode_probe``). ``run`` runs each job where the reference runs (its child process, MXNet
+        already imported there; this process only when the reference runs here): MXNet is not imported here by
+        this method. [] when the symbol has none or the source is not a file."""
+        if source.location is None or source.obj is not None:
+            return []
+        symbol = _symbol_path(source)
+        cuts = [c.strip() for c in str(source.options.get("outputs") or "").split(",") if c.strip()]
+        nodes = decode_nodes(symbol, cuts)
+        if not nodes:
+            return []
+        params = self.resolve_params(source)
+        return [run(partial(run_source_probe, str(symbol), str(params) if params else None, tuple(inputs),
+                            dict(feeds), node)) for node in nodes]
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_mxnet()  # fail early with AdapterUnavailableError when MXNet is absent

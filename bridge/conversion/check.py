@@ -36,13 +36,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import onnx
 
 from bridge.config import DEFAULT_TOLERANCE, Source, Tolerance
 from bridge.conversion.pinning import onnx_runtimes, pin_failures
 from bridge.errors import BridgeError
 from bridge.runtimes.base import Runtime, TensorMeta
-from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, KeptWorker, isolate
+from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, IsolatedRuntime, KeptWorker, call_isolated, isolate
 from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec
 from bridge.validation.results import RunResults
@@ -303,12 +304,25 @@ def run_check(check: Check) -> CheckResult:
         name = None  # the runner names itself once activated (an isolated one learns it from its child)
         random = list(check.random_outputs)
     live = not isinstance(reference, RunResults)
-    run = run_and_compare(reference, check.candidates, check.feeds, check.tolerance, detections=check.detections,
-                          reference_name=name, shape_only=list(dict.fromkeys(random)), check_sensitivity=live,
-                          second_size=check.second_size and live, second_input=check.second_input, repeat=live,
-                          progress=say)
+    held: _Held | None = None
+    if isinstance(check.reference, SourceReference) and check.model is not None and not isinstance(reference, RunResults):
+        from adapters import has_decode_probes
+
+        if has_decode_probes(check.reference.framework):  # it runs where the reference ran, after the comparisons
+            held = _Held(reference)
+    try:
+        run = run_and_compare(held if held is not None else reference, check.candidates, check.feeds, check.tolerance,
+                              detections=check.detections, reference_name=name,
+                              shape_only=list(dict.fromkeys(random)), check_sensitivity=live,
+                              second_size=check.second_size and live, second_input=check.second_input, repeat=live,
+                              progress=say)
+        probed = decode_probes(check, held, run, warnings) if held is not None else []
+    finally:
+        if held is not None:
+            held.release()
     if isinstance(check.reference, SourceReference) and check.model is not None:  # off: each failure says so
         _pin(check, check.reference, run)
+    attach_probes(run, probed, warnings)  # after the tie proof: nothing re-judges a probe's failure
     result = CheckResult(run, run.reference_name, strict=check.strict, warnings=warnings)
     result.warnings += vacuous_warnings(run.comparisons, feeds_given=check.feeds.file is not None)
     result.warnings += [why for why in (run.second_input_skipped,) if why]
@@ -333,6 +347,94 @@ def source_nms(reference: SourceReference, model: onnx.ModelProto, detections: S
     specs, said = with_source_nms(model, detections, stated)
     warnings.extend(said)
     return specs
+
+
+class _Held:
+    """The reference runtime with its ``deactivate`` deferred to ``release``: the decode probe runs after the
+    comparisons in the reference's own process (its child, the source framework already loaded there)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.name = runtime.name
+        self.active = False
+
+    def activate(self) -> None:
+        self.runtime.activate()
+        self.name, self.active = self.runtime.name, True  # an isolated runtime learns its name from its child
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.runtime.infer(feeds)
+
+    def input_metadata(self) -> Sequence[TensorMeta]:
+        return self.runtime.input_metadata()
+
+    def deactivate(self) -> None:
+        return None
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.runtime, attr)
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        """``job()`` where the reference runs: in its child when it is isolated, else here (as the reference)."""
+        if not self.active:  # a failed activation: nothing runs the source now
+            raise BridgeError("the reference did not start")
+        inner = self.runtime
+        if isinstance(inner, IsolatedRuntime):
+            return inner.call(_run_job, job)
+        return job()
+
+    def release(self) -> None:
+        if self.active:
+            self.active = False
+            self.runtime.deactivate()
+
+
+def _run_job(_runtime: Runtime, job: Callable[[], Any]) -> Any:
+    """``IsolatedRuntime.call``'s function: ``job()`` in the reference's child."""
+    return job()
+
+
+def decode_probes(check: Check, held: _Held, run: ComparisonRun, warnings: list[str]) -> list[tuple[Any, Any]]:
+    """The decode-stage probe (``bridge.conversion.decode_probe``) of every decode node the source's adapter probes
+    (``adapters.source_decode_probes``, run in the reference's process): the candidate model's decode region in
+    onnxruntime against the source's node on synthetic inputs over every anchor. Returns (verdict, region) per
+    node for ``attach_probes``; nothing when the source has no decode node. What kept it from running is said."""
+    from adapters import source_decode_probes
+    from bridge.conversion.decode_probe import PROBE_RUNTIME, probe_candidate
+
+    reference = check.reference
+    assert isinstance(reference, SourceReference) and check.model is not None
+    if not any(c.candidate == PROBE_RUNTIME for c in run.comparisons):
+        warnings.append(f"decode probe: not run (it is judged on the {PROBE_RUNTIME} candidate, not among these)")
+        return []
+    inputs = getattr(reference.export, "inputs", ())
+    try:
+        probes = source_decode_probes(reference.framework, reference.source, inputs, run.feeds, held.run)
+    except (BridgeError, OSError) as exc:  # the verdict says the probe did not run, and why
+        warnings.append(f"decode probe: not run (the {reference.framework} side failed: {exc})")
+        return []
+    if not probes:
+        return []
+    check.progress(f"decode probe of {len(probes)} decode node(s)")
+    call = partial(call_isolated, stage="the decode probe's onnxruntime run", enabled=check.isolation.enabled,
+                   timeout=check.isolation.timeout, max_memory=check.isolation.limit())
+    try:
+        return list(probe_candidate(check.model, probes, run.feeds, check.tolerance.atol, check.tolerance.rtol,
+                                    call))
+    except BridgeError as exc:
+        warnings.append(f"decode probe: not run (the candidate's decode region failed: {exc})")
+        return []
+
+
+def attach_probes(run: ComparisonRun, probed: Sequence[tuple[Any, Any]], warnings: list[str]) -> None:
+    """Each probe's verdict stated on (and failing, when it failed) the onnxruntime candidate's detection group."""
+    if not probed:
+        return
+    from bridge.conversion.decode_probe import PROBE_RUNTIME, attach
+
+    comparison = next((c for c in run.comparisons if c.candidate == PROBE_RUNTIME), None)
+    for verdict, region in probed:
+        attach(comparison, verdict, region, warnings)
 
 
 def source_runtime(reference: SourceReference, isolation: Isolation, warnings: list[str]) -> Runtime:

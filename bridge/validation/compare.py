@@ -81,6 +81,8 @@ class OutputComparison:
     within_tolerance: str = ""  # the vacuous reason "the whole reference is within the tolerance", when it holds
     tolerance_rule: str = ""  # which elementwise tolerance applied and why (bridge.validation.tolerance)
     scaled_elements: int = 0  # elements within the tolerance only by their scale (what the scale rule excused)
+    # the decode-stage probe of the source's decode node behind this detection group (bridge.conversion.decode_probe)
+    decode_probe: dict[str, Any] | None = None
 
     def add_vacuous(self, reason: str) -> None:
         self.vacuous = True
@@ -233,6 +235,9 @@ class Comparison:
         ties += f" over finite positions, {nonfinite} positions NaN/inf vs finite (mismatches)" if nonfinite else ""
         if self.pinning:
             ties += f" [{self.pinning.get('text', '')}]"
+        for o in self.failures:  # a failed decode probe (bridge.conversion.decode_probe) is its own evidence: say it
+            if o.decode_probe and o.decode_probe.get("passed") is False:
+                ties += f" [{o.decode_probe.get('text', '')}]"
         return (f"{self.candidate} vs {self.reference}: {verdict}, {len(self.outputs)} outputs, "
                 f"max abs err {worst:.3g}{ties}")
 

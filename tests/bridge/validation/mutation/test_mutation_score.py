@@ -34,14 +34,7 @@ FAST: dict[str, tuple[str, ...]] = {
 # Mutants validation still PASSes, also under --strict, each stated with why (issue 32 stays open on them). The
 # test fails when another mutant survives, and when one of these no longer does (then it leaves this list).
 # Keyed by (model, operator, the start of the site).
-KNOWN_SURVIVORS: dict[tuple[str, str, str], str] = {
-    ("mxnet_ssd", "anchor_shift", "anchor constant detection/reshape_91 element"):
-        "one anchor value of the trained SSD shifted: no detection on the 4 bundled sample images, nor on any input "
-        "coverage makes from them, decodes from that anchor (outputs identical to the base's there); the folded "
-        "anchor constants have no same-named tensor in the MXNet source to be compared with directly",
-    ("mxnet_ssd", "anchor_shift", "anchor constant detection/reshape_95 element"):
-        "as above, for the other folded anchor constant (anchor widths/heights)",
-}
+KNOWN_SURVIVORS: dict[tuple[str, str, str], str] = {}
 
 
 def _known(r: Record) -> bool:
