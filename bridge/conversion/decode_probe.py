@@ -25,6 +25,7 @@ import onnx
 from bridge import provenance
 from bridge.validation.compare import Comparison, OutputComparison
 from bridge.validation.detection.matching import DEFAULT_BOX_ATOL
+from bridge.validation.pinned_graph import subgraph_names
 
 PROBE_RUNTIME = "onnxruntime"
 _COLUMNS = {0: "class", 1: "score"}  # columns 2.. are the box corners
@@ -100,12 +101,7 @@ def map_cuts(cut_values: Mapping[str, np.ndarray], internals: Mapping[str, np.nd
 
 def _reads(node: onnx.NodeProto) -> list[str]:
     """Every tensor ``node`` reads, those its subgraphs read from the outer scope included."""
-    names = [i for i in node.input if i]
-    for attr in node.attribute:
-        for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
-            for inner in sub.node:
-                names.extend(_reads(inner))
-    return names
+    return [*(i for i in node.input if i), *sorted(subgraph_names(node))]
 
 
 def cut_model(model: onnx.ModelProto, region: Region, cut_values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
