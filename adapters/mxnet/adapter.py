@@ -23,14 +23,14 @@ from types import MappingProxyType
 import numpy as np
 
 from adapters.base import ExportResult, SourceDecodeProbe, rename_outputs
-from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph
+from adapters.mxnet.convert import NO_PARAMS_FILE, convert_graph, resolve_heads
 from adapters.mxnet.decode_probe import decode_nodes, run_source_probe
 from adapters.mxnet.nondeterministic import mark_nondeterministic_outputs
 from adapters.mxnet.params import load_params, unused_params
 from adapters.mxnet.reference import MXNetReferenceRuntime, import_mxnet
 from adapters.mxnet.symbol import MXNode, SymbolGraph, looks_like_symbol_json, read_symbol_json
 from bridge.config import ExportSpec, InputSpec, Source
-from bridge.errors import BridgeError, SourceNotFoundError, UsageError
+from bridge.errors import BridgeError, SourceNotFoundError, UsageError, ValidationMismatch
 from bridge.runtimes.base import Runtime
 
 log = logging.getLogger(__name__)
@@ -79,28 +79,98 @@ def _all_nodes(graph: SymbolGraph) -> list[MXNode]:
     return [n for node in graph.nodes for n in (node, *(m for sub in node.subgraphs for m in _all_nodes(sub)))]
 
 
-def _node_of(internal: str) -> str:
-    """The MXNet node an internal output name belongs to (``conv0_output``, ``split_output1``, ``name#1``)."""
-    return re.sub(r"_output\d*$", "", internal.rpartition("#")[0] or internal)
+@dataclasses.dataclass(frozen=True)
+class SourceOutputs:
+    """The outputs of an MXNet source, as (node index, output index) of its symbol: the symbol's heads, and the
+    cut points its ``outputs`` option names (``convert_graph``'s ``resolve_heads``). Only these may stand for an
+    output of a model under test: MXNet's reference can return any internal tensor by name, so a name the file
+    chose must not pick which one it is compared with."""
+
+    graph: SymbolGraph
+    refs: frozenset[tuple[int, int]]
+
+    @classmethod
+    def of(cls, source: Source) -> SourceOutputs:
+        graph = read_symbol_json(_symbol_path(source))
+        cuts = str(source.options.get("outputs") or "")
+        return cls(graph, frozenset(graph.heads) | frozenset(resolve_heads(graph, cuts) if cuts.strip() else ()))
+
+    def ref(self, internal: str) -> tuple[int, int] | None:
+        """(node index, output index) of an MXNet internal output name as the reference runner reads it
+        (``conv0_output``, ``split_output1``, ``nms_output0``, a variable's own name, ``name#k``: the k-th node of
+        that name in file order); None when it names no node of the symbol."""
+        name, sep, nth = internal.rpartition("#")
+        if not (sep and nth.isdigit()):
+            name, nth = internal, "0"
+        m = re.fullmatch(r"(.+)_output(\d*)", name)
+        if m is not None:
+            same = [n for n in self.graph.nodes if not n.is_variable and n.name == m.group(1)]
+            if int(nth) < len(same):
+                return same[int(nth)].index, int(m.group(2) or 0)
+        variable = next((n for n in self.graph.nodes if n.is_variable and n.name == name), None)
+        return None if variable is None or nth != "0" else (variable.index, 0)
+
+    def holds(self, internal: str) -> bool:
+        """Whether ``internal`` is one of the source's outputs. A name MXNet spells otherwise than
+        ``<node>_output<i>`` (an op's own output names, ``rnn_state``) counts when its node is one of them."""
+        ref = self.ref(internal)
+        if ref is not None:
+            return ref in self.refs
+        base = internal.rpartition("#")[0] or internal
+        return any(base.startswith(f"{self.graph.nodes[k].name}_") for k, _ in self.refs)
+
+    def names(self) -> list[str]:
+        """The outputs as MXNet names them (``<node>_output``, ``<node>_output<i>``), for messages."""
+        return [n.name if n.is_variable else f"{n.name}_output{i or ''}"
+                for n, i in ((self.graph.nodes[k], i) for k, i in sorted(self.refs))]
 
 
 def source_outputs_only(source: Source, claimed: Mapping[str, str]) -> dict[str, str]:
     """The entries of a model's output map (``OUTPUT_MAP_KEY``: ONNX output -> the MXNet tensor the reference
-    returns for it) that name an output of the source itself: a head of its symbol, or a cut point its
-    ``outputs`` option names. The map is read from the model under test, so it must not pick which of the
-    source's tensors that model is compared with: an entry naming any other internal tensor (a model computing
+    returns for it) that name an output of the source itself (``SourceOutputs``: a head of its symbol, or a cut
+    point its ``outputs`` option names). The map is read from the model under test, so it must not pick which of
+    the source's tensors that model is compared with: an entry naming any other internal tensor (a model computing
     an early layer, its output mapped onto that layer) is dropped, said in the log; the reference then reads
-    that output under its own name (the source's output of that name, or an error naming it)."""
-    graph = read_symbol_json(_symbol_path(source))
-    allowed = {graph.nodes[k].name for k, _ in graph.heads}
-    allowed |= {_node_of(c.strip()) for c in str(source.options.get("outputs") or "").split(",") if c.strip()}
-    kept = {k: str(v) for k, v in claimed.items() if _node_of(str(v)) in allowed}
+    that output under its own name, which must itself be an output of the source (``reference_outputs``)."""
+    outputs = SourceOutputs.of(source)
+    kept = {k: str(v) for k, v in claimed.items() if outputs.holds(str(v))}
     for k, v in claimed.items():
         if k not in kept:
             log.warning("the model's metadata maps output %r to MXNet's %r, which is not an output of the source "
                         "symbol %s: not used (the file under test does not decide what it is compared with)", k, v,
-                        graph.source)
+                        outputs.graph.source)
     return kept
+
+
+def reference_outputs(source: Source, export: ExportResult) -> dict[str, str]:
+    """The MXNet tensor the reference returns for each output of ``export``'s model (``OUTPUT_MAP_KEY``'s entries
+    that ``source_outputs_only`` keeps; every other output under its own name). Each must be an output of the
+    source (``SourceOutputs``): the model may be the file under test, and its output names must not choose which
+    of MXNet's internal tensors it is compared with - a model of an early layer, its output named after that
+    layer's tensor (``relu1_output``), is not a model of the source. Such an output is a ValidationMismatch (a
+    wrong model of this source, exit code 1) naming it, and the ``--outputs`` that validates a model of the source
+    cut there."""
+    mapping = {name: name for name in export.output_names}
+    for prop in export.model.metadata_props:
+        if prop.key == OUTPUT_MAP_KEY:
+            mapping.update(source_outputs_only(source, json.loads(prop.value)))
+    outputs = SourceOutputs.of(source)
+    foreign = {k: v for k, v in mapping.items() if not outputs.holds(v)}
+    if not foreign:
+        return mapping
+    said = []
+    for name, internal in foreign.items():
+        what = f"output '{name}' of the model is not an output of the source symbol {outputs.graph.source} (its " \
+               f"outputs: {', '.join(outputs.names())})"
+        ref = outputs.ref(internal)
+        if ref is None:
+            said.append(f"{what}: no tensor of the symbol is named {internal}")
+            continue
+        cut = outputs.graph.nodes[ref[0]].name if ref[1] == 0 else internal.rpartition("#")[0] or internal
+        said.append(f"{what}: it is MXNet's internal tensor {internal} (layer {outputs.graph.nodes[ref[0]].name}), "
+                    "so the model computes a part of the source; to validate a model of the source cut there, pass "
+                    f"--outputs {cut} (Python: options={{'outputs': '{cut}'}})")
+    raise ValidationMismatch("; ".join(said))
 
 
 def _symbol_path(source: Source) -> Path:
@@ -279,9 +349,6 @@ class MXNetAdapter:
                             dict(feeds), node)) for node in nodes]
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
+        outputs = reference_outputs(source, export)  # before MXNet: decided from the symbol file alone
         import_mxnet()  # fail early with AdapterUnavailableError when MXNet is absent
-        mapping = {name: name for name in export.output_names}
-        for prop in export.model.metadata_props:
-            if prop.key == OUTPUT_MAP_KEY:
-                mapping.update(source_outputs_only(source, json.loads(prop.value)))
-        return MXNetReferenceRuntime(_symbol_path(source), self.resolve_params(source), export.inputs, mapping)
+        return MXNetReferenceRuntime(_symbol_path(source), self.resolve_params(source), export.inputs, outputs)
