@@ -169,7 +169,7 @@ def reference_outputs(source: Source, export: ExportResult) -> dict[str, str]:
         cut = outputs.graph.nodes[ref[0]].name if ref[1] == 0 else internal.rpartition("#")[0] or internal
         said.append(f"{what}: it is MXNet's internal tensor {internal} (layer {outputs.graph.nodes[ref[0]].name}), "
                     "so the model computes a part of the source; to validate a model of the source cut there, pass "
-                    f"--outputs {cut} (Python: options={{'outputs': '{cut}'}})")
+                    f"--outputs {cut} (Python: outputs='{cut}')")
     raise ValidationMismatch("; ".join(said))
 
 

@@ -141,8 +141,10 @@ CORE: tuple[Option, ...] = (
     Option("weights", Path | None, None, "state_dict (.pt) or MXNet .params", flags=("--weights", "--params"),
            metavar="FILE", source_specific=True, group="source"),
     Option("outputs", list[str] | None, None, "comma-separated internal tensor names to cut the graph at (they "
-           "keep their names as the model's outputs; MXNet symbols, TensorFlow GraphDefs and .tflite files)",
-           cli_type=str | None, route="source", metavar="NAMES", source_specific=True, parse=_comma_list),
+           "keep their names as the model's outputs; validate: the model is checked against the source cut there; "
+           "MXNet symbols, TensorFlow GraphDefs and .tflite files)",
+           cli_type=str | None, route="source", metavar="NAMES", source_specific=True, parse=_comma_list,
+           group="source"),  # validate takes it too: a model of the source cut there is checked against that cut
     Option("output_names", list[str], [], "comma-separated names for the model's outputs, in order",
            cli_type=str | None, metavar="NAMES", source_specific=True, parse=_comma_list),
     Option("detection_format", str, "mxnet", "how lowered detection layers (MultiBoxDetection) emit results",

@@ -15,6 +15,7 @@ import onnx
 import onnx.utils
 import pytest
 from mxnet_testlib import need_mxnet
+from support import run_cli
 
 from adapters.mxnet.adapter import OUTPUT_MAP_KEY
 from bridge import api
@@ -71,7 +72,7 @@ def test_a_model_of_an_early_layer_named_after_it_fails(layer: str, convnet: tup
     assert f"'{layer}_output'" in message and "not an output of the source" in message, message
     assert f"--outputs {layer}" in message and "prob_output" in message, message
     # the user says the source is cut there: then that layer is what the model is compared with, and it agrees
-    assert api.validate(early, source=symbol, inputs=INPUTS, isolated=False, options={"outputs": layer}).passed
+    assert api.validate(early, source=symbol, inputs=INPUTS, isolated=False, outputs=layer).passed
 
 
 def test_a_name_the_symbol_does_not_have_fails_too(convnet: tuple[Path, Path], tmp_path: Path) -> None:
@@ -100,18 +101,23 @@ def test_the_early_layer_fails_isolated(convnet: tuple[Path, Path], tmp_path: Pa
 
 
 def test_convert_with_a_cut_validates_its_delivery(convnet: tuple[Path, Path], tmp_path: Path) -> None:
-    """``convert --outputs relu2`` passes the cut to its own check; validating the file it wrote with the same
-    ``--outputs`` passes, and without it the file (a part of the source) FAILs."""
+    """As a user runs it: ``bridge convert --outputs relu2`` passes the cut to its own check and writes the file;
+    ``bridge validate`` of that file with the same ``--outputs`` passes, and without it (a part of the source,
+    compared with the whole) exits 1 saying which ``--outputs`` validates the cut."""
     symbol, _ = convnet
     out = tmp_path / "cut.onnx"
-    result = api.convert(symbol, out, inputs=INPUTS, isolated=False, options={"outputs": "relu2"})
-    assert result.passed and result.written
+    proc = run_cli("convert", str(symbol), "--input", INPUTS[0], "--outputs", "relu2", "-o", str(out), "--no-isolate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     model = onnx.load(out)
     assert [o.name for o in model.graph.output] == ["relu2_output"]
     assert any(p.key == OUTPUT_MAP_KEY for p in model.metadata_props)
-    assert api.validate(out, source=symbol, inputs=INPUTS, isolated=False, options={"outputs": "relu2"}).passed
-    with pytest.raises(ValidationMismatch, match="--outputs relu2"):
-        api.validate(out, source=symbol, inputs=INPUTS, isolated=False)
+    check = ("validate", str(out), "--source", str(symbol), "--input", INPUTS[0], "--no-isolate")
+    proc = run_cli(*check, "--outputs", "relu2")
+    assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr
+    proc = run_cli(*check)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "output 'relu2_output' of the model is not an output of the source" in proc.stderr + proc.stdout
+    assert "--outputs relu2" in proc.stderr + proc.stdout
 
 
 def test_source_outputs_are_heads_and_cuts_by_output_index(tmp_path: Path) -> None:
