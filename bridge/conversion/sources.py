@@ -17,7 +17,9 @@ A ``SourceTaps`` names its tensors the way the converted model does, so both sid
   localisation then falls back to the ONNX stage's pass-by-pass comparison.
 
 A pass that moves a Transpose across a named tensor records the new tensor as an alias of the source's
-(``transpose(name, perm)``, ``bridge.provenance.TENSOR_ALIASES_META``); ``AliasedTaps`` serves it.
+(``transpose(name, perm)``, ``bridge.provenance.TENSOR_ALIASES_META``); ``AliasedTaps`` serves it. Those
+records are the model's word: only the ones ``bridge.validation.layout_aliases.check_claimed_aliases`` measured to
+hold are handed to ``AliasedTaps``.
 """
 
 from __future__ import annotations
@@ -250,7 +252,8 @@ class TorchTaps:
 
 class AliasedTaps:
     """``taps`` plus the converted model's layout aliases (``bridge.provenance.TENSOR_ALIASES_META``): a tensor a
-    pass computes as ``transpose(source tensor, perm)`` is served as exactly that."""
+    pass computes as ``transpose(source tensor, perm)`` is served as exactly that. ``aliases`` are taken as given:
+    pass those ``check_claimed_aliases`` kept (the model may be the file under test)."""
 
     def __init__(self, taps: SourceTaps, aliases: Mapping[str, Mapping[str, Any]]) -> None:
         self.taps = taps

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 from bridge.config import ConvertConfig, Tolerance
-from bridge.conversion.sources import SourceTaps, source_taps
+from bridge.conversion.sources import AliasedTaps, SourceTaps, source_taps
 from bridge.debug.localize import Divergence, compare_tensors
 from bridge.debug.passes import EXPORT, StageTrace, localize_passes, node_makers, trace_pipeline
 from bridge.debug.tensors import TensorError, error_histogram, tensor_error
@@ -40,6 +40,7 @@ from bridge.runtimes.base import TensorMeta
 from bridge.validation.compare import Comparison, compare_outputs
 from bridge.validation.detection.layouts import DetectionSpec
 from bridge.validation.graph import DEFAULT_BUDGET_BYTES, OnnxTaps
+from bridge.validation.layout_aliases import check_claimed_aliases
 from bridge.validation.run import random_outputs
 
 Progress = Callable[[str], None]
@@ -186,8 +187,9 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
         feeds, ref_outputs = _compare_outputs(cfg, adapter, export, final, detections, result, say)
         t = time.perf_counter()
         if ref_outputs is not None:
-            taps = source_taps(adapter.framework, cfg.source, export, adapter.reference_runner(cfg.source, export),
-                               tensor_aliases({p.key: p.value for p in final.metadata_props}))
+            taps = _checked_taps(source_taps(adapter.framework, cfg.source, export,
+                                             adapter.reference_runner(cfg.source, export)),
+                                 final, feeds, cfg.tolerance, result, say)
             result.granularity = taps.granularity
             say(f"comparing every tensor {taps.framework} and the converted model share")
             result.divergence = _localize_source(taps, final, feeds, cfg.tolerance, detections, budget)
@@ -206,6 +208,23 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
         if ref_outputs is not None:
             _visuals(result, final, feeds, ref_outputs, detections)
     return result
+
+
+def _checked_taps(taps: SourceTaps, final: onnx.ModelProto, feeds: Mapping[str, np.ndarray], tolerance: Tolerance,
+                  result: DebugResult, say: Progress) -> SourceTaps:
+    """``taps`` plus the layout aliases ``final`` records (a tensor a pass moved a Transpose across is the source's,
+    transposed) that hold: measured against the source on ``feeds`` first, as validation's tie proof measures them
+    (``check_claimed_aliases``) - the model may be a given file, and a false claim would show a divergence (or an
+    agreement) at a tensor where there is none. A claim not used is said in the warnings."""
+    claimed = tensor_aliases({p.key: p.value for p in final.metadata_props})
+    if not claimed:
+        return taps
+    candidate = OnnxTaps(final)
+    checked = check_claimed_aliases(final, claimed, taps.names(), feeds, lambda names: taps.run(feeds, list(names)),
+                                    lambda names: candidate.run(feeds, list(names)), tolerance, say)
+    if checked.rejected:
+        result.warnings.append(checked.statement())
+    return AliasedTaps(taps, checked.as_metadata()) if checked.kept else taps
 
 
 def _sizes_note(result: DebugResult) -> str:

@@ -57,6 +57,7 @@ from bridge.validation.compare import Comparison, OutputComparison, compare_outp
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
 from bridge.validation.detection.matching import Detections, problem_rows
 from bridge.validation.graph import GraphIndex, with_outputs
+from bridge.validation.layout_aliases import CheckedAliases, check_claimed_aliases
 from bridge.validation.pinned_graph import (
     SOURCE_SUFFIX,
     UNPINNED_SUFFIX,
@@ -355,8 +356,7 @@ class PinningResult:
         pins = ", ".join(f"{n} (max abs {_fig(p.get('max_abs'))}" + (
             f", judged with {', '.join(p['judged_with_pinned'])} pinned" if p.get("judged_with_pinned") else "") + ")"
             for n, p in self.pins.items())
-        rejected = ("; the model's own layout aliases not used (their values are not the source's): "
-                    + "; ".join(self.rejected_aliases)) if self.rejected_aliases else ""
+        rejected = f"; {CheckedAliases(rejected=self.rejected_aliases).statement()}" if self.rejected_aliases else ""
         if not self.explained:
             return (f"pinning did not explain the failure: {self.reason}" + (f" [pins: {pins}]" if pins else "")
                     + rejected)
@@ -616,50 +616,16 @@ def _verified_aliases(model: onnx.ModelProto, source: PinSource, run_candidate: 
                       feeds: Mapping[str, np.ndarray], tolerance: Tolerance, claimed: Mapping[str, Mapping[str, Any]],
                       rejected: list[str], say: Callable[[str], None]) -> PinSource:
     """``source`` widened by the layout aliases the model claims (tensor -> transpose(source tensor ``of``,
-    ``perm``)) whose values are that, within the tolerance, on ``feeds``: measured here, never taken on the model's
-    word (a claim could otherwise make a tensor of the candidate's choice a pin). Each claim not measured to hold
-    is added to ``rejected`` with why."""
-    names = source.names()
-    index = GraphIndex(model)
-    present = set(index.order) | set(index.inputs)
-    wanted: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for tensor, entry in claimed.items():
-        of, perm = str(entry.get("of", "")), tuple(int(p) for p in entry.get("perm", ()))
-        if tensor in names:  # the source returns it by name: the claim adds nothing
-            continue
-        if of not in names or tensor not in present:
-            rejected.append(f"{tensor} as transpose({of}, {list(perm)}): "
-                            + ("the source has no tensor of that name" if of not in names else "no such tensor"))
-            continue
-        wanted[tensor] = (of, perm)
-    if not wanted:
-        return source
-    say(f"pinning: checking {len(wanted)} layout alias(es) the model records against the source")
-    try:
-        (src,) = source.values([feeds], list(dict.fromkeys(of for of, _ in wanted.values())))
-        computed = [t for t in wanted if t not in index.inputs]  # a graph input's value is what was fed
-        cand = dict(run_candidate(with_outputs(model, computed), feeds)) if computed else {}
-        cand.update({t: feeds[t] for t in wanted if t in index.inputs and t in feeds})
-    except Exception as exc:  # unmeasured: not used
-        rejected.extend(f"{t} as transpose({of}, {list(perm)}): not measured ({exc})" for t, (of, perm) in wanted.items())
-        return source
-    kept: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for tensor, (of, perm) in wanted.items():
-        mine, theirs = cand.get(tensor), src.get(of)
-        ok = mine is not None and theirs is not None
-        if ok:
-            theirs, mine = np.asarray(theirs), np.asarray(mine)
-            ok = len(perm) == theirs.ndim and sorted(perm) == list(range(theirs.ndim))
-            if ok:
-                moved = np.transpose(theirs, perm)
-                with np.errstate(all="ignore"):
-                    ok = moved.shape == mine.shape and bool(np.allclose(moved, mine, atol=tolerance.atol,
-                                                                        rtol=tolerance.rtol, equal_nan=True))
-        if ok:
-            kept[tensor] = (of, perm)
-        else:
-            rejected.append(f"{tensor} as transpose({of}, {list(perm)}): its values are not the source's")
-    return _AliasedSource(source, kept) if kept else source
+    ``perm``)) whose values are that, within the tolerance, on ``feeds``: measured by
+    ``bridge.validation.layout_aliases.check_claimed_aliases`` (as ``bridge debug`` measures them), never taken on
+    the model's word (a claim could otherwise make a tensor of the candidate's choice a pin). Each claim not
+    measured to hold is added to ``rejected`` with why."""
+    checked = check_claimed_aliases(
+        model, claimed, source.names(), feeds, lambda names: source.values([feeds], names)[0],
+        lambda names: run_candidate(with_outputs(model, list(names)), feeds), tolerance,
+        lambda message: say(f"pinning: {message}"))
+    rejected.extend(checked.rejected)
+    return _AliasedSource(source, checked.kept) if checked.kept else source
 
 
 def _source_names_of(node: onnx.NodeProto, names: set[str]) -> list[str]:
