@@ -1125,8 +1125,9 @@ def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candid
     figures = ", ".join(f"{n} (max abs {_fig(p.get('max_abs'))}" + (
         f", mismatch {_fig(p.get('mismatch'))}" if not p.get("passed") else "") + ")" for n, p in result.pins.items())
     if bad:
-        text = (f"the selection input(s) {', '.join(bad)} differ from the source's beyond the tolerance on rows the "
-                f"outputs did not select: wrong on other inputs [{figures}]")
+        text = (f"the selection input(s) {', '.join(bad)} differ from the source's beyond the tolerance, though the "
+                f"outputs matched (the rows the selections kept, within the outputs' tolerance, hide it; other inputs "
+                f"show it) [{figures}]")
     else:
         text = f"selection inputs agree with the source's on every row: {figures}"
     return SelectionInputsProof(True, text, result.pins, bad, reached)
