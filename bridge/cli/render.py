@@ -90,6 +90,8 @@ def print_comparisons(comparisons: list[Any]) -> None:
         title = f"{escape(comp.candidate)} vs {escape(comp.reference)}: {verdict}"
         if getattr(comp, "pinning", None):  # the upstream tie proof: what was pinned, or why it did not explain
             title += "\n  pinning: " + escape(comp.pinning.get("text", ""))
+        if getattr(comp, "selection_inputs", None):  # every row the selections could pick, against the source
+            title += "\n  selection inputs: " + escape(comp.selection_inputs.get("text", ""))
         if not out.is_terminal:  # piped: one line per output, never folded into columns
             out.print(title, soft_wrap=True)
             for o in comp.outputs:

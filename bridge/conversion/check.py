@@ -41,11 +41,14 @@ import onnx
 
 from bridge.config import DEFAULT_TOLERANCE, Source, Tolerance
 from bridge.conversion.pinning import onnx_runtimes, pin_failures
+from bridge.conversion.selection_inputs import attach as attach_selection_inputs
+from bridge.conversion.selection_inputs import prove_passing
 from bridge.errors import BridgeError
 from bridge.runtimes.base import Runtime, TensorMeta
 from bridge.runtimes.isolated import DEFAULT_TIMEOUT_S, IsolatedRuntime, KeptWorker, call_isolated, isolate
 from bridge.validation.compare import Comparison
 from bridge.validation.detection.layouts import DetectionSpec
+from bridge.validation.pinning import SelectionInputsProof
 from bridge.validation.results import RunResults
 from bridge.validation.run import (
     CandidateSource,
@@ -307,8 +310,10 @@ def run_check(check: Check) -> CheckResult:
     held: _Held | None = None
     if isinstance(check.reference, SourceReference) and check.model is not None and not isinstance(reference, RunResults):
         from adapters import has_decode_probes
+        from bridge.validation.pinning import has_selection_ops
 
-        if has_decode_probes(check.reference.framework):  # it runs where the reference ran, after the comparisons
+        # the decode probe and the selection-inputs proof run where the reference ran, after the comparisons
+        if has_decode_probes(check.reference.framework) or has_selection_ops(check.model):
             held = _Held(reference)
     try:
         run = run_and_compare(held if held is not None else reference, check.candidates, check.feeds, check.tolerance,
@@ -317,12 +322,15 @@ def run_check(check: Check) -> CheckResult:
                               second_size=check.second_size and live, second_input=check.second_input, repeat=live,
                               progress=say)
         probed = decode_probes(check, held, run, warnings) if held is not None else []
+        passing = [c for c in run.comparisons if c.passed]  # before any excuse: a failure is the tie proof's
+        selection_proof = _prove_selection_inputs(check, held, run, warnings)
     finally:
         if held is not None:
             held.release()
     if isinstance(check.reference, SourceReference) and check.model is not None:  # off: each failure says so
         _pin(check, check.reference, run)
     attach_probes(run, probed, warnings)  # after the tie proof: nothing re-judges a probe's failure
+    attach_selection_inputs(passing, selection_proof)
     result = CheckResult(run, run.reference_name, strict=check.strict, warnings=warnings)
     result.warnings += vacuous_warnings(run.comparisons, feeds_given=check.feeds.file is not None)
     result.warnings += [why for why in (run.second_input_skipped,) if why]
@@ -435,6 +443,20 @@ def attach_probes(run: ComparisonRun, probed: Sequence[tuple[Any, Any]], warning
     comparison = next((c for c in run.comparisons if c.candidate == PROBE_RUNTIME), None)
     for verdict, region in probed:
         attach(comparison, verdict, region, warnings)
+
+
+def _prove_selection_inputs(check: Check, held: _Held | None, run: ComparisonRun,
+                            warnings: list[str]) -> SelectionInputsProof | None:
+    """``bridge.conversion.selection_inputs`` for a check against the source framework (where its reference is
+    held, when it is)."""
+    if not isinstance(check.reference, SourceReference) or check.model is None:
+        return None
+    reference = check.reference
+    iso = check.isolation
+    return prove_passing(run, check.model, check.tolerance, framework=reference.framework, source=reference.source,
+                         export=reference.export, run_there=held.run if held is not None and held.active else None,
+                         isolated=iso.enabled, timeout=iso.timeout, max_memory=iso.limit(), workdir=check.workdir,
+                         warnings=warnings, progress=check.progress)
 
 
 def source_runtime(reference: SourceReference, isolation: Isolation, warnings: list[str]) -> Runtime:

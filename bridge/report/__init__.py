@@ -98,6 +98,8 @@ def to_markdown(data: dict[str, Any]) -> str:
             out.append("**Vacuous:** the check proves little: " + "; ".join(comp.get("vacuous_reasons", [])) + "\n")
         if comp.get("pinning"):  # the upstream tie proof (bridge.validation.pinning): what was pinned, or why not
             out.append(f"**Pinning:** {comp['pinning'].get('text', '')}\n")
+        if comp.get("selection_inputs"):  # every row the selections could pick (bridge.conversion.selection_inputs)
+            out.append(f"**Selection inputs:** {comp['selection_inputs'].get('text', '')}\n")
         out.append("| output | pass | shape | max abs | max rel | mismatch | tolerance | note |\n|---|---|---|---|---|---|---|---|")
         for o in comp["outputs"]:
             # the elementwise rule that judged the output and why (bridge.validation.tolerance), else atol/rtol

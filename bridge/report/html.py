@@ -111,6 +111,8 @@ def _comparisons(comparisons: Sequence[dict[str, Any]], skipped: str | None) -> 
         out.append(f"<p><b>{_e(comp['candidate'])}</b> vs <b>{_e(comp['reference'])}</b>: {verdict}</p>")
         if comp.get("pinning"):  # the upstream tie proof: what was pinned, or why it did not explain the failure
             out.append(f"<p class=muted>pinning: {_e(comp['pinning'].get('text', ''))}</p>")
+        if comp.get("selection_inputs"):  # every row the selections could pick (bridge.conversion.selection_inputs)
+            out.append(f"<p class=muted>selection inputs: {_e(comp['selection_inputs'].get('text', ''))}</p>")
         rows = [("" if o["passed"] else "diverges",
                  [f"<td>{_e(o['name'])}</td>", f"<td>{'yes' if o['passed'] else '<b>NO</b>'}</td>",
                   f"<td>{_e(o.get('cand_shape'))}</td>", f"<td class=num>{_num(o.get('max_abs'))}</td>",

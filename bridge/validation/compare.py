@@ -118,6 +118,8 @@ class Comparison:
     # how much of each detection group the inputs exercised (bridge.validation.coverage.Coverage.to_dict())
     coverage: list[dict[str, Any]] = field(default_factory=list)
     second_input: bool = False  # the candidate also ran on a second, different input (``add_input``)
+    # the selection inputs judged on every row (bridge.conversion.selection_inputs): {"passed", "text", "pins"}
+    selection_inputs: dict[str, Any] | None = None
 
     def add_size(self, other: Comparison, shapes: Mapping[str, Sequence[int]], label: str = "") -> None:
         """Take in the verdicts of the same candidate at another input size (``shapes``), or on other inputs of
@@ -235,6 +237,8 @@ class Comparison:
         ties += f" over finite positions, {nonfinite} positions NaN/inf vs finite (mismatches)" if nonfinite else ""
         if self.pinning:
             ties += f" [{self.pinning.get('text', '')}]"
+        if self.selection_inputs and not self.selection_inputs.get("passed"):
+            ties += f" [{self.selection_inputs.get('text', '')}]"
         for o in self.failures:  # a failed decode probe (bridge.conversion.decode_probe) is its own evidence: say it
             if o.decode_probe and o.decode_probe.get("passed") is False:
                 ties += f" [{o.decode_probe.get('text', '')}]"
@@ -245,7 +249,7 @@ class Comparison:
         return {"reference": self.reference, "candidate": self.candidate, "passed": self.passed,
                 "vacuous": self.vacuous, "vacuous_reasons": self.vacuous_reasons,
                 "tie_ambiguous": self.tie_ambiguous, "sizes": self.sizes, "second_input": self.second_input,
-                "pinning": self.pinning, "coverage": self.coverage,
+                "pinning": self.pinning, "coverage": self.coverage, "selection_inputs": self.selection_inputs,
                 "outputs": [asdict(o) for o in self.outputs]}
 
 

@@ -80,11 +80,13 @@ __all__ = [
     "UNPINNED_SUFFIX",
     "PinSource",
     "PinningResult",
+    "SelectionInputsProof",
     "SelectionPoint",
     "explain_by_pinning",
     "graph_input_names",
     "has_selection_ops",
     "pinned_model",
+    "prove_selection_inputs",
     "selection_changes",
     "selection_points",
     "source_tie_band",
@@ -1034,3 +1036,64 @@ def _take_pinned(comparison: Comparison, pinned: Comparison, text: str) -> None:
         o.note = f"{p.note + '; ' if p.note else ''}{text}; unpinned: {unpinned}"
         if p.vacuous:
             o.add_vacuous(p.vacuous_reason)
+
+
+@dataclass
+class SelectionInputsProof:
+    """What ``prove_selection_inputs`` found: ``ran`` (the source returned the selection inputs and both sides were
+    run), ``bad`` (pins beyond the tolerance), ``outputs`` (the graph outputs those pins reach) and the statement."""
+
+    ran: bool
+    text: str
+    pins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bad: list[str] = field(default_factory=list)
+    outputs: set[str] = field(default_factory=set)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.bad)
+
+
+def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candidate: RunCandidate,
+                           feeds: Mapping[str, np.ndarray], tolerance: Tolerance, *, shape_only: Sequence[str] = (),
+                           say: Callable[[str], None] = lambda _m: None) -> SelectionInputsProof:
+    """The selection inputs of a *passing* comparison judged in full (steps 1-2 of the module docstring, no pinning).
+
+    A selection shows the outputs only what it selected: a box decoded wrong at an anchor no validation image
+    selects, a score scaled in a class none of them scores high, pass every output comparison and are wrong on the
+    next image. The selections' inputs (every anchor's decoded box, every class score) are computed for every row
+    on every image, so comparing them with the source's tensors of the same name checks each row the outputs can
+    ever select. A pin downstream of another selection is judged with the selections above it deciding on the
+    source's values (``_judge_all_pins``), as the tie proof judges it.
+    Points whose selections reach only ``shape_only`` outputs (random ones) are left out."""
+    if not has_selection_ops(model):
+        return SelectionInputsProof(False, "the model has no selection op")
+    # by name only: a tensor a pass moved a Transpose across is left out (the pins are then the nearest tensors
+    # above it the source names; measuring layout aliases would cost a run on every passing check)
+    index = GraphIndex(model)
+    outputs = [o.name for o in model.graph.output]
+    reaches = {o: _upstream(index, o) | {o} for o in outputs}
+    judged_outputs = [o for o in outputs if o not in set(shape_only)]
+    points = [p for p in selection_points(model, source.names())
+              if any(p.indices in reaches[o] or set(p.inputs) & reaches[o] for o in judged_outputs)]
+    pins = sorted(dict.fromkeys(p for point in points for p in point.pins), key=lambda p: index.position.get(p, -1))
+    if not pins:
+        return SelectionInputsProof(False, "no tensor upstream of a selection op is one the source can return")
+    say(f"comparing {len(pins)} selection input(s) with the source's on every row")
+    (src,) = source.values([feeds], pins)
+    missing = [p for p in pins if p not in src]
+    if missing:
+        return SelectionInputsProof(False, f"the source returned no value for {', '.join(missing)}")
+    cand = run_candidate(with_outputs(model, pins), feeds)
+    result = PinningResult(False, points=points)
+    bad = _judge_all_pins(result, _Sites(model, points), src, cand, pins, feeds, tolerance, run_candidate)
+    reached = {o for o in outputs if any(b in reaches[o] for b in bad)}
+    figures = ", ".join(f"{n} (max abs {_fig(p.get('max_abs'))}" + (
+        f", mismatch {_fig(p.get('mismatch'))}" if not p.get("passed") else "") + ")" for n, p in result.pins.items())
+    if bad:
+        text = (f"the selection input(s) {', '.join(bad)} differ from the source's beyond the tolerance, though the "
+                f"outputs matched (the rows the selections kept, within the outputs' tolerance, hide it; other inputs "
+                f"show it) [{figures}]")
+    else:
+        text = f"selection inputs agree with the source's on every row: {figures}"
+    return SelectionInputsProof(True, text, result.pins, bad, reached)
