@@ -74,7 +74,7 @@ def _moved(anchors: np.ndarray, delta: float) -> np.ndarray:
 
 def test_an_anchor_no_input_selects_fails_by_its_decoded_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source, candidate, feeds = _write(tmp_path, _moved(_anchors(), 0.05))
-    with pytest.raises(ValidationMismatch, match="selection input.*boxes.* though the outputs matched"):
+    with pytest.raises(ValidationMismatch, match=r"selection input.*boxes.* though the outputs matched"):
         api.validate(candidate, source=source, feeds=feeds, isolated=False)
     # the outputs alone cannot show it: without the proof the same check passes (what made this a survivor)
     from bridge.conversion import check
