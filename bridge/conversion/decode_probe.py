@@ -293,18 +293,24 @@ def attach(comparison: Comparison | None, verdict: ProbeVerdict, region: Region 
            warnings: list[str]) -> None:
     """State ``verdict`` on the detection group(s) of ``comparison`` the region feeds (all detection groups when the
     region is unknown), failing them when it failed; an entry of its own when no group takes it. A probe that did
-    not run is also said among the warnings."""
-    if comparison is not None:
-        detection = [o for o in comparison.outputs if o.detection is not None or len(o.covers) > 1]
-        groups = [o for o in detection if region is not None and region.graph_outputs & {o.name, *o.covers}]
-        groups = groups or detection
-        if not groups:
-            groups = [OutputComparison(f"decode probe of '{verdict.node}'", True, True, True)]
-            comparison.outputs.append(groups[0])
-        for o in groups:
-            o.note = "; ".join(n for n in (o.note, verdict.text) if n)
-            o.decode_probe = {**verdict.figures, "text": verdict.text}
-            if not verdict.passed:
-                o.passed = False
-    if comparison is None or not verdict.ran:
+    not run (``not_run``) marks them vacuous with why: the verdict line says it, ``--strict`` fails it
+    (``CheckResult.unproved_by_strict``, the one mechanism for what a check did not prove). With no comparison to
+    take it, it is said among the warnings."""
+    if comparison is None:
         warnings.append(verdict.text)
+        return
+    detection = [o for o in comparison.outputs if o.detection is not None or len(o.covers) > 1]
+    groups = [o for o in detection if region is not None and region.graph_outputs & {o.name, *o.covers}]
+    groups = groups or detection
+    if not groups:
+        groups = [OutputComparison(f"decode probe of '{verdict.node}'" if verdict.node else "decode probe",
+                                   True, True, True)]
+        comparison.outputs.append(groups[0])
+    for o in groups:
+        o.decode_probe = {**verdict.figures, "text": verdict.text}
+        if not verdict.ran:
+            o.add_vacuous(verdict.text)
+            continue
+        o.note = "; ".join(n for n in (o.note, verdict.text) if n)
+        if not verdict.passed:
+            o.passed = False
