@@ -127,6 +127,15 @@ def test_a_probe_that_did_not_run_is_stated_and_fails_strict(converted: tuple[Pa
     assert said in str(failed.value), str(failed.value)
 
 
+def test_convert_strict_refuses_to_write_when_the_probe_did_not_run(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _mxnet_side_raises(Path(), tmp_path, monkeypatch)
+    out = tmp_path / "ssd.onnx"
+    with pytest.raises(ValidationMismatch) as failed:
+        api.convert(str(SYMBOL), out, inputs=["data:4,3,64,64"], feeds=FEEDS, strict=True, isolated=False)
+    assert NOT_RUN["mxnet-side-raises"][1] in str(failed.value) and not out.exists(), str(failed.value)
+
+
 def test_a_probe_that_ran_passes_strict(converted: tuple[Path, dict]) -> None:
     result = _validate(converted[0], strict=True)
     (comparison,) = [c for c in result.comparisons if c.candidate == "onnxruntime"]
@@ -206,6 +215,25 @@ def test_only_decode_nodes_the_compared_outputs_depend_on_are_probed() -> None:
     assert decode_nodes(SYMBOL) == ["detection"]
     assert decode_nodes(SYMBOL, ["detection_output"]) == ["detection"]
     assert decode_nodes(SYMBOL, ["multibox_loc_pred", "multibox_cls_pred"]) == []  # cut before the decode
+
+
+def test_an_nms_topk_off_by_one_inside_the_region_fails(converted: tuple[Path, dict], tmp_path: Path) -> None:
+    """Judging rows past nms_topk by class only still sees a lowering that keeps one row too few: row
+    nms_topk - 1 gets class -1 where MXNet keeps a detection."""
+    model = onnx.load(converted[0])
+    (topk,) = [n for n in model.graph.node if n.op_type == "TopK" and (p := provenance.read(n)) and p.node == "detection"]
+    index = list(model.graph.node).index(topk)
+    model.graph.initializer.append(numpy_helper.from_array(np.asarray([1], np.int64), "probe_test_one"))
+    fewer = onnx.helper.make_node("Sub", [topk.input[1], "probe_test_one"], ["probe_test_k"], name="detection/fewer")
+    provenance.write(fewer, provenance.read(topk) or provenance.Provenance("mxnet", "detection"))
+    model.graph.node[index].input[1] = "probe_test_k"
+    model.graph.node.insert(index, fewer)
+    mutant = tmp_path / "topk_minus_one.onnx"
+    onnx.save(model, mutant)
+    with pytest.raises(ValidationMismatch) as failed:
+        _validate(mutant)
+    text = str(failed.value)
+    assert f"decode probe of {NODE}" in text and f"row {TOPK - 1} (" in text and "(class)" in text, text
 
 
 @pytest.mark.parametrize(("nms_threshold", "kept"), [(0.5, 3), (0.0, 8)], ids=["nms-on", "nms-off"])
