@@ -293,9 +293,9 @@ def attach(comparison: Comparison | None, verdict: ProbeVerdict, region: Region 
            warnings: list[str]) -> None:
     """State ``verdict`` on the detection group(s) of ``comparison`` the region feeds (all detection groups when the
     region is unknown), failing them when it failed; an entry of its own when no group takes it. A probe that did
-    not run (``not_run``) marks them vacuous with why: the verdict line says it, ``--strict`` fails it
-    (``CheckResult.unproved_by_strict``, the one mechanism for what a check did not prove). With no comparison to
-    take it, it is said among the warnings."""
+    not run (``not_run``), or passed having reached only some anchors, marks them vacuous with why: the verdict line
+    says it, ``--strict`` fails it (``CheckResult.unproved_by_strict``, the one mechanism for what a check did not
+    prove). With no comparison to take it, it is said among the warnings."""
     if comparison is None:
         warnings.append(verdict.text)
         return
@@ -314,3 +314,5 @@ def attach(comparison: Comparison | None, verdict: ProbeVerdict, region: Region 
         o.note = "; ".join(n for n in (o.note, verdict.text) if n)
         if not verdict.passed:
             o.passed = False
+        elif (seen := verdict.figures.get("anchors_seen", 0)) < (anchors := verdict.figures.get("anchors", 0)):
+            o.add_vacuous(f"the decode probe of '{verdict.node}' reached {seen} of {anchors} anchors only")

@@ -77,17 +77,17 @@ def test_rows_are_judged_exactly_up_to_the_box_tolerance() -> None:
     assert "(class)" in judge_rows("det", [rows], [scores], [relabelled], mapping, kept=3).text
 
 
-def _sorted_rows(anchors: int = 6) -> tuple[np.ndarray, np.ndarray]:
-    """MXNet-like rows of one image: distinct scores, sorted, with rows from 3 on past nms_topk (class -1, the
-    valid rows at those positions in anchor order, as MXNet's CPU kernel leaves them)."""
-    scores = np.array([[0.9, 0.2, 0.7, 0.5, 0.3, 0.8]], np.float32)[:, :anchors]
-    boxes = np.stack([np.linspace(0.0, 0.5, anchors), np.linspace(0.1, 0.6, anchors),
-                      np.linspace(0.4, 0.9, anchors), np.linspace(0.5, 1.0, anchors)], axis=1).astype(np.float32)
+def _sorted_rows(kept: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """MXNet-like rows of one image over 6 anchors: distinct scores, the first ``kept`` sorted; the rows after them
+    past nms_topk (class -1, the valid rows at those positions in anchor order, as MXNet's CPU kernel leaves them)."""
+    scores = np.array([[0.9, 0.2, 0.7, 0.5, 0.3, 0.8]], np.float32)
+    boxes = np.stack([np.linspace(0.0, 0.5, 6), np.linspace(0.1, 0.6, 6), np.linspace(0.4, 0.9, 6),
+                      np.linspace(0.5, 1.0, 6)], axis=1).astype(np.float32)
     order = np.argsort(-scores[0], kind="stable")
-    rows = np.concatenate([np.zeros((anchors, 1), np.float32), scores[0, :, None], boxes], axis=1)
+    rows = np.concatenate([np.zeros((6, 1), np.float32), scores[0, :, None], boxes], axis=1)
     out = rows.copy()
-    out[:3] = rows[order[:3]]
-    out[3:, 0] = -1
+    out[:kept] = rows[order[:kept]]
+    out[kept:, 0] = -1
     return out[None], scores
 
 
@@ -132,13 +132,27 @@ def test_a_probe_with_no_comparison_to_take_it_is_a_warning() -> None:
 
 
 def test_a_failed_probe_fails_its_group_and_a_passed_one_is_a_note() -> None:
-    rows, scores = _sorted_rows()
+    rows, scores = _sorted_rows(kept=6)
     mapping = {"cls": ("cls_prob", "as is")}
     moved = rows.copy()
     moved[0, 1, 3] += 0.05
     for got, passed in ((rows, True), (moved, False)):
         comparison, warnings = _detection_comparison(), []
-        attach(comparison, judge_rows("det", [rows], [scores], [got], mapping, kept=3), None, warnings)
+        attach(comparison, judge_rows("det", [rows], [scores], [got], mapping, kept=6), None, warnings)
         group = comparison.outputs[0]
         assert group.passed is passed and not group.vacuous and "decode probe of MultiBoxDetection" in group.note
         assert warnings == []
+
+
+def test_a_probe_that_reached_only_some_anchors_leaves_its_group_vacuous() -> None:
+    rows, scores = _sorted_rows()
+    mapping = {"cls": ("cls_prob", "as is")}
+    partial = judge_rows("det", [rows], [scores], [rows], mapping, kept=3)  # one round: 3 of 6 anchors kept
+    assert partial.passed and "[only 3 of 6 anchors reached a kept row]" in partial.text
+    comparison, warnings = _detection_comparison(), []
+    attach(comparison, partial, None, warnings)
+    group = comparison.outputs[0]
+    assert group.passed and group.vacuous and "reached 3 of 6 anchors only" in group.vacuous_reason
+    comparison, (whole, scores) = _detection_comparison(), _sorted_rows(kept=6)
+    attach(comparison, judge_rows("det", [whole], [scores], [whole], mapping, kept=6), None, warnings)
+    assert not comparison.outputs[0].vacuous
