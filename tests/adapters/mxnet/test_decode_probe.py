@@ -144,6 +144,26 @@ def test_a_probe_that_ran_passes_strict(converted: tuple[Path, dict]) -> None:
     assert probed and probed[0]["ran"] and probed[0]["passed"], probed
 
 
+def test_without_onnxruntime_the_probe_is_a_statement_only_for_a_source_with_a_decode_node(
+        converted: tuple[Path, dict], tmp_path: Path) -> None:
+    """Not applicable is not a failure: validated in openvino only, the SSD's verdict says the probe did not run
+    (--strict still passes); a source without a decode node says nothing about it."""
+    pytest.importorskip("openvino")
+    from mxnet_testlib import save_symbol
+
+    from adapters.mxnet.reference import import_mxnet
+
+    said = "decode probe: not run (it is judged on the onnxruntime candidate, not among these)"
+    result = api.validate(str(converted[0]), source=str(SYMBOL), feeds=str(FEEDS), isolated=False,
+                          runtime=["openvino"], strict=True)
+    assert result.passed and said in result.warnings, result.warnings
+    mx = import_mxnet()
+    plain = save_symbol(mx, mx.sym.relu(mx.sym.var("data"), name="act"), tmp_path, {}, {})
+    relu = api.convert(str(plain.symbol), tmp_path / "relu.onnx", inputs=["data:2,8"], validate=["openvino"],
+                       isolated=False, strict=True)
+    assert relu.written and not any("decode probe" in w for w in relu.warnings), relu.warnings
+
+
 def _rows_permuted(path: Path, folder: Path, order: list[int]) -> Path:
     """The candidate with its detection rows reordered by ``order`` inside the decode region (a Gather stamped as
     part of MultiBoxDetection 'detection'): another lowering's row layout."""
