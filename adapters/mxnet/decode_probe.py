@@ -51,9 +51,18 @@ def decode_nodes(symbol_path: str | Path, outputs: Sequence[str] = ()) -> list[s
 
 
 def kept_rows(anchors: int, nms_topk: int) -> int:
-    """How many rows MultiBoxDetection sorts and keeps when every anchor is valid: nms_topk when 0 < nms_topk < N
-    (the rows after it hold no defined anchor order), else all."""
+    """How many rows MultiBoxDetection sorts and keeps when every anchor is valid: nms_topk when 0 < nms_topk < N,
+    else all. The rows after it get class -1 and nothing else MXNet defines: its CPU kernel leaves there the valid
+    rows at those positions in anchor order (so some anchors twice, some not at all), its GPU kernel the sorted
+    rest (src/operator/contrib/multibox_detection.cc / .cu, 1.9.1)."""
     return nms_topk if 0 < nms_topk < anchors else anchors
+
+
+def effective_topk(nms_threshold: float, nms_topk: int) -> int:
+    """The nms_topk MultiBoxDetection applies: none (-1) when NMS is off (nms_threshold outside (0, 1]), where it
+    returns the valid rows in anchor order, unsorted and uncut (multibox_detection.cc: ``continue`` before the
+    sort)."""
+    return nms_topk if 0.0 < nms_threshold <= 1.0 else -1
 
 
 def rounds_needed(batch: int, anchors: int, nms_topk: int) -> int:
@@ -124,7 +133,7 @@ def _rounds(mx: Any, det: Any, node: str, got: Mapping[str, np.ndarray]) -> Sour
     probe = SourceDecodeProbe(node, {k: np.asarray(v) for k, v in got.items()})
     attrs = {k: v for k, v in det.list_attr().items() if not k.startswith("__")}
     threshold = float(attrs.get("threshold", 0.01))
-    topk = int(float(attrs.get("nms_topk", -1)))
+    topk = effective_topk(float(attrs.get("nms_threshold", 0.5)), int(float(attrs.get("nms_topk", -1))))
     variables = [mx.sym.var(r) for r in ROLES]
     op = mx.sym.contrib.MultiBoxDetection(*variables, **attrs)
     anchor = probe.internals["anchor"]

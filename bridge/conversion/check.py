@@ -406,36 +406,51 @@ def decode_probes(check: Check, held: _Held, run: ComparisonRun, warnings: list[
     """The decode-stage probe (``bridge.conversion.decode_probe``) of every decode node the source's adapter probes
     (``adapters.source_decode_probes``, run in the reference's process): the candidate model's decode region in
     onnxruntime against the source's node on synthetic inputs over every anchor. Returns (verdict, region) per
-    node for ``attach_probes``; nothing when the source has no decode node. What kept it from running is said."""
+    node for ``attach_probes``. Where it does not apply it is a statement (no onnxruntime candidate, said when the
+    source has a decode node) or nothing (the source has none); where it should have run and did not (the source side failed, the candidate's region is
+    missing or failed), a ``not_run`` verdict, which leaves the detection group vacuous (``--strict`` fails it)."""
     from adapters import source_decode_probes
-    from bridge.conversion.decode_probe import PROBE_RUNTIME, probe_candidate
+    from bridge.conversion.decode_probe import PROBE_RUNTIME, CandidateProbe, not_run, probe_candidate
 
     reference = check.reference
     assert isinstance(reference, SourceReference) and check.model is not None
-    if not any(c.candidate == PROBE_RUNTIME for c in run.comparisons):
-        warnings.append(f"decode probe: not run (it is judged on the {PROBE_RUNTIME} candidate, not among these)")
-        return []
     inputs = getattr(reference.export, "inputs", ())
+    if not any(c.candidate == PROBE_RUNTIME for c in run.comparisons):
+
+        class Found(Exception):
+            """The adapter handed ``run`` a job: the source has a decode node (it hands none when it has none)."""
+
+        def stop(job: Callable[[], Any]) -> Any:
+            raise Found  # before anything runs
+
+        try:
+            has = bool(source_decode_probes(reference.framework, reference.source, inputs, run.feeds, stop))
+        except (Found, BridgeError, OSError):  # what the adapter cannot read: the statement is said, not lost
+            has = True
+        if has:
+            warnings.append(f"decode probe: not run (it is judged on the {PROBE_RUNTIME} candidate, not among these)")
+        return []
     try:
         probes = source_decode_probes(reference.framework, reference.source, inputs, run.feeds, held.run)
-    except (BridgeError, OSError) as exc:  # the verdict says the probe did not run, and why
-        warnings.append(f"decode probe: not run (the {reference.framework} side failed: {exc})")
-        return []
+    except (BridgeError, OSError) as exc:  # the source has a decode node (none: [] before anything runs)
+        return [(not_run("", f"the {reference.framework} side failed: {exc}"), None)]
     if not probes:
         return []
     check.progress(f"decode probe of {len(probes)} decode node(s)")
-    call = partial(call_isolated, stage="the decode probe's onnxruntime run", enabled=check.isolation.enabled,
-                   timeout=check.isolation.timeout, max_memory=check.isolation.limit())
-    try:
-        return list(probe_candidate(check.model, probes, run.feeds, check.tolerance.atol, check.tolerance.rtol,
-                                    call))
-    except BridgeError as exc:
-        warnings.append(f"decode probe: not run (the candidate's decode region failed: {exc})")
-        return []
+
+    def call(job: Callable[[], CandidateProbe]) -> CandidateProbe:
+        try:
+            return call_isolated(job, stage="the decode probe's onnxruntime run", enabled=check.isolation.enabled,
+                                 timeout=check.isolation.timeout, max_memory=check.isolation.limit())
+        except BridgeError as exc:  # the child crashed or timed out: this node's probe did not run
+            return CandidateProbe(why_not=f"the candidate's decode region failed: {exc}")
+
+    return list(probe_candidate(check.model, probes, run.feeds, check.tolerance.atol, check.tolerance.rtol, call))
 
 
 def attach_probes(run: ComparisonRun, probed: Sequence[tuple[Any, Any]], warnings: list[str]) -> None:
-    """Each probe's verdict stated on (and failing, when it failed) the onnxruntime candidate's detection group."""
+    """Each probe's verdict stated on (and failing, when it failed; vacuous, when it did not run) the onnxruntime
+    candidate's detection group (``decode_probe.attach``)."""
     if not probed:
         return
     from bridge.conversion.decode_probe import PROBE_RUNTIME, attach

@@ -7,9 +7,12 @@ it; a converter bug in one folded anchor value is invisible on realistic feeds. 
 the computed inputs of the nodes whose provenance (``bridge.source.node``) is that node, each cut point is mapped
 to the source node's input (cls_prob, loc_pred, anchor) by value on the validation feeds (as is, last two axes
 transposed, or reshaped: never by name), and the cut region runs in onnxruntime on the source's synthetic rounds.
-The rows must agree within the box tolerance (scores are distinct by construction: no tie can excuse a row); a
-difference FAILs the detection group the region feeds, naming the node, the worst row and the anchors seen. What
-kept the probe from running is said in the verdict, never skipped silently.
+The rows the node sorts and keeps (the first nms_topk) must agree within the box tolerance (scores are distinct
+by construction: no tie can excuse a row); past them only the class (-1) is compared, the one thing MXNet defines
+there. A difference FAILs the detection group the region feeds, naming the node, the worst row and the anchors seen.
+A probe that should have run and did not (the source side failed, no region stands for the node, the region could
+not run) leaves that group vacuous, with why: the verdict line says it and ``--strict`` fails it. Where the probe
+does not apply (no decode node in the source; onnxruntime not among the candidates) it is a statement only.
 """
 
 from __future__ import annotations
@@ -213,9 +216,13 @@ def judge_rows(node: str, source_rows: Sequence[np.ndarray], scores: Sequence[np
                candidate_rows: Sequence[np.ndarray], mapping: Mapping[str, tuple[str, str]],
                kept: int) -> ProbeVerdict:
     """The candidate's rows against the source's, round by round: max |diff| <= the box tolerance (a share of the
-    coordinate scale) or FAIL at the worst row. Every row is compared; an anchor counts as seen when its (distinct)
-    score is on one of the first ``kept`` rows, those the node sorts and keeps."""
+    coordinate scale) or FAIL at the worst row. The first ``kept`` rows (those the node sorts and keeps: nms_topk)
+    are compared whole; past them only the class column, the one thing MXNet defines there (-1: what follows is
+    kernel-specific, ``adapters.mxnet.decode_probe.kept_rows``), so another correct lowering is not refused for
+    the scores and boxes it leaves in rows every consumer drops. An anchor counts as seen when its (distinct) score
+    is on one of the first ``kept`` rows."""
     anchors = int(scores[0].shape[1])
+    past = max(0, int(source_rows[0].shape[1]) - kept)
     scale = max(1.0, max(float(np.abs(r[..., 2:]).max()) for r in source_rows))
     tol = DEFAULT_BOX_ATOL * scale
     seen: set[int] = set()
@@ -226,6 +233,7 @@ def judge_rows(node: str, source_rows: Sequence[np.ndarray], scores: Sequence[np
             seen.update(anchor_of[float(s)] for s in ref[b, :kept, 1] if float(s) in anchor_of)
         diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
         diff = np.where(np.isnan(diff), np.inf, diff)
+        diff[:, kept:, 1:] = 0.0  # past the kept rows only the class is defined (docstring)
         at = np.unravel_index(int(np.argmax(diff)), diff.shape)
         if float(diff[at]) > worst:
             worst, where = float(diff[at]), (k, int(at[0]), int(at[1]), int(at[2]))
@@ -234,20 +242,25 @@ def judge_rows(node: str, source_rows: Sequence[np.ndarray], scores: Sequence[np
     if len(seen) < anchors:  # the generator ranks every anchor among the kept rows somewhere: a source-side fault
         head += f" [only {len(seen)} of {anchors} anchors reached a kept row]"
     cuts = ", ".join(f"{c} = {role} {how}" for c, (role, how) in mapping.items())
+    compared = f"; rows past the first {kept} (nms_topk): class only, all MXNet defines there" if past else ""
     figures = {"node": node, "ran": True, "rounds": len(source_rows), "anchors": anchors, "anchors_seen": len(seen),
-               "max_abs": worst, "tolerance": tol, "cut_points": {c: list(v) for c, v in mapping.items()}}
+               "max_abs": worst, "tolerance": tol, "cut_points": {c: list(v) for c, v in mapping.items()},
+               "rows_compared_whole": kept, "rows_compared_by_class": past}
     if worst <= tol:
-        return ProbeVerdict(node, True, True, f"{head}: rows agree (max abs {worst:.3g} <= {tol:g}); anchors seen "
-                                              f"{len(seen)}/{anchors}; cut at {cuts}", {**figures, "passed": True})
+        return ProbeVerdict(node, True, True, f"{head}: rows agree (max abs {worst:.3g} <= {tol:g}){compared}; "
+                                              f"anchors seen {len(seen)}/{anchors}; cut at {cuts}",
+                            {**figures, "passed": True})
     k, b, row, col = where
     column = _COLUMNS.get(col, "box")
-    text = (f"{head}: row {row} (image {b}, round {k}) differs by {worst:.3g} ({column}); anchors seen "
+    text = (f"{head}: row {row} (image {b}, round {k}) differs by {worst:.3g} ({column}){compared}; anchors seen "
             f"{len(seen)}/{anchors}; cut at {cuts}")
     return ProbeVerdict(node, True, False, text, {**figures, "passed": False, "worst": {
         "round": k, "image": b, "row": row, "column": column}})
 
 
 def not_run(node: str, why: str) -> ProbeVerdict:
+    """The probe of ``node`` should have run and did not (the source side failed, the candidate has no region
+    standing for the node or it could not run): ``attach`` leaves the detection group unproved."""
     return ProbeVerdict(node, False, True, f"decode probe: not run ({why})", {"node": node, "ran": False, "why": why})
 
 
@@ -280,18 +293,26 @@ def attach(comparison: Comparison | None, verdict: ProbeVerdict, region: Region 
            warnings: list[str]) -> None:
     """State ``verdict`` on the detection group(s) of ``comparison`` the region feeds (all detection groups when the
     region is unknown), failing them when it failed; an entry of its own when no group takes it. A probe that did
-    not run is also said among the warnings."""
-    if comparison is not None:
-        detection = [o for o in comparison.outputs if o.detection is not None or len(o.covers) > 1]
-        groups = [o for o in detection if region is not None and region.graph_outputs & {o.name, *o.covers}]
-        groups = groups or detection
-        if not groups:
-            groups = [OutputComparison(f"decode probe of '{verdict.node}'", True, True, True)]
-            comparison.outputs.append(groups[0])
-        for o in groups:
-            o.note = "; ".join(n for n in (o.note, verdict.text) if n)
-            o.decode_probe = {**verdict.figures, "text": verdict.text}
-            if not verdict.passed:
-                o.passed = False
-    if comparison is None or not verdict.ran:
+    not run (``not_run``), or passed having reached only some anchors, marks them vacuous with why: the verdict line
+    says it, ``--strict`` fails it (``CheckResult.unproved_by_strict``, the one mechanism for what a check did not
+    prove). With no comparison to take it, it is said among the warnings."""
+    if comparison is None:
         warnings.append(verdict.text)
+        return
+    detection = [o for o in comparison.outputs if o.detection is not None or len(o.covers) > 1]
+    groups = [o for o in detection if region is not None and region.graph_outputs & {o.name, *o.covers}]
+    groups = groups or detection
+    if not groups:
+        groups = [OutputComparison(f"decode probe of '{verdict.node}'" if verdict.node else "decode probe",
+                                   True, True, True)]
+        comparison.outputs.append(groups[0])
+    for o in groups:
+        o.decode_probe = {**verdict.figures, "text": verdict.text}
+        if not verdict.ran:
+            o.add_vacuous(verdict.text)
+            continue
+        o.note = "; ".join(n for n in (o.note, verdict.text) if n)
+        if not verdict.passed:
+            o.passed = False
+        elif (seen := verdict.figures.get("anchors_seen", 0)) < (anchors := verdict.figures.get("anchors", 0)):
+            o.add_vacuous(f"the decode probe of '{verdict.node}' reached {seen} of {anchors} anchors only")
