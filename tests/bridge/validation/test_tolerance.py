@@ -6,6 +6,9 @@ elementwise, and pass the scale rule. The wrong candidates of issue 35 (a small 
 fraction of the range on one channel, one element off by 1% of the range, signs flipped near zero, a probability
 column next to pixel columns) FAIL it. The end-to-end routes (PyTorch vs onnxruntime, TFLite vs onnxruntime) are
 in ``test_tolerance_routes.py``; mutants of converted models in ``mutation/`` (``scale_rule`` operators).
+The float16 default (below "float16 outputs"): float16 results computed two correct ways pass it, wrong float16
+candidates FAIL it, float32 outputs are judged as before; MXNet end to end in
+``tests/adapters/mxnet/test_float16_tolerance.py``.
 """
 
 from __future__ import annotations
