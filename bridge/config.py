@@ -173,7 +173,8 @@ class Tolerance:
     largest |ref| of the slices of the output it lies in (the scale rule, ``bridge.validation.tolerance``: float32
     rounding follows the magnitude summed, not the element's own). An output named in ``per_output`` is judged
     elementwise with its own values, |cand - ref| <= atol + rtol * |ref| (numpy.isclose semantics), as is every
-    output with ``scale_rule=False``.
+    output with ``scale_rule=False``. With atol and rtol at their defaults, an output whose reference is float16 is
+    judged at float16's numbers (``bridge.validation.tolerance.float16_tolerance``: atol 2**-13, rtol 2**-8).
 
     Every value must be a finite number >= 0 (UsageError otherwise, so every entry point rejects
     ``--atol nan``: a NaN tolerance makes every comparison false and turned errors into PASS).

@@ -3,8 +3,9 @@
 For every output name: shape and dtype match, max absolute and relative error, the fraction of
 elements outside the tolerance, and a pass/fail verdict. Which difference is within the tolerance is decided by
 ``bridge.validation.tolerance`` (``atol + rtol * scale``: the scale rule, or ``atol + rtol * |ref|`` for an
-explicit per-output tolerance); ``tolerance_rule`` says which applied and why, ``scaled_elements`` how many
-elements only the scale let through.
+explicit per-output tolerance; at float16's numbers when the tolerance is the default and the reference's output
+is float16); ``tolerance_rule`` says which applied and why, ``scaled_elements`` how many elements only the scale
+let through.
 Outputs present on one side only fail with a note. Detector outputs named by ``DetectionSpec``s
 are compared detection-aware instead (``bridge.validation.detection.matching``; scores judged against the
 same tolerance as tensors: ``atol + rtol * |ref score|``).
@@ -44,7 +45,7 @@ import numpy as np
 from bridge.config import DEFAULT_TOLERANCE, Tolerance
 from bridge.validation.detection.layouts import DetectionSpec, as_detection_specs, read_detection_pair
 from bridge.validation.detection.matching import compare_detections
-from bridge.validation.tolerance import ElementwiseRule, decide
+from bridge.validation.tolerance import ElementwiseRule, decide, output_tolerance
 
 
 @dataclass
@@ -312,10 +313,11 @@ def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: M
         return _compare_sequence(name, reference[name], candidate[name], tolerance, reference_name, candidate_name)
     ref = np.asarray(reference[name])
     cand = np.asarray(candidate[name])
+    rule = ElementwiseRule.for_output(tolerance, name, ref.dtype)  # the float16 default for a float16 reference
     item = OutputComparison(
         name, passed=False, shape_match=ref.shape == cand.shape, dtype_match=_same_kind(ref.dtype, cand.dtype),
         ref_shape=list(ref.shape), cand_shape=list(cand.shape), ref_dtype=ref.dtype.name,
-        cand_dtype=cand.dtype.name, atol=atol, rtol=rtol, covers=[name],
+        cand_dtype=cand.dtype.name, atol=rule.atol, rtol=rule.rtol, covers=[name],
     )
     if not item.shape_match:
         item.note = f"shape {list(cand.shape)} != reference {list(ref.shape)}"
@@ -331,9 +333,8 @@ def _compare_tensor(name: str, reference: Mapping[str, np.ndarray], candidate: M
         item.passed = item.dtype_match
         item.add_vacuous(f"no elements to compare (shape {list(ref.shape)} has a 0-sized dimension)")
     else:
-        rule = ElementwiseRule.for_output(tolerance, name)
         if rule.scaled and (ref.dtype.kind not in "fc" or cand.dtype.kind not in "fc"):  # counts, ids, indices
-            rule = ElementwiseRule(rule.atol, rule.rtol, False, "elementwise: not a float output")
+            rule = rule.elementwise("elementwise: not a float output")
         _judge_elements(item, ref, cand, rule)
     if not item.dtype_match:
         item.note = f"dtype {cand.dtype.name} != reference {ref.dtype.name}"
@@ -584,7 +585,7 @@ def changed_beyond(a: Mapping[str, Any], b: Mapping[str, Any], name: str, tolera
         return True
     if x.size == 0:
         return False
-    atol, rtol = tolerance.for_output(name)
+    atol, rtol = output_tolerance(tolerance, name, x.dtype)  # a and b are two runs of one side (the reference)
     with np.errstate(all="ignore"):
         return not bool(np.isclose(y.astype(np.float64), x.astype(np.float64), atol=atol * factor, rtol=rtol * factor,
                                    equal_nan=True).all())

@@ -1,4 +1,4 @@
-"""Which elementwise differences between a candidate's output and the reference's are float32 rounding.
+"""Which elementwise differences between a candidate's output and the reference's are rounding (float32, float16).
 
 The tolerance ``|cand_i - ref_i| <= atol + rtol * |ref_i|`` (numpy.isclose) judges each element by its own
 magnitude. Float32 rounding does not follow that magnitude: it follows the magnitude of the values that were
@@ -38,6 +38,47 @@ for equality); a per-output ``--tolerance NAME=ATOL,RTOL`` wins for that output 
 numpy.isclose, without the scale; ``Tolerance(scale_rule=False)`` does that for every output. ``--strict`` is
 unaffected (it fails vacuous checks). The scale is computed only where the elementwise rule alone fails, so a
 comparison that passes elementwise costs what it did.
+
+Float16 outputs (``float16_tolerance``): when the tolerance is the default (``--atol``/``--rtol`` at their defaults,
+no ``--tolerance`` for the output) and the *reference's* output is float16 - the source computes it at float16
+resolution - the output is judged by the same rule with float16's numbers instead of the float32 default's:
+
+    rtol = 8 u = 4 eps = 2**-8 ~ 3.9e-3,   atol = 2 * 2**-14 = 2**-13 ~ 1.2e-4
+
+Why (float16 error analysis): float16 (IEEE 754 binary16, 10 fraction bits) has ``eps = 2**-10`` (the spacing of
+its numbers in [1, 2); one ulp of ``x`` lies between ``eps |x| / 2`` and ``eps |x|``) and unit roundoff
+``u = 2**-11``: every float16 value a computation stores carries a relative error ``<= u`` (Higham, section 2.1,
+eq. (2.4)), and an error ``<= u |v|`` made on an intermediate ``v`` no larger than the output's scale reaches the
+output at that size through the products, quotients and sums that follow (to first order; Higham section 3.1).
+Two correct implementations of a float16 output differ in how many such roundings they make and where: MXNet's
+box_decode kernel rounds each output once, an ONNX graph stores every node's output in float16 (a box decode as
+slices, products, sums and an Exp: several roundings on a path), onnxruntime accumulates float16 reductions in float32
+(its ReduceSum / ReduceL2 are the exactly rounded results), MXNet's float16 L2 norm sums the squares in float16
+(unless MXNET_SAFE_ACCUMULATION=1). Up to 8 roundings between the two sides differ by at most
+``8 u scale = rtol scale``; a float16 accumulation of K terms has the probabilistic error ``sqrt(K) u sum_k |x_k|``
+(Higham & Mary 2019), 8 u of the summed magnitude at K = 64. The float32 default (rtol 1e-3 ~ 1 float16 eps)
+refuses correct conversions: MXNet 1.9.1's operator suite against onnxruntime on float16 ``sum``, ``norm``,
+``contrib_box_decode`` differs by 1-2 float16 ulps (``bench/results/2026-11-29-mxnet-op-suite.md``: 0.03 at values
+16-32, 0.002 at 1-2), MXNet's L2 norm of 360 squares summed in float16 by up to 5 ulps, 3.0e-3 of the value (106.1
+for 106.45, measured on the suite's uniform(0, 10) inputs). That norm is the rule's edge: its relative error has a
+standard deviation of about ``u sqrt(K) / 6`` = 1.5e-3 (K = 360 rounding errors uniform in [-u, u] on partial sums
+growing linearly, halved by the square root), so ~1% of such inputs exceed rtol; a source summing more terms in
+float16 exceeds it more often (the error grows as sqrt(K)): give ``--rtol`` then (or MXNET_SAFE_ACCUMULATION=1).
+``atol`` is twice float16's smallest normal number 2**-14 ~ 6.1e-5: below it float16 has no relative precision
+(subnormals are 2**-24 apart) and a runtime that flushes subnormals to zero gives 0 where another gives up to 6.1e-5.
+
+What it never excuses: rtol 2**-8 is below 1/256 of the scale, so a scale off by 1.01, a bias of 1% of the range,
+one element off by 1% of its scale and a sign flipped on a value above 2**-9 of its scale still FAIL; at the
+elements that set their slices' scale (``scale_i = |ref_i|``) the bound is ``atol + 4 eps |ref_i|``, between 4 and
+8 ulps of ``ref_i`` plus atol, so an output off by 9 ulps everywhere FAILs there (8 ulps too, unless each such
+element lies within atol / (4 eps) of the next power of two), while 1-3 ulps always pass. It is
+the default's, never the user's: an ``--atol``/``--rtol`` other than the default, or a ``--tolerance`` for the
+output, is applied as given (a value equal to the default counts as the default: bridge cannot tell it from not
+given; ``--tolerance NAME=0.0001,0.001`` keeps the float32 numbers for one output). A float32 reference keeps the
+float32 default even where the candidate's output is float16: a conversion that computes at a lower precision
+than its source is judged at the source's. The verdict and the reports name it (``float16 tolerance: atol ...``).
+bfloat16 is not covered: no runtime bridge validates in hands a bfloat16 array to Python (onnxruntime's Python
+API has none, MXNet's bfloat16 parameters are widened to float32), so the rule has nothing to see there.
 """
 
 from __future__ import annotations
@@ -46,27 +87,65 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bridge.config import Tolerance
+from bridge.config import DEFAULT_TOLERANCE, Tolerance
+
+# float16 (IEEE 754 binary16): the spacing of its numbers in [1, 2) and its smallest normal number
+FLOAT16_EPS = 2.0 ** -10
+FLOAT16_SMALLEST_NORMAL = 2.0 ** -14
+# the default tolerance of a float16 reference's output (module docstring): 8 roundings of unit roundoff eps / 2
+# relative to the scale, and twice the smallest normal number absolute
+FLOAT16_TOLERANCE = (2 * FLOAT16_SMALLEST_NORMAL, 8 * FLOAT16_EPS / 2)
+
+
+def float16_tolerance(tolerance: Tolerance, name: str, reference_dtype: np.dtype | None) -> tuple[float, float] | None:
+    """The float16 default (module docstring) for output ``name`` when it applies: ``tolerance`` is the default
+    for that output (global atol/rtol at their defaults, no per-output entry) and the reference's output is
+    float16; ``None`` otherwise (``tolerance.for_output(name)`` judges it)."""
+    if reference_dtype is None or np.dtype(reference_dtype) != np.float16 or name in tolerance.per_output:
+        return None
+    if (tolerance.atol, tolerance.rtol) != (DEFAULT_TOLERANCE.atol, DEFAULT_TOLERANCE.rtol):
+        return None
+    return FLOAT16_TOLERANCE
+
+
+def output_tolerance(tolerance: Tolerance, name: str, reference_dtype: np.dtype | None = None) -> tuple[float, float]:
+    """(atol, rtol) that judge output ``name`` whose reference has ``reference_dtype``: the float16 default where
+    it applies (``float16_tolerance``), else what ``tolerance`` says for the output."""
+    return float16_tolerance(tolerance, name, reference_dtype) or tolerance.for_output(name)
 
 
 @dataclass(frozen=True)
 class ElementwiseRule:
     """How one output's elements are judged: ``atol + rtol * scale_i`` (``scaled``) or ``atol + rtol * |ref_i|``
-    (``why_elementwise`` says why: an explicit per-output tolerance, or the scale rule turned off)."""
+    (``why_elementwise`` says why: an explicit per-output tolerance, or the scale rule turned off). ``label`` names
+    a default other than the float32 one that set atol and rtol (``float16 tolerance``), for the verdict."""
 
     atol: float
     rtol: float
     scaled: bool = True
     why_elementwise: str = ""
+    label: str = ""
 
     @classmethod
-    def for_output(cls, tolerance: Tolerance, name: str) -> ElementwiseRule:
+    def for_output(cls, tolerance: Tolerance, name: str, reference_dtype: np.dtype | None = None) -> ElementwiseRule:
         atol, rtol = tolerance.for_output(name)
         if name in tolerance.per_output:
             return cls(atol, rtol, False, f"--tolerance {name}={atol:g},{rtol:g}: elementwise, as given")
+        half = float16_tolerance(tolerance, name, reference_dtype)
+        label = "float16 tolerance" if half else ""
+        atol, rtol = half or (atol, rtol)
         if not tolerance.scale_rule:
-            return cls(atol, rtol, False, "elementwise: the scale rule is off")
-        return cls(atol, rtol, rtol > 0, "" if rtol > 0 else "rtol 0: atol alone")
+            return cls(atol, rtol, False, "elementwise: the scale rule is off", label)
+        return cls(atol, rtol, rtol > 0, "" if rtol > 0 else "rtol 0: atol alone", label)
+
+    def elementwise(self, why: str) -> ElementwiseRule:
+        """The same numbers judged elementwise, for the reason ``why``."""
+        return ElementwiseRule(self.atol, self.rtol, False, why, self.label)
+
+    def text(self, by: str) -> str:
+        """``atol A + rtol R x BY``, opened by the label of a float16 default (``float16 tolerance: atol ...``)."""
+        head = f"{self.label}: " if self.label else ""
+        return f"{head}atol {self.atol:g} + rtol {self.rtol:g} x {by}"
 
 
 @dataclass(frozen=True)
@@ -117,7 +196,7 @@ def decide(diff: np.ndarray, abs_ref: np.ndarray, both: np.ndarray, rule: Elemen
     finite), ``both`` = both sides finite; all of the output's shape. The scale is computed only when the
     elementwise bound alone rejects some element: gathered at those elements when they are few, for the whole
     output when they are many (``DENSE_SHARE``)."""
-    plain = f"atol {rule.atol:g} + rtol {rule.rtol:g} x |ref|"
+    plain = rule.text("|ref|")
     within = diff <= rule.atol + rule.rtol * abs_ref
     if not rule.scaled:
         return ToleranceDecision(within, f"{plain} ({rule.why_elementwise})")
@@ -144,8 +223,8 @@ def decide(diff: np.ndarray, abs_ref: np.ndarray, both: np.ndarray, rule: Elemen
         within[tuple(i[ok] for i in index)] = True
         excused = _Excused.of(excess[ok], scale[ok])
         worst = _Worst.of(tuple(i[~ok] for i in index), excess[~ok], allowed[~ok], a[index][~ok], scale[~ok])
-    parts = [f"atol {rule.atol:g} + rtol {rule.rtol:g} x scale, the scale rule (float32 rounding follows the magnitude "
-             "summed; an element's scale is the largest |ref| of its slices)"]
+    parts = [rule.text("scale") + ", the scale rule (float32 rounding follows the magnitude summed; an element's "
+             "scale is the largest |ref| of its slices)"]
     parts += [excused.text()] if excused.count else []
     parts += [worst.text(np.ndim(abs_ref) > 0)] if worst.count else []
     return ToleranceDecision(within.reshape(np.shape(diff)), parts[0] + ": " + "; ".join(parts[1:]), excused.count)

@@ -6,12 +6,16 @@ elementwise, and pass the scale rule. The wrong candidates of issue 35 (a small 
 fraction of the range on one channel, one element off by 1% of the range, signs flipped near zero, a probability
 column next to pixel columns) FAIL it. The end-to-end routes (PyTorch vs onnxruntime, TFLite vs onnxruntime) are
 in ``test_tolerance_routes.py``; mutants of converted models in ``mutation/`` (``scale_rule`` operators).
+The float16 default (below "float16 outputs"): float16 results computed two correct ways pass it, wrong float16
+candidates FAIL it, float32 outputs are judged as before; MXNet end to end in
+``tests/adapters/mxnet/test_float16_tolerance.py``.
 """
 
 from __future__ import annotations
 
 import io
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +23,7 @@ from rich.console import Console
 
 from bridge.config import Tolerance
 from bridge.validation import tolerance as tolerance_module
-from bridge.validation.compare import compare_outputs
+from bridge.validation.compare import changed_beyond, compare_outputs
 from bridge.validation.tolerance import ElementwiseRule, decide, element_scales
 
 
@@ -220,5 +224,253 @@ def test_the_rule_is_stated_per_output_in_the_cli_line_json_and_markdown(
     lines = sink.getvalue().splitlines()
     assert lines[1].startswith("  logits: ok") and lines[1].endswith(f"[tolerance: {rule}]")
     markdown = to_markdown({"command": "validate", "model": "m.onnx", "reference": "torch", "passed": True,
+                            "comparisons": [comparison.to_dict()]})
+    assert f"| {rule} |" in markdown
+
+
+# ------------------------------------------------------------------------------------------ float16 outputs
+# The float16 default (bridge.validation.tolerance, "Float16 outputs"): correct float16 results computed two ways
+# (one rounding of the exact value, as a float32 accumulator gives; every step rounded to float16, as an ONNX graph
+# of float16 nodes or a float16 accumulator gives) pass it and FAIL the float32 default; wrong float16 candidates
+# FAIL it; float32 outputs are judged exactly as before.
+
+F16_EPS = 2.0 ** -10
+
+
+def _f16(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float64).astype(np.float16)
+
+
+def _f16_sum(x: np.ndarray, order: str) -> np.ndarray:
+    """The sum over the last axis of the float16 ``x``: exact and rounded once (``once``), or accumulated in float16
+    term by term (``forward`` / ``backward``: every partial sum rounded to float16)."""
+    if order == "once":
+        return _f16(x.astype(np.float64).sum(-1))
+    acc = np.zeros(x.shape[:-1], np.float16)
+    for k in range(x.shape[-1]) if order == "forward" else reversed(range(x.shape[-1])):
+        acc = (acc + x[..., k]).astype(np.float16)
+    return acc
+
+
+def _f16_norm(x: np.ndarray, steps: bool) -> np.ndarray:
+    """The L2 norm over the last axis of the float16 ``x``: rounded once, or as an ONNX graph of float16 nodes runs it
+    (Mul, a float16 accumulation, Sqrt: each rounded to float16)."""
+    if not steps:
+        return _f16(np.sqrt((x.astype(np.float64) ** 2).sum(-1)))
+    return np.sqrt(_f16_sum((x * x).astype(np.float16), "forward").astype(np.float32)).astype(np.float16)
+
+
+def _f16_box_decode(deltas: np.ndarray, anchors: np.ndarray, steps: bool) -> np.ndarray:
+    """MXNet's contrib.box_decode (corner anchors, stds 0.1, 0.1, 0.2, 0.2): in float64 rounded once, or with every
+    intermediate stored in float16 (what its ONNX graph of Slice, Sub, Mul, Add, Exp nodes does)."""
+    dtype = np.float16 if steps else np.float64
+
+    def r(v: Any) -> Any:
+        return np.asarray(v).astype(dtype)
+
+    a, d = r(anchors), r(deltas)
+    aw, ah = r(a[..., 2] - a[..., 0]), r(a[..., 3] - a[..., 1])
+    ax, ay = r(a[..., 0] + r(aw * 0.5)), r(a[..., 1] + r(ah * 0.5))
+    ox, oy = r(r(r(d[..., 0] * 0.1) * aw) + ax), r(r(r(d[..., 1] * 0.1) * ah) + ay)
+    ow, oh = r(r(np.exp(r(d[..., 2] * 0.2)) * aw) * 0.5), r(r(np.exp(r(d[..., 3] * 0.2)) * ah) * 0.5)
+    return _f16(np.stack([r(ox - ow), r(oy - oh), r(ox + ow), r(oy + oh)], -1))
+
+
+def _ulps(x: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``x`` (float16) moved ``n`` float16 ulps (per element; the sign is the direction)."""
+    out = x.astype(np.float16).copy()
+    for _ in range(int(np.abs(n).max())):
+        step = np.abs(n) > 0
+        out = np.where(step, np.nextafter(out, np.where(n > 0, np.float16(np.inf), np.float16(-np.inf))), out)
+        n = n - np.sign(n)
+    return out.astype(np.float16)
+
+
+def _sums(seed: int = 0, shape: tuple[int, ...] = (16, 16, 64)) -> np.ndarray:
+    """float16 N(0, 10) values (the MXNet operator suite's sum and norm inputs), summed over 64 terms."""
+    return (np.random.default_rng(seed).standard_normal(shape) * 10).astype(np.float16)
+
+
+def _pass_case(kind: str) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    if kind == "sum of 64: rounded once vs accumulated in float16":
+        x = _sums()
+        return _f16_sum(x, "once"), _f16_sum(x, "forward")
+    if kind == "sum of 64: float16 accumulation forward vs backward":
+        x = _sums(1)
+        return _f16_sum(x, "forward"), _f16_sum(x, "backward")
+    if kind == "L2 norm of 64: rounded once vs Mul, float16 sum, Sqrt":
+        x = rng.uniform(0, 10, (16, 16, 64)).astype(np.float16)
+        return _f16_norm(x, False), _f16_norm(x, True)
+    if kind == "box decode: rounded once vs every step in float16":
+        corner = np.array([-1, -1, 1, 1])
+        deltas = (rng.uniform(0, 1, (2, 300, 4)) * corner).astype(np.float16)
+        anchors = (rng.uniform(0, 1, (1, 300, 4)) * corner).astype(np.float16)
+        return _f16_box_decode(deltas, anchors, False), _f16_box_decode(deltas, anchors, True)
+    ref = _f16_sum(_sums(2), "once")
+    n = rng.choice([-1, 1], ref.shape) * (1 if kind == "1 ulp at every element" else 2)
+    return ref, _ulps(ref, n)
+
+
+PASS_CASES = ["sum of 64: rounded once vs accumulated in float16", "sum of 64: float16 accumulation forward vs backward",
+              "L2 norm of 64: rounded once vs Mul, float16 sum, Sqrt", "box decode: rounded once vs every step in float16",
+              "1 ulp at every element", "2 ulps at every element"]
+
+
+@pytest.mark.parametrize("kind", PASS_CASES)
+def test_float16_rounding_passes_the_float16_default_and_fails_the_float32_one(kind: str) -> None:
+    ref, cand = _pass_case(kind)
+    assert ref.dtype == cand.dtype == np.float16 and not np.array_equal(ref, cand)
+    got = compare_outputs({"y": ref}, {"y": cand}).outputs[0]
+    assert got.passed and not got.vacuous, got.tolerance_rule
+    assert got.tolerance_rule.startswith("float16 tolerance: atol 0.00012207 + rtol 0.00390625 x ")
+    assert (got.atol, got.rtol) == (2.0 ** -13, 2.0 ** -8)
+    # the same values as a float32 output: the float32 default refuses them (what the float16 rule removes), but
+    # for 1 ulp, which is at most eps = 0.98e-3 of the value: within rtol 1e-3 already
+    as_float32 = compare_outputs({"y": ref.astype(np.float32)}, {"y": cand.astype(np.float32)}).outputs[0]
+    assert as_float32.passed is (kind == "1 ulp at every element") and not as_float32.tolerance_rule.startswith(
+        "float16"), kind
+
+
+def _f16_wrong(ref: np.ndarray, cand: np.ndarray, kind: str) -> np.ndarray:
+    """The wrong float16 candidates the float16 default must still FAIL, made from the correct ``cand``."""
+    out = cand.astype(np.float64).copy()
+    scale = float(np.abs(ref.astype(np.float64)).max())
+    if kind == "scale x1.01":
+        out *= 1.01
+    elif kind == "bias +1% of the range":
+        out += 0.01 * scale
+    elif kind == "one element +1% of its scale":
+        i = int(np.argmin(np.abs(ref)))
+        index = tuple(np.array([k]) for k in np.unravel_index(i, ref.shape))
+        out.flat[i] += 0.01 * float(element_scales(np.abs(ref.astype(np.float64)), index)[0])
+    elif kind == "sign flipped where 1% < |value| < 5% of the range":
+        near = (np.abs(out) > 0.01 * scale) & (np.abs(out) < 0.05 * scale)
+        assert near.any()
+        out[near] = -out[near]
+    elif kind == "transposed":
+        out = out.T
+    elif kind == "two rows swapped":
+        out[[2, 9]] = out[[9, 2]]
+    elif kind == "8 ulps at every element":
+        return _ulps(ref, np.full(ref.shape, 8))
+    return out.astype(np.float16)
+
+
+F16_MUTANTS = ["scale x1.01", "bias +1% of the range", "one element +1% of its scale",
+               "sign flipped where 1% < |value| < 5% of the range", "transposed", "two rows swapped",
+               "8 ulps at every element"]
+
+
+@pytest.mark.parametrize("kind", F16_MUTANTS)
+def test_wrong_float16_outputs_still_fail_the_float16_default(kind: str) -> None:
+    x = _sums(4)  # [16, 16] sums of 64 float16 terms, values up to ~100: a square output (transposable)
+    ref, cand = _f16_sum(x, "once"), _f16_sum(x, "forward")
+    assert compare_outputs({"y": ref}, {"y": cand}).passed  # the unmutated candidate passes: only the edit fails
+    wrong = _f16_wrong(ref, cand, kind)
+    assert wrong.dtype == np.float16 and wrong.shape == ref.shape
+    got = compare_outputs({"y": ref}, {"y": wrong}).outputs[0]
+    assert not got.passed, f"{kind}: {got.tolerance_rule}"
+    assert got.tolerance_rule.startswith("float16 tolerance: ") and "beyond it, the worst at [" in got.tolerance_rule
+
+
+@pytest.mark.parametrize("exponent", [-2, 0, 5, 12])
+def test_nine_ulps_fail_and_three_pass_where_an_element_sets_its_scale(exponent: int) -> None:
+    """At an element that is its slices' maximum the bound is atol + 4 eps |x|, between 4 and 8 ulps of x (plus
+    atol) wherever x lies in its binade: every float16 x of the binade [2**e, 2**(e+1)) off by 9 ulps FAILs (for
+    |x| >= 0.25), by 8 ulps FAILs unless x lies within atol / (4 eps) of the next power of two, by 3 ulps passes.
+    Checked on every x by the rule's numbers, and through compare_outputs on scalars (their own scale)."""
+    atol, rtol = ElementwiseRule.for_output(Tolerance(), "y", np.dtype(np.float16)).atol, 2.0 ** -8
+    x = (2.0 ** exponent * (1 + np.arange(1024) * F16_EPS)).astype(np.float16)
+    ulp = (2.0 ** exponent * F16_EPS)
+    allowed = atol + rtol * x.astype(np.float64)
+    assert (9 * ulp > allowed).all() and (3 * ulp <= allowed).all()
+    assert ((8 * ulp > allowed) | (x >= 2.0 ** (exponent + 1) - atol / (4 * F16_EPS))).all()
+    for i in [*range(0, 1024, 97), 1023]:
+        for n, passes in ((9, False), (3, True), (-3, True)):
+            got = compare_outputs({"y": x[i]}, {"y": _ulps(x[i], np.array(n))}).outputs[0]
+            assert got.passed is passes and got.tolerance_rule.startswith("float16 tolerance"), (x[i], n)
+
+
+@pytest.mark.parametrize(("tolerance", "says"), [
+    (Tolerance(atol=1e-4, rtol=2e-3), "atol 0.0001 + rtol 0.002 x scale, the scale rule"),
+    (Tolerance(per_output={"y": (1e-4, 1e-3)}), "atol 0.0001 + rtol 0.001 x |ref| (--tolerance y=0.0001,0.001"),
+])
+def test_an_explicit_tolerance_wins_over_the_float16_default(tolerance: Tolerance, says: str) -> None:
+    ref, cand = _pass_case("sum of 64: float16 accumulation forward vs backward")
+    got = compare_outputs({"y": ref}, {"y": cand}, tolerance).outputs[0]
+    assert not got.passed and got.tolerance_rule.startswith(says)
+    assert (got.atol, got.rtol) == (1e-4, tolerance.for_output("y")[1])
+
+
+def test_the_float16_default_with_the_scale_rule_off_is_elementwise_at_float16_numbers() -> None:
+    ref, cand = _pass_case("2 ulps at every element")
+    got = compare_outputs({"y": ref}, {"y": cand}, Tolerance(scale_rule=False)).outputs[0]
+    assert got.passed and got.tolerance_rule == ("float16 tolerance: atol 0.00012207 + rtol 0.00390625 x |ref| "
+                                                 "(elementwise: the scale rule is off)")
+
+
+def test_a_float32_reference_keeps_the_float32_default_for_a_float16_candidate() -> None:
+    """A candidate computing at float16 what its source computes at float32 is judged at the source's precision."""
+    x = _sums(5)
+    exact = x.astype(np.float64).sum(-1)
+    got = compare_outputs({"y": exact.astype(np.float32)}, {"y": _f16_sum(x, "forward")}).outputs[0]
+    assert not got.passed and got.tolerance_rule.startswith("atol 0.0001 + rtol 0.001 x scale")
+    # the same candidate against the source's float16 result passes the float16 default
+    assert compare_outputs({"y": _f16(exact)}, {"y": _f16_sum(x, "forward")}).passed
+
+
+def _random_comparison(rng: np.random.Generator, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    shape = tuple(int(d) for d in rng.integers(1, 9, int(rng.integers(0, 4))))
+    ref = rng.standard_normal(shape) * 10.0 ** rng.integers(-5, 4)
+    noise = rng.standard_normal(shape) * 10.0 ** rng.integers(-9, 1) * np.abs(ref).max(initial=1.0)
+    cand = ref + np.where(rng.random(shape) < 0.5, noise, 0.0)
+    return ref.astype(dtype), cand.astype(rng.choice(["float32", "float64", "float16"]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_outputs_of_other_dtypes_are_judged_exactly_as_before(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Differential: every comparison of a float32 / float64 reference (against float32, float64 or float16
+    candidates; passing, failing, vacuous) gives the same result with the float16 default removed."""
+    rng = np.random.default_rng(11)
+    pairs = [_random_comparison(rng, dtype) for _ in range(300)]
+    tolerances = [Tolerance(), Tolerance(scale_rule=False)]
+    now = [compare_outputs({"y": r}, {"y": c}, t).to_dict() for r, c in pairs for t in tolerances]
+    monkeypatch.setattr(tolerance_module, "float16_tolerance", lambda *_: None)
+    before = [compare_outputs({"y": r}, {"y": c}, t).to_dict() for r, c in pairs for t in tolerances]
+    assert now == before
+    verdicts = {o["outputs"][0]["passed"] for o in now}
+    assert verdicts == {True, False}  # both verdicts were compared
+    # the same switch does change float16 references (the differential can see the rule)
+    ref, cand = _pass_case("2 ulps at every element")
+    assert not compare_outputs({"y": ref}, {"y": cand}).passed
+
+
+def test_two_float16_reference_runs_a_few_ulps_apart_have_not_changed_beyond_the_tolerance() -> None:
+    """``changed_beyond`` (a reference unstable on the same input; an output that ignores its input) judges the
+    reference's runs at the tolerance their comparison uses: the float16 default for float16."""
+    ref = _f16_sum(_sums(6), "once")
+    moved = _ulps(ref, np.where(np.arange(ref.size).reshape(ref.shape) % 2 == 0, 3, -3))
+    assert not changed_beyond({"y": ref}, {"y": moved}, "y", Tolerance())
+    assert changed_beyond({"y": ref.astype(np.float32)}, {"y": moved.astype(np.float32)}, "y", Tolerance())
+    assert changed_beyond({"y": ref}, {"y": _ulps(ref, np.full(ref.shape, 16))}, "y", Tolerance())
+
+
+def test_the_float16_rule_is_named_in_the_cli_line_json_and_markdown(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.cli import render
+    from bridge.report import to_markdown
+
+    ref, cand = _pass_case("sum of 64: float16 accumulation forward vs backward")
+    comparison = compare_outputs({"sum0_output": ref}, {"sum0_output": cand}, reference_name="mxnet",
+                                 candidate_name="onnxruntime")
+    rule = comparison.outputs[0].tolerance_rule
+    assert rule.startswith("float16 tolerance: atol 0.00012207 + rtol 0.00390625 x ")
+    as_json = comparison.to_dict()["outputs"][0]
+    assert as_json["tolerance_rule"] == rule and (as_json["atol"], as_json["rtol"]) == (2.0 ** -13, 2.0 ** -8)
+    sink = io.StringIO()
+    monkeypatch.setattr(render, "out", Console(file=sink, width=80, force_terminal=False))
+    render.print_comparisons([comparison])
+    assert sink.getvalue().splitlines()[1].endswith(f"[tolerance: {rule}]")
+    markdown = to_markdown({"command": "validate", "model": "m.onnx", "reference": "mxnet", "passed": True,
                             "comparisons": [comparison.to_dict()]})
     assert f"| {rule} |" in markdown
