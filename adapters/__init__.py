@@ -44,12 +44,16 @@ def reference_runner(framework: str, source: Source, export: ExportResult) -> Ru
     return get_adapter(framework).reference_runner(source, export)
 
 
-def source_nms_thresholds(framework: str, source: Source) -> dict[str, float] | None:
+def source_nms_thresholds(framework: str, source: Source,
+                          run: Callable[[Callable[[], dict[str, float]]], dict[str, float]] | None = None
+                          ) -> dict[str, float] | None:
     """What the source states about its NMS: source node name -> IoU threshold, read by the framework's adapter
-    from the source itself (``nms_iou_thresholds(source)``); None when the adapter has no such reading or the
-    source cannot state it (a PyTorch module computes its threshold in Python)."""
+    from the source itself (``nms_iou_thresholds(source, run)``); None when the adapter has no such reading or the
+    source cannot state it (a PyTorch module computes its threshold in Python). ``run``, when given, runs a job
+    where the reference runs (its child, the framework already imported there): an adapter whose reading needs
+    the framework uses it rather than starting a process of its own."""
     read = getattr(get_adapter(framework), "nms_iou_thresholds", None)
-    return read(source) if read is not None else None  # type: ignore[no-any-return]
+    return read(source, run) if read is not None else None  # type: ignore[no-any-return]
 
 
 def source_decode_probes(framework: str, source: Source, inputs: Sequence[InputSpec],

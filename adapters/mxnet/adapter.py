@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -313,11 +314,12 @@ class MXNetAdapter:
         return (f"MXNet's {', '.join(ops)} reads the batch index of each roi unchecked (an index past the batch "
                 "crashes the process)")
 
-    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+    def nms_iou_thresholds(self, source: Source, run: Callable[..., Any] | None = None) -> dict[str, float] | None:
         """The IoU threshold of every NMS the symbol file states, by node name (validation's tie rules take it
         from here, not from the candidate: ``bridge.validation.detection.layouts.with_source_nms``); an absent
         attribute is MXNet's default (``NMS_IOU_ATTRS``). A MultiBoxDetection whose nms_threshold lies outside
-        (0, 1] runs no NMS and states none. None when the source is not a file."""
+        (0, 1] runs no NMS and states none. None when the source is not a file. Read here from the JSON (no MXNet
+        import): ``run`` (where the reference runs) is not needed."""
         if source.location is None or source.obj is not None:
             return None
         found: dict[str, float] = {}

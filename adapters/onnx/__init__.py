@@ -12,8 +12,10 @@ before any work, that the source itself fails the checker and which outputs are 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import onnx
 
@@ -151,9 +153,10 @@ class OnnxFileAdapter:
                             output_names=names, warnings=warnings,
                             seconds=time.perf_counter() - start)
 
-    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+    def nms_iou_thresholds(self, source: Source, run: Callable[..., Any] | None = None) -> dict[str, float] | None:
         """The constant IoU threshold of every NonMaxSuppression of the source file, by node name (validation's
-        tie rules take it from here, not from the candidate); the weights are not read."""
+        tie rules take it from here, not from the candidate); the weights are not read. Read here (onnx only):
+        ``run`` (where the reference runs) is not needed."""
         if source.location is None or source.obj is not None:
             return None
         return nms_iou_thresholds(onnx.load(source.location, load_external_data=False))

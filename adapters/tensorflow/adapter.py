@@ -98,18 +98,22 @@ class TensorFlowAdapter:
         return ExportResult(model=model, exporter=exporter, inputs=inputs, output_names=tuple(output_names),
                             warnings=caught, notes=notes, seconds=time.perf_counter() - start)
 
-    def nms_iou_thresholds(self, source: Source) -> dict[str, float] | None:
+    def nms_iou_thresholds(self, source: Source, run: Callable[[Callable[[], dict[str, float]]], dict[str, float]]
+                           | None = None) -> dict[str, float] | None:
         """The constant IoU threshold of every TF NMS op (``NMS_IOU_INPUT``) of a SavedModel (its graph and every
-        function in it, all signatures) or a frozen GraphDef, by node name, read in a child process (TensorFlow
-        parses the file and stays out of this process); None for other kinds (Keras, TFLite) and live objects.
-        Validation's tie rules take the threshold from here, not from the candidate."""
+        function in it, all signatures) or a frozen GraphDef, by node name; None for other kinds (Keras, TFLite)
+        and live objects. Validation's tie rules take the threshold from here, not from the candidate. Read by
+        ``run`` where given (where the reference runs: its child, TensorFlow already imported there), else in a
+        child process of its own (TensorFlow parses the file and stays out of this process)."""
         kind = source_kind(source)
         if source.location is None or source.obj is not None or kind not in ("saved_model", "graph_def"):
             return None
+        job = partial(read_nms_iou_thresholds, source.location, kind)
+        if run is not None:
+            return run(job)
         from bridge.runtimes.isolated import call_isolated
 
-        return call_isolated(partial(read_nms_iou_thresholds, source.location, kind),
-                             stage="reading the TensorFlow source's NMS thresholds")
+        return call_isolated(job, stage="reading the TensorFlow source's NMS thresholds")
 
     def reference_runner(self, source: Source, export: ExportResult) -> Runtime:
         import_tensorflow("running the TensorFlow reference")

@@ -290,8 +290,6 @@ def run_check(check: Check) -> CheckResult:
     decides whether that skips validation or fails it)."""
     say = check.progress
     warnings: list[str] = []
-    if isinstance(check.reference, SourceReference) and check.model is not None and check.detections:
-        check = replace(check, detections=source_nms(check.reference, check.model, check.detections, warnings))
     if isinstance(check.reference, SavedReference):
         reference: Runtime | RunResults = check.reference.results
         name = check.reference.name
@@ -316,6 +314,11 @@ def run_check(check: Check) -> CheckResult:
         if has_decode_probes(check.reference.framework) or has_selection_ops(check.model):
             held = _Held(reference)
     try:
+        if isinstance(check.reference, SourceReference) and check.model is not None and check.detections:
+            # before the comparisons, which judge the detection groups by it; read where the reference runs when
+            # it is held (``_reading``: started for it, not again in run_and_compare), not in a child of its own
+            check = replace(check, detections=source_nms(check.reference, check.model, check.detections, warnings,
+                                                         run=_reading(held, say) if held is not None else None))
         run = run_and_compare(held if held is not None else reference, check.candidates, check.feeds, check.tolerance,
                               detections=check.detections, reference_name=name,
                               shape_only=list(dict.fromkeys(random)), check_sensitivity=live,
@@ -340,15 +343,16 @@ def run_check(check: Check) -> CheckResult:
 
 
 def source_nms(reference: SourceReference, model: onnx.ModelProto, detections: Sequence[DetectionSpec],
-               warnings: list[str]) -> list[DetectionSpec]:
+               warnings: list[str], run: Callable[[Callable[[], Any]], Any] | None = None) -> list[DetectionSpec]:
     """The detection groups with the NMS IoU threshold the source states (its adapter reads it from the source
-    file: ``adapters.source_nms_thresholds``), not the candidate's: the tie rules' evidence and a FAIL where the
-    candidate's threshold is another (``with_source_nms``). What could not be read from the source is said."""
+    file: ``adapters.source_nms_thresholds``; ``run``: where the reference runs, see ``_reading``), not the
+    candidate's: the tie rules' evidence and a FAIL where the candidate's threshold is another
+    (``with_source_nms``). What could not be read from the source is said."""
     from adapters import source_nms_thresholds
     from bridge.validation.detection.layouts import with_source_nms
 
     try:
-        stated = source_nms_thresholds(reference.framework, reference.source)
+        stated = source_nms_thresholds(reference.framework, reference.source, run)
     except (BridgeError, OSError) as exc:  # an unreadable source fails its reference run, said there; here only the threshold
         warnings.append(f"the source's NMS IoU thresholds could not be read ({exc})")
         stated = None
@@ -365,9 +369,20 @@ class _Held:
         self.runtime = runtime
         self.name = runtime.name
         self.active = False
+        self.failed: Exception | None = None
 
     def activate(self) -> None:
-        self.runtime.activate()
+        """Once: started early (``_reading``), run_and_compare's own activation is a no-op, and a failed start is
+        raised to it again (the same error, where it always was raised; the source is not loaded twice)."""
+        if self.failed is not None:
+            raise self.failed
+        if self.active:
+            return
+        try:
+            self.runtime.activate()
+        except Exception as exc:
+            self.failed = exc
+            raise
         self.name, self.active = self.runtime.name, True  # an isolated runtime learns its name from its child
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -400,6 +415,35 @@ class _Held:
 def _run_job(_runtime: Runtime, job: Callable[[], Any]) -> Any:
     """``IsolatedRuntime.call``'s function: ``job()`` in the reference's child."""
     return job()
+
+
+def _reading(held: _Held, say: Progress) -> Callable[[Callable[[], Any]], Any]:
+    """``held.run`` for a reading made before the comparisons (the source's NMS thresholds): the reference is
+    started by the first job (``_Held.activate``: once; a failed start is said to the reading as a BridgeError and
+    raised by run_and_compare as ever), and a job's failure comes back as a BridgeError instead of ending the
+    child the reference runs in (an error there stops it)."""
+
+    def run(job: Callable[[], Any]) -> Any:
+        if not held.active:
+            say(f"loading the {held.name} reference")
+            try:
+                held.activate()
+            except Exception as exc:
+                raise BridgeError(f"the reference did not start: {exc}") from exc
+        done, value = held.run(partial(_answered, job))
+        if not done:
+            raise BridgeError(value)
+        return value
+
+    return run
+
+
+def _answered(job: Callable[[], Any]) -> tuple[bool, Any]:
+    """``job()`` in the reference's child: (True, its value), or (False, why it failed) rather than a raise."""
+    try:
+        return True, job()
+    except Exception as exc:
+        return False, str(exc) if isinstance(exc, BridgeError) else f"{type(exc).__name__}: {exc}"
 
 
 def decode_probes(check: Check, held: _Held, run: ComparisonRun, warnings: list[str]) -> list[tuple[Any, Any]]:

@@ -12,7 +12,9 @@ naming both.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -21,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from support import make_model
 
 from bridge import api
-from bridge.errors import ValidationMismatch
+from bridge.errors import BridgeError, RuntimeLoadError, ValidationMismatch
 from bridge.validation.detection.layouts import (
     DetectionSpec,
     same_nms_threshold,
@@ -107,3 +109,103 @@ def test_the_source_threshold_replaces_the_candidates() -> None:
     (0.45, 0.45, True), (0.46, 0.45, False), (0.4499, 0.45, False)])
 def test_one_ulp_apart_is_the_same_threshold(candidate: float, source: float, same: bool) -> None:
     assert same_nms_threshold(candidate, source) is same
+
+
+class _Counted:
+    """A reference runtime that counts its activations, and fails them with ``fails`` when given."""
+
+    def __init__(self, runtime: Any, fails: Exception | None, log: list[str]) -> None:
+        self.runtime, self.fails, self.log = runtime, fails, log
+
+    def activate(self) -> None:
+        self.log.append("activate")
+        if self.fails is not None:
+            raise self.fails
+        self.runtime.activate()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.runtime, attr)
+
+
+def _read_by(there: bool) -> Any:
+    """The ONNX adapter's threshold reading, made as the TF adapter's is: by ``run`` (where the reference runs)
+    when ``there``, else here (the plain path)."""
+    from adapters.onnx import nms_iou_thresholds
+
+    def read(self: Any, source: Any, run: Any = None) -> dict[str, float]:
+        job = partial(nms_iou_thresholds, onnx.load(source.location))
+        if there:
+            assert run is not None, "run_check gave no run although the reference is held"
+            return run(job)  # type: ignore[no-any-return]
+        return job()
+
+    return read
+
+
+@pytest.mark.parametrize("fails", [None, RuntimeLoadError("the source's file is gone"), ValueError("a bug")],
+                         ids=["starts", "load-error", "other-error"])
+def test_reading_where_the_reference_runs_starts_it_once_and_fails_as_the_plain_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: Exception | None) -> None:
+    """``run_check`` reads the source's thresholds where the reference runs (``_reading``): the reference is
+    started there once (run_and_compare's own activation is a no-op), the verdict is the plain path's (the
+    candidate with another threshold FAILs naming both), and a reference that does not start raises exactly what
+    the plain path raises (a RuntimeLoadError becomes ReferenceUnavailableError), started once, not twice."""
+    import adapters
+    from adapters.onnx import OnnxFileAdapter
+
+    feeds = _feeds(tmp_path / "feeds.npz")
+    onnx.save(_nms_model(0.5), tmp_path / "source.onnx")
+    onnx.save(_nms_model(0.3), tmp_path / "candidate.onnx")
+    real_runner = adapters.reference_runner
+    outcomes: list[tuple[str, Any]] = []
+    for there in (False, True):
+        log: list[str] = []
+        monkeypatch.setattr(adapters, "reference_runner",
+                            lambda *a, log=log: _Counted(real_runner(*a), fails, log))  # type: ignore[misc]
+        monkeypatch.setattr(OnnxFileAdapter, "nms_iou_thresholds", _read_by(there))
+        try:
+            api.validate(tmp_path / "candidate.onnx", source=tmp_path / "source.onnx", feeds=feeds, isolated=False)
+            outcome: tuple[str, Any] = ("passed", None)
+        except ValidationMismatch as exc:
+            (comparison,) = exc.result.comparisons
+            outcome = ("mismatch", next(o.note for o in comparison.outputs if o.detection is not None))
+        except Exception as exc:
+            outcome = (type(exc).__name__, str(exc))
+        assert log == ["activate"], (there, log)
+        outcomes.append(outcome)
+    assert outcomes[0] == outcomes[1]
+    if fails is None:
+        assert outcomes[0][0] == "mismatch" and "NMS IoU threshold 0.3 is not the source's 0.5" in outcomes[0][1]
+    elif isinstance(fails, RuntimeLoadError):
+        assert outcomes[0][0] == "ReferenceUnavailableError", outcomes
+    else:
+        assert outcomes[0] == ("ValueError", "a bug")
+
+
+def test_a_reading_that_fails_where_the_reference_runs_is_said_and_leaves_the_reference_running() -> None:
+    """A job that raises in the reference's process comes back as a BridgeError (said as a warning by
+    ``source_nms``) and does not end the reference (an error in an isolated child would stop it)."""
+    from bridge.conversion.check import _Held, _reading
+
+    log: list[str] = []
+
+    class Ref:
+        name = "ref"
+
+        def activate(self) -> None:
+            log.append("activate")
+
+        def deactivate(self) -> None:
+            log.append("deactivate")
+
+    held = _Held(Ref())  # type: ignore[arg-type]
+    run = _reading(held, lambda _m: None)
+
+    def broken() -> None:
+        raise ValueError("unparsable")
+
+    with pytest.raises(BridgeError, match="ValueError: unparsable"):
+        run(broken)
+    assert run(lambda: 7) == 7 and held.active and log == ["activate"]
+    held.release()
+    assert log == ["activate", "deactivate"]
