@@ -76,9 +76,10 @@ class Adapter(Protocol):
 
     Optional: ``reference_isolation(source, export) -> str | None``, why the framework must run this source's
     reference in a child process even with isolation off (a native crash it is known to have on some models);
-    ``bridge.conversion.check`` honours it and says so. ``nms_iou_thresholds(source) -> dict[str, float] | None``:
+    ``bridge.conversion.check`` honours it and says so. ``nms_iou_thresholds(source, run=None) -> dict[str, float] | None``:
     the IoU threshold of each NMS the source file states, by source node name (validation's tie rules take it
-    from there, never from the candidate; ``adapters.source_nms_thresholds``).
+    from there, never from the candidate; ``adapters.source_nms_thresholds``); ``run``, when given, runs a job
+    where the reference runs (a reader that needs the framework uses it instead of a child of its own).
     ``decode_probes(source, inputs, feeds, run) -> list[SourceDecodeProbe]``: the source's decode nodes (MXNet's
     MultiBoxDetection) run by the framework on synthetic inputs over every anchor, each job handed to ``run``, which
     runs it where the reference runs (its child process) (``adapters.source_decode_probes``;
