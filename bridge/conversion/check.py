@@ -425,7 +425,7 @@ def _reading(held: _Held, say: Progress) -> Callable[[Callable[[], Any]], Any]:
 
     def run(job: Callable[[], Any]) -> Any:
         if not held.active:
-            say(f"loading the {held.name} reference")
+            say(f"starting the {held.name} reference (the source's NMS thresholds are read there)")
             try:
                 held.activate()
             except Exception as exc:
