@@ -1085,15 +1085,29 @@ def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candid
     if missing:
         return SelectionInputsProof(False, f"the source returned no value for {', '.join(missing)}")
     cand = run_candidate(with_outputs(model, pins), feeds)
+    # a tensor of the source's name in another axis order (a foreign exporter's layout) is no evidence either way:
+    # left out, and said; any other shape difference (rows added or dropped) is judged, and fails
+    relaid = [p for p in pins if p in cand and _other_layout(np.shape(src[p]), np.shape(cand[p]))]
+    pins = [p for p in pins if p not in relaid]
     result = PinningResult(False, points=points)
-    bad = _judge_all_pins(result, _Sites(model, points), src, cand, pins, feeds, tolerance, run_candidate)
+    bad = _judge_all_pins(result, _Sites(model, points), src, cand, pins, feeds, tolerance, run_candidate) \
+        if pins else []
     reached = {o for o in outputs if any(b in reaches[o] for b in bad)}
     figures = ", ".join(f"{n} (max abs {_fig(p.get('max_abs'))}" + (
         f", mismatch {_fig(p.get('mismatch'))}" if not p.get("passed") else "") + ")" for n, p in result.pins.items())
+    left = (f"; not compared, in another axis order than the source's: {', '.join(relaid)}") if relaid else ""
+    if not pins:
+        return SelectionInputsProof(False, f"every selection input is in another axis order than the source's "
+                                    f"({', '.join(relaid)})")
     if bad:
         text = (f"the selection input(s) {', '.join(bad)} differ from the source's beyond the tolerance, though the "
                 f"outputs matched (the rows the selections kept, within the outputs' tolerance, hide it; other inputs "
-                f"show it) [{figures}]")
+                f"show it) [{figures}]{left}")
     else:
-        text = f"selection inputs agree with the source's on every row: {figures}"
+        text = f"selection inputs agree with the source's on every row: {figures}{left}"
     return SelectionInputsProof(True, text, result.pins, bad, reached)
+
+
+def _other_layout(src: tuple[int, ...], cand: tuple[int, ...]) -> bool:
+    """The same dimensions in another order (a transpose), not the same shape."""
+    return src != cand and sorted(src) == sorted(cand)

@@ -103,3 +103,66 @@ def test_isolated_run_gives_the_same_verdict(tmp_path: Path) -> None:
     source, candidate, feeds = _write(tmp_path, _moved(_anchors(), 0.05))
     with pytest.raises(ValidationMismatch, match="selection input"):
         api.validate(candidate, source=source, feeds=feeds)
+
+
+def _relaid(anchors: np.ndarray) -> onnx.ModelProto:
+    """The detector with its decoded boxes computed as [1, 4, N] under the source's name ``boxes``, transposed
+    back before the NMS (what a foreign exporter's layout choice looks like by name)."""
+    model = _detector(anchors)
+    nodes = list(model.graph.node)
+    decode = next(n for n in nodes if n.name == "decode")
+    decode.output[0] = "boxes_nn"
+    k = nodes.index(decode)
+    extra = [helper.make_node("Transpose", ["boxes_nn"], ["boxes"], perm=[0, 2, 1], name="to_channels"),
+             helper.make_node("Transpose", ["boxes"], ["boxes_back"], perm=[0, 2, 1], name="from_channels")]
+    for n in nodes:
+        if n.name in ("nms", "batch"):
+            n.input[0] = "boxes_back"
+    del model.graph.node[:]
+    model.graph.node.extend([*nodes[:k + 1], *extra, *nodes[k + 1:]])
+    return model
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.05])
+def test_a_source_name_in_another_layout_is_not_compared_and_said(delta: float, tmp_path: Path) -> None:
+    """A tensor named like the source's but transposed is no evidence either way: it is left out and said (a
+    correct candidate is not failed for it; the outputs alone judge the moved anchor, which they cannot see)."""
+    source, _, feeds = _write(tmp_path, _anchors())
+    onnx.save(_relaid(_moved(_anchors(), delta)), tmp_path / "relaid.onnx")
+    result = api.validate(tmp_path / "relaid.onnx", source=source, feeds=feeds, isolated=False)
+    (comp,) = result.comparisons
+    assert comp.passed
+    assert comp.selection_inputs is not None and "another axis order than the source's: boxes" in \
+        comp.selection_inputs["text"]
+
+
+def _padded() -> onnx.ModelProto:
+    """The detector with one anchor more than the source's (its deltas padded with a zero row, its score far below
+    every other's): the kept boxes are the same on every input, the decoded boxes are [1, N + 1, 4]."""
+    model = _detector(np.concatenate([_anchors(), _anchors()[:, :1]], axis=1))
+    for init in model.graph.initializer:
+        if init.name == "bias":
+            bias = numpy_helper.to_array(init)
+            init.CopyFrom(numpy_helper.from_array(np.concatenate([bias, np.float32([[-30.0]])], axis=1), "bias"))
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros((1, 1, 4), np.float32), "pad_row"))
+    nodes = list(model.graph.node)
+    for n in nodes:
+        for k, name in enumerate(n.input):
+            if name == "deltas":
+                n.input[k] = "deltas_padded"
+    del model.graph.node[:]
+    model.graph.node.extend([helper.make_node("Concat", ["deltas", "pad_row"], ["deltas_padded"], axis=1,
+                                              name="pad"), *nodes])
+    return model
+
+
+def test_a_selection_input_with_a_row_more_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another shape that is not a transpose (an anchor added) is judged, and fails; the outputs cannot show it."""
+    source, _, feeds = _write(tmp_path, _anchors())
+    onnx.save(_padded(), tmp_path / "padded.onnx")
+    with pytest.raises(ValidationMismatch, match=r"selection input.*boxes"):
+        api.validate(tmp_path / "padded.onnx", source=source, feeds=feeds, isolated=False)
+    from bridge.conversion import check
+
+    monkeypatch.setattr(check, "prove_passing", lambda *a, **k: None)
+    assert api.validate(tmp_path / "padded.onnx", source=source, feeds=feeds, isolated=False).passed
