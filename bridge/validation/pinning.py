@@ -1093,8 +1093,11 @@ def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candid
     bad = _judge_all_pins(result, _Sites(model, points), src, cand, pins, feeds, tolerance, run_candidate) \
         if pins else []
     reached = {o for o in outputs if any(b in reaches[o] for b in bad)}
-    figures = ", ".join(f"{n} (max abs {_fig(p.get('max_abs'))}" + (
-        f", mismatch {_fig(p.get('mismatch'))}" if not p.get("passed") else "") + ")" for n, p in result.pins.items())
+    figures = ", ".join(f"{n} (" + (f"shape {list(np.shape(cand[n]))} vs the source's {list(np.shape(src[n]))}"
+                                     if n in cand and np.shape(cand[n]) != np.shape(src[n]) else
+                                     f"max abs {_fig(p.get('max_abs'))}" + (
+                                         f", mismatch {_fig(p.get('mismatch'))}" if not p.get("passed") else ""))
+                        + ")" for n, p in result.pins.items())
     left = (f"; not compared, in another axis order than the source's: {', '.join(relaid)}") if relaid else ""
     if not pins:
         return SelectionInputsProof(False, f"every selection input is in another axis order than the source's "
