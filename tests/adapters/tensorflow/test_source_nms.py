@@ -89,7 +89,7 @@ def test_thresholds_read_where_the_reference_runs_equal_those_read_in_a_child_of
     _no_child_of_its_own(monkeypatch)
     try:
         there = source_nms_thresholds("tensorflow", src, run=_reading(held, said.append))
-        assert held.active and len(said) == 1 and said[0].startswith("loading the "), said  # started for it
+        assert held.active and len(said) == 1 and said[0].startswith("starting the "), said  # started for it
         child = getattr(held.runtime, "_child", None)
         assert (child is not None) == isolated_reference
         held.activate()  # run_and_compare's own: a no-op, the reference started for the reading serves on
