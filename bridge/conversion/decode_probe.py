@@ -12,7 +12,8 @@ by construction: no tie can excuse a row); past them only the class (-1) is comp
 there. A difference FAILs the detection group the region feeds, naming the node, the worst row and the anchors seen.
 A probe that should have run and did not (the source side failed, no region stands for the node, the region could
 not run) leaves that group vacuous, with why: the verdict line says it and ``--strict`` fails it. Where the probe
-does not apply (no decode node in the source; onnxruntime not among the candidates) it is a statement only.
+does not apply (no decode node in the source; onnxruntime not among the candidates; the region gives its rows in
+another layout than the node's [B, N, 6], e.g. ``--detection-format boxes-scores-classes``) it is a statement only.
 """
 
 from __future__ import annotations
@@ -143,6 +144,9 @@ class CandidateProbe:
     mapping: dict[str, tuple[str, str]] = field(default_factory=dict)
     rows: list[np.ndarray] = field(default_factory=list)
     why_not: str = ""
+    # the region runs but gives its rows in a layout the probe does not read (boxes / scores / classes apart): a
+    # limit of the probe, said, not a probe that failed to run
+    unread_layout: bool = False
 
 
 def _session(model: onnx.ModelProto) -> Any:
@@ -196,7 +200,8 @@ def _candidate_probe(model_bytes: bytes, region: Region, feeds: Mapping[str, np.
         fitting = [g for g in got if tuple(g.shape) == tuple(rows_shape)]
         if not fitting:
             return CandidateProbe(mapping, why_not=f"no output of the region ({', '.join(region.outputs)}) has the "
-                                                   f"source node's shape {list(rows_shape)}")
+                                                   f"source node's shape {list(rows_shape)}: the probe reads the "
+                                                   "node's own [B, N, 6] rows only", unread_layout=True)
         result.rows.append(np.asarray(fitting[0]))
     return result
 
@@ -282,7 +287,9 @@ def probe_candidate(model: onnx.ModelProto, source_probes: Sequence[Any], feeds:
         got = call(partial(run_candidate_probe, data, region, dict(feeds), dict(probe.internals),
                            list(probe.rounds), tuple(probe.rows[0].shape), atol, rtol))
         if got.why_not:
-            verdicts.append((not_run(probe.node, got.why_not), region))
+            verdict = not_run(probe.node, got.why_not)
+            verdict.figures["unread_layout"] = got.unread_layout
+            verdicts.append((verdict, region))
             continue
         verdicts.append((judge_rows(probe.node, probe.rows, probe.scores, got.rows, got.mapping,
                                      probe.kept or probe.rows[0].shape[1]), region))
@@ -308,6 +315,9 @@ def attach(comparison: Comparison | None, verdict: ProbeVerdict, region: Region 
         comparison.outputs.append(groups[0])
     for o in groups:
         o.decode_probe = {**verdict.figures, "text": verdict.text}
+        if not verdict.ran and verdict.figures.get("unread_layout"):  # the probe's limit: said, not held against it
+            o.note = "; ".join(n for n in (o.note, verdict.text) if n)
+            continue
         if not verdict.ran:
             o.add_vacuous(verdict.text)
             continue
