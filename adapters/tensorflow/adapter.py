@@ -19,6 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
 from typing import Any
@@ -227,12 +228,67 @@ def _short(name: str) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
+@dataclass(frozen=True)
+class Tf2OnnxGraph:
+    """The TensorFlow graph bridge hands tf2onnx (``from_graph_def``): for a SavedModel signature or a Keras model,
+    its function frozen (``freeze``) with the calls grappler must inline made inlinable; a GraphDef as given.
+    ``renames``: tensor -> the ONNX name tf2onnx gives it (the signature's input/output names); ``captured``:
+    the function's captured constants by placeholder name (``captured_values``)."""
+
+    graph_def: Any
+    name: str
+    input_names: list[str]
+    output_names: list[str]
+    renames: Mapping[str, str] = field(default_factory=dict)
+    captured: Mapping[str, Callable[[], np.ndarray]] = field(default_factory=dict)
+
+
+def tf2onnx_graph(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: Mapping[str, Sequence[int | None]]
+                  ) -> Tf2OnnxGraph:
+    """The graph ``_export`` converts (SavedModel, Keras, GraphDef; not TFLite), traced at ``shapes``."""
+    import tensorflow as tf
+    from tf2onnx.convert import tensor_names_from_structed
+
+    if loaded.kind == "graph_def":
+        return Tf2OnnxGraph(loaded.graph_def, "unknown", [s.name for s in inputs], list(loaded.output_names))
+    specs = [tf.TensorSpec(list(shapes[s.name]), tf.as_dtype(s.dtype), name=s.name) for s in inputs]
+    names = [s.name for s in inputs]
+    out_names = list(loaded.output_names)
+    call = loaded.call
+
+    @tf.function(input_signature=specs, autograph=False)
+    def fn(*args: Any) -> dict[str, Any]:
+        out = call(dict(zip(names, args, strict=True)))
+        return {n: tf.identity(out[n]) for n in out_names}
+
+    concrete = fn.get_concrete_function(*specs)
+    in_names = [t.name for t in concrete.inputs if t.dtype != tf.resource]
+    out_names = [t.name for t in concrete.outputs if t.dtype != tf.resource]
+    graph_def = freeze(concrete)
+    inlined = inline_compiled_calls(graph_def)
+    if inlined:
+        logger.debug("function calls marked for XLA compilation made inlinable: %s", inlined)
+    return Tf2OnnxGraph(graph_def, concrete.name, in_names, out_names,
+                        tensor_names_from_structed(concrete, in_names, out_names), captured_values(concrete))
+
+
+def tf2onnx_optimized(graph: Tf2OnnxGraph) -> Any:
+    """The GraphDef tf2onnx turns into ONNX nodes: ``graph`` after the grappler pass ``from_graph_def`` runs
+    first (``tf_loader.tf_optimize``: constant folding, function inlining), so its tensor names are the ONNX
+    model's (where tf2onnx keeps a TF tensor, it keeps its name)."""
+    import tensorflow as tf
+    from tf2onnx import tf_loader
+
+    with tf.device("/cpu:0"), tf.Graph().as_default():  # as from_graph_def: the graph imported into a fresh one
+        tf.compat.v1.import_graph_def(graph.graph_def, name="")
+        return tf_loader.tf_optimize(list(graph.input_names), list(graph.output_names), graph.graph_def)
+
+
 def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, list[int | None]], opset: int
             ) -> tuple[onnx.ModelProto, str]:
     import tensorflow as tf
     import tf2onnx
     import tf2onnx.convert
-    from tf2onnx.convert import tensor_names_from_structed
 
     import adapters.tensorflow.tf_ops  # noqa: F401  (registers tf2onnx handlers for ops it lacks)
 
@@ -251,29 +307,12 @@ def _export(loaded: LoadedTF, inputs: Sequence[InputSpec], shapes: dict[str, lis
         check_tflite_export(model, loaded, shapes)
         densified = ", sparse weights densified" if loaded.export_path is not None else ""
         return model, f"{exporter} (TFLite{densified})"
-    specs = [tf.TensorSpec(shapes[s.name], tf.as_dtype(s.dtype), name=s.name) for s in inputs]
-    names = [s.name for s in inputs]
-    out_names = list(loaded.output_names)
-    call = loaded.call
-
-    @tf.function(input_signature=specs, autograph=False)
-    def fn(*args: Any) -> dict[str, Any]:
-        out = call(dict(zip(names, args, strict=True)))
-        return {n: tf.identity(out[n]) for n in out_names}
-
-    concrete = fn.get_concrete_function(*specs)
-    in_names = [t.name for t in concrete.inputs if t.dtype != tf.resource]
-    out_names = [t.name for t in concrete.outputs if t.dtype != tf.resource]
-    graph_def = freeze(concrete)
-    inlined = inline_compiled_calls(graph_def)
-    if inlined:
-        logger.debug("function calls marked for XLA compilation made inlinable: %s", inlined)
+    graph = tf2onnx_graph(loaded, inputs, shapes)
     with tf.device("/cpu:0"):
         model, _ = tf2onnx.convert.from_graph_def(
-            graph_def, name=concrete.name, input_names=in_names, output_names=out_names, opset=opset,
-            tensors_to_rename=tensor_names_from_structed(concrete, in_names, out_names))
-    del graph_def
-    fold_captured_inputs(model, names, captured_values(concrete))
+            graph.graph_def, name=graph.name, input_names=graph.input_names, output_names=graph.output_names,
+            opset=opset, tensors_to_rename=dict(graph.renames))
+    fold_captured_inputs(model, [s.name for s in inputs], graph.captured)
     kind = "SavedModel signature" if loaded.kind == "saved_model" else "Keras model"
     return model, f"{exporter} ({kind})"
 

@@ -2,7 +2,7 @@
 the candidate's selection inputs (``bridge.validation.pinning``), wired to the source and the candidate runtimes.
 
 The source's tensors come from its per-layer taps (``bridge.conversion.sources``: MXNet internals, an ONNX
-source's own tensors, PyTorch module outputs), fetched in a child process like the reference itself; the
+source's own tensors, PyTorch module outputs, TensorFlow's frozen graph as tf2onnx converts it), fetched in a child process like the reference itself; the
 candidate's runs (the model with extra outputs, the pinned model) go through the same ``candidate_runtime``
 and isolation as its validation run, so the pinned verdict is the same runtime's. A runtime that runs the
 delivering target's artefact (OpenVINO's IR, a .tflite) gets the same proof: each variant of the ONNX model is

@@ -13,8 +13,11 @@ A ``SourceTaps`` names its tensors the way the converted model does, so both sid
 * PyTorch: module outputs through forward hooks, matched to ONNX tensors by the scopes torch.onnx's
   exporter records on every node (``pkg.torch.onnx.name_scopes``): a module's ONNX tensor is the one
   value leaving the nodes of its scope (modules with several, or called more than once, are skipped).
-* Other frameworks (TensorFlow): only the final outputs for now (``FinalOutputsTaps``): the
-  localisation then falls back to the ONNX stage's pass-by-pass comparison.
+* TensorFlow (SavedModel, Keras, frozen GraphDef): the tensors of the graph tf2onnx converts (the adapter's own
+  freezing, then tf2onnx's grappler pass: ``adapters.tensorflow.adapter.tf2onnx_graph`` / ``tf2onnx_optimized``),
+  run in a TF session; tf2onnx names an ONNX tensor after the TF tensor it converts (``.../decode/mul:0``).
+* Other frameworks (TFLite, ...): only the final outputs (``FinalOutputsTaps``): the localisation then falls back
+  to the ONNX stage's pass-by-pass comparison.
 
 A pass that moves a Transpose across a named tensor records the new tensor as an alias of the source's
 (``transpose(name, perm)``, ``bridge.provenance.TENSOR_ALIASES_META``); ``AliasedTaps`` serves it. Those
@@ -279,6 +282,152 @@ class AliasedTaps:
         return self.taps.describe(self.aliases[tensor][0] if tensor in self.aliases else tensor)
 
 
+FLOAT_TF_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+_NOT_TAPPED_OPS = frozenset({"Const", "Placeholder", "PlaceholderWithDefault", "VarHandleOp", "ReadVariableOp"})
+# TF ops tf2onnx converts by transposing to channels-first (besides any op with a channels-last ``data_format``)
+_CHANNELS_LAST_OPS = frozenset({"ResizeBilinear", "ResizeNearestNeighbor", "ResizeBicubic", "ResizeArea",
+                                "CropAndResize", "ExtractImagePatches", "SpaceToBatchND", "BatchToSpaceND"})
+
+
+class TFTaps:
+    """The tensors of the TensorFlow graph tf2onnx converts, fetched in a ``tf.compat.v1`` session.
+
+    The graph is the adapter's own (``tf2onnx_graph``: the signature / Keras call frozen and made inlinable, or the
+    GraphDef) after tf2onnx's grappler pass (``tf2onnx_optimized``), so a tensor keeps the name tf2onnx gives its
+    ONNX counterpart. Tapped: float outputs of ops other than constants and placeholders, outside TF1 control-flow
+    frames (a ``while`` body's tensors cannot be fetched; a TF2 body is a function, not in the graph at all). Around a
+    channels-last op (``data_format`` ``NHWC``/``NDHWC``, image resizing, ...) tf2onnx computes the rank >= 4 tensors
+    channels-first under the same names (its transposes move through every op but a reshape), so those tensors are
+    left out (``_channels_last_region``): the same name in another layout would blame a correct conversion (with
+    C == H == W even the shape is the same). The final outputs come from the reference runner.
+    """
+
+    framework = "tensorflow"
+    granularity = "every float tensor of the graph tf2onnx converts (frozen, grappler-optimised)"
+
+    def __init__(self, graph_def: Any, feeds: Mapping[str, str], fixed: Mapping[str, Any], renames: Mapping[str, str],
+                 runner: Runtime, outputs: Sequence[str]) -> None:
+        self.graph_def = graph_def
+        self.feeds = dict(feeds)  # ONNX input name -> graph tensor
+        self.fixed = dict(fixed)  # graph tensor -> () -> value (captured constants fed as tf2onnx saw them)
+        self.renames = dict(renames)  # graph tensor -> ONNX name, where tf2onnx renames it (inputs, outputs)
+        self.runner, self.outputs = runner, list(outputs)
+        self._graph: Any = None
+        self._session: Any = None
+        self._tensors: dict[str, str] | None = None  # ONNX name -> graph tensor
+
+    def _load(self) -> Any:
+        if self._graph is None:
+            import tensorflow as tf
+
+            graph = tf.Graph()
+            with graph.as_default():
+                tf.compat.v1.import_graph_def(self.graph_def, name="")
+            self._graph = graph
+        return self._graph
+
+    def _tapped(self) -> dict[str, str]:
+        if self._tensors is None:
+            graph = self._load()
+            ops = graph.get_operations()
+            relaid = _channels_last_region(ops)
+            framed: set[str] = set()  # ops inside a TF1 while frame (Enter ... Exit)
+            for op in ops:  # get_operations() is in topological order for an imported GraphDef
+                if op.type == "Enter" or (op.type != "Exit" and any(t.op.name in framed for t in op.inputs)):
+                    framed.add(op.name)
+            tensors: dict[str, str] = {}
+            for op in ops:
+                if op.type in _NOT_TAPPED_OPS or op.name in framed:
+                    continue
+                for t in op.outputs:
+                    if t.dtype.name not in FLOAT_TF_DTYPES or t.name in self.renames or t.name in relaid \
+                            or not graph.is_fetchable(t):
+                        continue
+                    tensors[t.name] = t.name
+            self._tensors = tensors
+        return self._tensors
+
+    def names(self) -> set[str]:
+        return set(self._tapped()) | set(self.outputs)
+
+    def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+        import tensorflow as tf
+
+        tapped = self._tapped()
+        inner = [n for n in dict.fromkeys(names) if n in tapped]
+        values: dict[str, np.ndarray] = {}
+        if inner:
+            graph = self._load()
+            if self._session is None:
+                self._session = tf.compat.v1.Session(graph=graph)
+            feed_dict = {graph.get_tensor_by_name(t): np.asarray(feeds[n]) for n, t in self.feeds.items() if n in feeds}
+            feed_dict.update({graph.get_tensor_by_name(t): value() for t, value in self.fixed.items()})
+            got = self._session.run([graph.get_tensor_by_name(tapped[n]) for n in inner], feed_dict)
+            values.update({n: np.asarray(v) for n, v in zip(inner, got, strict=True)})
+        finals = [n for n in names if n in self.outputs]
+        if finals:
+            self.runner.activate()
+            try:
+                out = self.runner.infer(feeds)
+            finally:
+                self.runner.deactivate()
+            values.update({n: out[n] for n in finals if n in out})
+        return values
+
+    def describe(self, tensor: str) -> SourceNode | None:
+        name = self._tapped().get(tensor)
+        if name is None:
+            return None
+        op = self._load().get_tensor_by_name(name).op
+        attrs = {k: v for k, v in ((k, _attr(op.node_def.attr[k])) for k in sorted(op.node_def.attr)) if v is not None}
+        return SourceNode(op.name, op.type, attrs)
+
+
+def _channels_last_region(ops: Sequence[Any]) -> set[str]:
+    """The tensors tf2onnx may hold channels-first under their TF name: those of rank >= 4 (or unknown rank) connected
+    to a channels-last op's rank >= 4 inputs and outputs through ops that keep such tensors on both sides (every op
+    but a reshape, which tf2onnx's transposes do not cross: they are undone before it)."""
+    parent: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while parent.setdefault(t, t) != t:
+            parent[t] = parent[parent[t]]
+            t = parent[t]
+        return t
+
+    def wide(t: Any) -> bool:
+        return t.shape.rank is None or t.shape.rank >= 4
+
+    seeds: list[str] = []
+    for op in ops:
+        if op.type in _NOT_TAPPED_OPS or op.type in ("Reshape", "Squeeze", "ExpandDims"):
+            continue
+        tensors = [t.name for t in (*op.inputs, *op.outputs) if wide(t) and t.op.type not in _NOT_TAPPED_OPS]
+        for t in tensors[1:]:
+            parent[find(t)] = find(tensors[0])
+        if tensors and (op.type in _CHANNELS_LAST_OPS or _channels_last(op)):
+            seeds.append(tensors[0])
+    roots = {find(t) for t in seeds}
+    return {t for t in list(parent) if find(t) in roots}
+
+
+def _channels_last(op: Any) -> bool:
+    attr = op.node_def.attr.get("data_format")
+    return attr is not None and attr.s.startswith(b"N") and attr.s.endswith(b"C") and len(attr.s) > 2
+
+
+def _attr(value: Any) -> Any:
+    """A scalar or list attribute of a TF node as plain Python (tensors, types, functions: None)."""
+    kind = value.WhichOneof("value")
+    if kind in ("i", "f", "b"):
+        return getattr(value, kind)
+    if kind == "s":
+        return value.s.decode("utf-8", "replace")
+    if kind == "list" and (value.list.i or value.list.f):
+        return list(value.list.i) or list(value.list.f)
+    return None
+
+
 def _mxnet_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
     if not source.location:
         return None
@@ -300,12 +449,40 @@ def _torch_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | No
     return TorchTaps(runner, modules) if modules else None
 
 
+_TF_GRAPHS: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(LoadedTF), shapes) -> (the LoadedTF, the graph)
+
+
+def _tf_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+    loaded = getattr(runner, "loaded", None)
+    if loaded is None or loaded.kind not in ("saved_model", "keras", "graph_def"):
+        return None  # TFLite: the interpreter exposes no converted graph
+    from adapters.tensorflow.adapter import tf2onnx_graph, tf2onnx_optimized
+
+    onnx_inputs = {i.name: i for i in export.model.graph.input} if isinstance(export.model, onnx.ModelProto) else {}
+    shapes: dict[str, list[int | None]] = {}
+    for spec in export.inputs:
+        dims = onnx_inputs[spec.name].type.tensor_type.shape.dim if spec.name in onnx_inputs else None
+        shapes[spec.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims] if dims is not None \
+            else list(spec.shape or ())
+    key = (id(loaded), json.dumps(shapes, sort_keys=True))
+    if key not in _TF_GRAPHS:
+        graph = tf2onnx_graph(loaded, export.inputs, shapes)
+        _TF_GRAPHS.clear()  # one source per reference process
+        _TF_GRAPHS[key] = (loaded, (graph, tf2onnx_optimized(graph)))
+    graph, optimized = _TF_GRAPHS[key][1]
+    given = {s.name for s in export.inputs}
+    feeds = {graph.renames.get(t, t): t for t in graph.input_names if graph.renames.get(t, t) in given}
+    fixed = {t: graph.captured[t] for t in graph.input_names if t in graph.captured and t not in feeds.values()}
+    return TFTaps(optimized, feeds, fixed, graph.renames, runner, export.output_names)
+
+
 # framework -> "module:function(source, export, runner) -> SourceTaps | None": per-layer taps; a framework
 # without an entry (or whose function returns None) is compared on its final outputs
 TAPS = LazyRegistry({
     "mxnet": "bridge.conversion.sources:_mxnet_taps",
     "onnx": "bridge.conversion.sources:_onnx_taps",
     "torch": "bridge.conversion.sources:_torch_taps",
+    "tensorflow": "bridge.conversion.sources:_tf_taps",
 }, "no per-layer taps for '{name}'; known: {known}")
 
 
