@@ -451,8 +451,9 @@ def decode_probes(check: Check, held: _Held, run: ComparisonRun, warnings: list[
     (``adapters.source_decode_probes``, run in the reference's process): the candidate model's decode region in
     onnxruntime against the source's node on synthetic inputs over every anchor. Returns (verdict, region) per
     node for ``attach_probes``. Where it does not apply it is a statement (no onnxruntime candidate, said when the
-    source has a decode node) or nothing (the source has none); where it should have run and did not (the source side failed, the candidate's region is
-    missing or failed), a ``not_run`` verdict, which leaves the detection group vacuous (``--strict`` fails it)."""
+    source has a decode node) or nothing (the source has none); where it should have run and did not (the source
+    side failed, the candidate's region is missing or failed), a ``not_run`` verdict, which leaves the detection
+    group vacuous (``--strict`` fails it)."""
     from adapters import source_decode_probes
     from bridge.conversion.decode_probe import PROBE_RUNTIME, CandidateProbe, not_run, probe_candidate
 
