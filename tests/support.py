@@ -28,6 +28,19 @@ def run_cli(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> 
                           timeout=600)
 
 
+def run_in_own_interpreter(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with the repository and ``tests/`` importable. For a test that signals its
+    own process (SIGINT to the main thread, as Ctrl-C or a watchdog does): the suite's process holds every framework
+    and thread pool earlier tests loaded, and such a signal crashed it (exit 139 in CI) where a fresh one does not."""
+    import os
+
+    tests = REPO / "tests"
+    paths = [str(REPO), str(tests), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout,
+                          check=False)
+
+
 def make_model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
                opset: int = 17, initializers: list[onnx.TensorProto] | None = None) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers or [])

@@ -84,15 +84,9 @@ def test_in_process_runtimes_keep_the_time_limit() -> None:
     """--no-isolate (or a live object) still honours --timeout: under the API the caller's main thread is
     interrupted (the bridge command exits with status 3 instead). Run in an interpreter of its own: the SIGINT the
     watchdog sends is the caller's whole process's, and this test process holds every framework other tests loaded."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from support import run_in_own_interpreter
 
-    tests = Path(__file__).resolve().parents[2]  # tests/: hostile_runtimes; its parent: the bridge package
-    paths = [str(tests.parent), str(tests), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-    proc = subprocess.run([sys.executable, "-c", _IN_PROCESS_DEADLINE], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+    proc = run_in_own_interpreter(_IN_PROCESS_DEADLINE)
     assert proc.returncode == 42, proc.stderr[-2000:]
     assert "the hanging reference did not finish within 1 s" in proc.stderr
 
