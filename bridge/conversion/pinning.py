@@ -37,46 +37,52 @@ log = logging.getLogger(__name__)
 
 
 def source_tap_names(framework: str, source: Source, export: Any,
-                     aliases: Mapping[str, Mapping[str, Any]] | None = None) -> set[str]:
-    """The candidate tensor names the source can return (run in the reference's child process)."""
+                     aliases: Mapping[str, Mapping[str, Any]] | None = None,
+                     trace_feeds: Mapping[str, np.ndarray] | None = None) -> set[str]:
+    """The candidate tensor names the source can return (run in the reference's child process); ``trace_feeds``:
+    the validation inputs (``bridge.conversion.sources.source_taps``)."""
     from adapters import reference_runner
     from bridge.conversion.sources import source_taps
 
-    return source_taps(framework, source, export, reference_runner(framework, source, export), aliases).names()
+    return source_taps(framework, source, export, reference_runner(framework, source, export), aliases,
+                       trace_feeds).names()
 
 
 def source_tap_values(framework: str, source: Source, export: Any, feeds: Sequence[Mapping[str, np.ndarray]],
                       names: Sequence[str], aliases: Mapping[str, Mapping[str, Any]] | None = None,
-                      ) -> list[dict[str, np.ndarray]]:
+                      trace_feeds: Mapping[str, np.ndarray] | None = None) -> list[dict[str, np.ndarray]]:
     """The source's values of ``names`` on each of ``feeds``."""
     from adapters import reference_runner
     from bridge.conversion.sources import source_taps
 
-    taps = source_taps(framework, source, export, reference_runner(framework, source, export), aliases)
+    taps = source_taps(framework, source, export, reference_runner(framework, source, export), aliases, trace_feeds)
     return [taps.run(f, list(names)) for f in feeds]
 
 
 class TapsPinSource:
     """``bridge.validation.pinning.PinSource`` over the source's taps, each call in a child process; ``aliases``:
-    the candidate model's layout aliases (a tensor a pass moved a Transpose across is the source's, transposed)."""
+    the candidate model's layout aliases (a tensor a pass moved a Transpose across is the source's, transposed);
+    ``trace_feeds``: the validation inputs (a source traced again to name its tensors is traced on them)."""
 
     def __init__(self, framework: str, source: Source, export: Any, *, enabled: bool, timeout: float | None,
-                 max_memory: int | None, aliases: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 max_memory: int | None, aliases: Mapping[str, Mapping[str, Any]] | None = None,
+                 trace_feeds: Mapping[str, np.ndarray] | None = None) -> None:
         self.framework, self.source, self.export = framework, source, export
         self.aliases = dict(aliases or {})
+        self.trace_feeds = dict(trace_feeds) if trace_feeds is not None else None
         self.kw: dict[str, Any] = {"enabled": enabled, "timeout": timeout, "max_memory": max_memory}
         self._names: set[str] | None = None
 
     def names(self) -> set[str]:
         if self._names is None:
             self._names = call_isolated(partial(source_tap_names, self.framework, self.source, self.export,
-                                                self.aliases),
+                                                self.aliases, self.trace_feeds),
                                         stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
         return self._names
 
     def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
         return call_isolated(partial(source_tap_values, self.framework, self.source, self.export,
-                                     [dict(f) for f in feeds], list(names), self.aliases),
+                                     [dict(f) for f in feeds], list(names), self.aliases, self.trace_feeds),
                              stage=f"the {self.framework} source's tensors (pinning)", **self.kw)
 
 
@@ -170,7 +176,7 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
 
     direct = onnx_runtimes(artefact_runtimes or {})
     taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
-                         max_memory=max_memory)
+                         max_memory=max_memory, trace_feeds=run.feeds)
     # the layout aliases the model records: claims of the model (which may be the file under test), measured
     # against the source before use (bridge.validation.pinning._verified_aliases)
     claimed = tensor_aliases({p.key: p.value for p in model.metadata_props})

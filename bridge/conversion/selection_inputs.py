@@ -35,18 +35,20 @@ class HeldPinSource:
     process, the framework loaded), so the proof starts no process of its own for the source."""
 
     def __init__(self, run_there: Callable[[Callable[[], Any]], Any], framework: str, source: Source,
-                 export: Any) -> None:
+                 export: Any, trace_feeds: Mapping[str, np.ndarray] | None = None) -> None:
         self.run_there, self.framework, self.source, self.export = run_there, framework, source, export
+        self.trace_feeds = dict(trace_feeds) if trace_feeds is not None else None
         self._names: set[str] | None = None
 
     def names(self) -> set[str]:
         if self._names is None:
-            self._names = set(self.run_there(partial(source_tap_names, self.framework, self.source, self.export)))
+            self._names = set(self.run_there(partial(source_tap_names, self.framework, self.source, self.export,
+                                                     None, self.trace_feeds)))
         return self._names
 
     def values(self, feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]) -> list[dict[str, np.ndarray]]:
         return list(self.run_there(partial(source_tap_values, self.framework, self.source, self.export,
-                                           [dict(f) for f in feeds], list(names))))
+                                           [dict(f) for f in feeds], list(names), None, self.trace_feeds)))
 
 
 def prove_passing(run: ComparisonRun, model: onnx.ModelProto, tolerance: Tolerance, *, framework: str,
@@ -57,9 +59,9 @@ def prove_passing(run: ComparisonRun, model: onnx.ModelProto, tolerance: Toleran
     from running is said in ``warnings``; it never fails a check by not running."""
     if not has_selection_ops(model) or not any(c.passed for c in run.comparisons):
         return None
-    pins = HeldPinSource(run_there, framework, source, export) if run_there is not None else \
+    pins = HeldPinSource(run_there, framework, source, export, run.feeds) if run_there is not None else \
         TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
-                      max_memory=max_memory)
+                      max_memory=max_memory, trace_feeds=run.feeds)
     with tempfile.TemporaryDirectory(prefix="bridge-selection-", dir=workdir) as folder:
         runner = candidate_runner(RUNTIME, Path(folder), enabled=isolated, timeout=timeout, max_memory=max_memory)
         try:

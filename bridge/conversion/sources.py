@@ -13,6 +13,10 @@ A ``SourceTaps`` names its tensors the way the converted model does, so both sid
 * PyTorch: module outputs through forward hooks, matched to ONNX tensors by the scopes torch.onnx's
   exporter records on every node (``pkg.torch.onnx.name_scopes``): a module's ONNX tensor is the one
   value leaving the nodes of its scope (modules with several, or called more than once, are skipped).
+  Tensors computed inline in ``forward`` (a decode, a score threshold) belong to no module: they come from
+  torch.onnx's own export of the source (``TorchGraphTaps``), run in onnxruntime - in ``convert`` the export the
+  conversion started from, in ``validate`` the source exported again (traced on the validation inputs), offered
+  only where the candidate's node of that name is the export's (same op, same inputs).
 * TensorFlow (SavedModel, Keras, frozen GraphDef): the tensors of the graph tf2onnx converts (the adapter's own
   freezing, then tf2onnx's grappler pass: ``adapters.tensorflow.adapter.tf2onnx_graph`` / ``tf2onnx_optimized``),
   run in a TF session; tf2onnx names an ONNX tensor after the TF tensor it converts (``.../decode/mul:0``).
@@ -29,9 +33,10 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -253,6 +258,53 @@ class TorchTaps:
         return SourceNode(path, type(module).__name__, {"repr": extra} if extra else {})
 
 
+class TorchGraphTaps:
+    """Every tensor of torch.onnx's own export of the source (``export``), run in onnxruntime: what PyTorch's exporter
+    made of ``forward``, inline code included. ``offered``: the tensors served (see ``torch_graph_taps``)."""
+
+    framework = "torch"
+    granularity = ("every tensor of torch.onnx's own export of the source (run in onnxruntime; a candidate's tensor "
+                   "only where its node is the export's)")
+
+    def __init__(self, exported: onnx.ModelProto, offered: set[str]) -> None:
+        self.taps = OnnxTaps(exported)
+        self.offered = offered & self.taps.available()
+
+    def names(self) -> set[str]:
+        return set(self.offered)
+
+    def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.taps.run(feeds, [n for n in names if n in self.offered])
+
+    def describe(self, tensor: str) -> SourceNode | None:
+        facts = self.taps.index.node_of(tensor)
+        return None if facts is None else SourceNode(facts.name, facts.op, facts.attributes)
+
+
+class CombinedTaps:
+    """``first``'s tensors, then ``second``'s for the names ``first`` does not return (module hooks before the
+    export's graph: a module output computed by PyTorch itself is the better witness)."""
+
+    def __init__(self, first: SourceTaps, second: SourceTaps) -> None:
+        self.first, self.second = first, second
+        self.framework = first.framework
+        self.granularity = f"{first.granularity}; {second.granularity}"
+
+    def names(self) -> set[str]:
+        return self.first.names() | self.second.names()
+
+    def run(self, feeds: Mapping[str, np.ndarray], names: Sequence[str]) -> dict[str, np.ndarray]:
+        mine = self.first.names()
+        values = self.first.run(feeds, [n for n in names if n in mine])
+        rest = [n for n in names if n not in values and n in self.second.names()]
+        if rest:
+            values.update(self.second.run(feeds, rest))
+        return values
+
+    def describe(self, tensor: str) -> SourceNode | None:
+        return self.first.describe(tensor) if tensor in self.first.names() else self.second.describe(tensor)
+
+
 class AliasedTaps:
     """``taps`` plus the converted model's layout aliases (``bridge.provenance.TENSOR_ALIASES_META``): a tensor a
     pass computes as ``transpose(source tensor, perm)`` is served as exactly that. ``aliases`` are taken as given:
@@ -428,7 +480,7 @@ def _attr(value: Any) -> Any:
     return None
 
 
-def _mxnet_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+def _mxnet_taps(source: Source, export: Any, runner: Runtime, trace_feeds: Any = None) -> SourceTaps | None:
     if not source.location:
         return None
     from adapters.mxnet.adapter import OUTPUT_MAP_KEY, MXNetAdapter, source_outputs_only
@@ -440,19 +492,116 @@ def _mxnet_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | No
     return MXNetTaps(Path(source.location), MXNetAdapter().resolve_params(source), export.inputs, mapping)
 
 
-def _onnx_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+def _onnx_taps(source: Source, export: Any, runner: Runtime, trace_feeds: Any = None) -> SourceTaps | None:
     return OnnxSourceTaps(Path(source.location)) if source.location else None
 
 
-def _torch_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+def _torch_taps(source: Source, export: Any, runner: Runtime,
+                trace_feeds: Mapping[str, np.ndarray] | None = None) -> SourceTaps | None:
     modules = torch_module_tensors(export.model) if hasattr(runner, "module") else {}
-    return TorchTaps(runner, modules) if modules else None
+    graph = torch_graph_taps(source, export, trace_feeds)
+    hooks: SourceTaps = TorchTaps(runner, modules) if modules else \
+        FinalOutputsTaps("torch", runner, list(getattr(runner, "output_names", ())))
+    if graph is None:
+        return hooks if modules else None
+    return CombinedTaps(hooks, graph)
+
+
+_TORCH_GRAPHS: dict[str, tuple[onnx.ModelProto, set[str]]] = {}  # one re-export per reference process (the last)
+_TORCHSCRIPT_NAME = re.compile(r"^/.*_output_\d+$")  # torch.onnx's TorchScript exporter: /scope/Op_3_output_0
+
+
+def torch_graph_taps(source: Source, export: Any, trace_feeds: Mapping[str, np.ndarray] | None
+                     ) -> TorchGraphTaps | None:
+    """torch.onnx's own export of the source and the tensors of it offered as the source's.
+
+    ``export`` made by the PyTorch adapter (``convert``, ``debug``) is that export: every intermediate tensor. A
+    stand-in (``validate``: ``export.model`` is the candidate) has the source exported again, with ``--exporter`` or
+    else the exporter whose names the candidate carries, traced on ``trace_feeds`` (the validation inputs, as
+    ``convert`` traces by default); a tensor is offered only where the candidate's node of that name has the export's
+    op and inputs, so a candidate traced on other inputs (another branch taken) or rewritten there offers nothing
+    there. A failed re-export offers nothing (logged): the final outputs are still PyTorch's own."""
+    from adapters.pytorch.adapter import DYNAMO, TORCHSCRIPT
+
+    model = getattr(export, "model", None)
+    if not isinstance(model, onnx.ModelProto):
+        return None
+    if export.exporter in (DYNAMO, TORCHSCRIPT):
+        outputs = {o.name for o in model.graph.output}
+        return TorchGraphTaps(model, {t for n in model.graph.node for t in n.output if t and t not in outputs})
+    if source.obj is not None or not source.location or not trace_feeds:
+        return None  # a live object may have changed since the candidate was made; nothing to trace on
+    found = _reexport(source, export, trace_feeds)
+    if found is None:
+        return None
+    exported, offered = found
+    return TorchGraphTaps(exported, offered)
+
+
+def _reexport(source: Source, export: Any, trace_feeds: Mapping[str, np.ndarray]
+              ) -> tuple[onnx.ModelProto, set[str]] | None:
+    import hashlib
+    import logging
+
+    from adapters.pytorch.adapter import PyTorchAdapter
+    from bridge.config import ExportSpec, InputSpec
+
+    candidate: onnx.ModelProto = export.model
+    produced = [t for n in candidate.graph.node for t in n.output if t]
+    exporter = str(source.options.get("exporter") or "auto")
+    if exporter == "auto":  # the exporter whose names the candidate carries (checked node by node below)
+        scripted = sum(bool(_TORCHSCRIPT_NAME.match(t)) for t in produced)
+        exporter = "torchscript" if scripted * 2 > len(produced) else "dynamo"
+    inputs = tuple(InputSpec(s.name, tuple(np.shape(trace_feeds[s.name])), str(np.asarray(trace_feeds[s.name]).dtype))
+                   for s in export.inputs if s.name in trace_feeds)
+    if len(inputs) != len(export.inputs):
+        return None
+    digest = hashlib.sha256()
+    for s in inputs:
+        digest.update(np.ascontiguousarray(trace_feeds[s.name]).tobytes())
+    key = json.dumps([source.describe(), sorted((k, str(v)) for k, v in source.options.items()), exporter,
+                      [[s.name, list(s.shape or ()), s.dtype] for s in inputs], list(export.output_names),
+                      _mtime(source.location), str(source.weights), _mtime(str(source.weights or "")),
+                      digest.hexdigest()])
+    if key not in _TORCH_GRAPHS:
+        options = {**source.options, "exporter": exporter}
+        spec = ExportSpec(inputs=inputs, output_names=tuple(export.output_names), opset_asked=False,
+                          examples=lambda _specs: {k: np.asarray(v) for k, v in trace_feeds.items()})
+        try:
+            exported = PyTorchAdapter().export(replace(source, options=options), spec).model
+        except Exception as exc:  # evidence only: without it the tensors are not offered
+            logging.getLogger(__name__).info("the source could not be exported again for its tensors: %s", exc)
+            return None
+        _TORCH_GRAPHS.clear()
+        _TORCH_GRAPHS[key] = (exported, _same_nodes(exported, candidate))
+    return _TORCH_GRAPHS[key]
+
+
+def _mtime(location: str | None) -> float | None:
+    """When the file behind a source (a path, or ``file.py:factory``) last changed: a changed file is exported again."""
+    if not location:
+        return None
+    path = Path(location.rsplit(":", 1)[0]) if ":" in location and not Path(location).exists() else Path(location)
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _same_nodes(exported: onnx.ModelProto, candidate: onnx.ModelProto) -> set[str]:
+    """The intermediate tensors both models produce by a node of the same domain, op and inputs (by name)."""
+    def producers(model: onnx.ModelProto) -> dict[str, tuple[str, str, tuple[str, ...]]]:
+        return {t: (n.domain or "", n.op_type, tuple(n.input)) for n in model.graph.node for t in n.output if t}
+
+    mine, theirs = producers(exported), producers(candidate)
+    outputs = {o.name for o in exported.graph.output}
+    return {t for t, facts in mine.items() if t not in outputs and theirs.get(t) == facts}
 
 
 _TF_GRAPHS: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(LoadedTF), shapes) -> (the LoadedTF, the graph)
 
 
-def _tf_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
+def _tf_taps(source: Source, export: Any, runner: Runtime, trace_feeds: Any = None) -> SourceTaps | None:
     loaded = getattr(runner, "loaded", None)
     if loaded is None or loaded.kind not in ("saved_model", "keras", "graph_def"):
         return None  # TFLite: the interpreter exposes no converted graph
@@ -476,8 +625,9 @@ def _tf_taps(source: Source, export: Any, runner: Runtime) -> SourceTaps | None:
     return TFTaps(optimized, feeds, fixed, graph.renames, runner, export.output_names)
 
 
-# framework -> "module:function(source, export, runner) -> SourceTaps | None": per-layer taps; a framework
-# without an entry (or whose function returns None) is compared on its final outputs
+# framework -> "module:function(source, export, runner, trace_feeds) -> SourceTaps | None": per-layer taps;
+# a framework without an entry (or whose function returns None) is compared on its final outputs.
+# ``trace_feeds``: the validation inputs, for a framework that must trace the source again to name its tensors
 TAPS = LazyRegistry({
     "mxnet": "bridge.conversion.sources:_mxnet_taps",
     "onnx": "bridge.conversion.sources:_onnx_taps",
@@ -487,10 +637,12 @@ TAPS = LazyRegistry({
 
 
 def source_taps(framework: str, source: Source, export: Any, runner: Runtime,
-                aliases: Mapping[str, Mapping[str, Any]] | None = None) -> SourceTaps:
+                aliases: Mapping[str, Mapping[str, Any]] | None = None,
+                trace_feeds: Mapping[str, np.ndarray] | None = None) -> SourceTaps:
     """The richest taps available for ``framework`` (final outputs when it has none per layer); ``aliases``:
-    the converted model's layout aliases, served too (``AliasedTaps``)."""
-    taps = TAPS.load(framework)(source, export, runner) if framework in TAPS.names() else None
+    the converted model's layout aliases, served too (``AliasedTaps``); ``trace_feeds``: the validation inputs (a
+    PyTorch source is traced on them when it must be exported again)."""
+    taps = TAPS.load(framework)(source, export, runner, trace_feeds) if framework in TAPS.names() else None
     if taps is not None:
         return AliasedTaps(taps, aliases) if aliases else taps
     outputs = [o.name for o in export.model.graph.output] if isinstance(export.model, onnx.ModelProto) else []

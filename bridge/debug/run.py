@@ -188,7 +188,7 @@ def debug_conversion(cfg: ConvertConfig, *, model: onnx.ModelProto | None = None
         t = time.perf_counter()
         if ref_outputs is not None:
             taps = _checked_taps(source_taps(adapter.framework, cfg.source, export,
-                                             adapter.reference_runner(cfg.source, export)),
+                                             adapter.reference_runner(cfg.source, export), trace_feeds=feeds),
                                  final, feeds, cfg.tolerance, result, say)
             result.granularity = taps.granularity
             say(f"comparing every tensor {taps.framework} and the converted model share")

@@ -209,6 +209,38 @@ def selection_points(model: onnx.ModelProto, available: set[str]) -> list[Select
     return points
 
 
+# ops that read rows of their data input (input 0) at positions another input gives (input 1: indices, a mask)
+ROW_READING_OPS: frozenset[str] = frozenset({"Gather", "GatherND", "GatherElements", "Compress"})
+MAX_GATHERED_RANK = 3  # candidate rows ([N, k], [B, N, k]); a feature map an RoI reads from is no row table
+
+
+def gathered_rows(model: onnx.ModelProto, available: set[str]) -> list[str]:
+    """The source tensors nearest upstream of the data a selection's choice is read from: a Gather / GatherND /
+    GatherElements / Compress whose positions come from a selection (a threshold mask's NonZero, TopK's indices, NMS
+    rows) and whose data does not. Every row of that data (each anchor's decoded box) can be the chosen one on some
+    image, though on the validation feeds only the chosen rows reach the outputs: torchvision's per-image head
+    gathers the boxes scoring over its threshold before NMS, so the decoded boxes are no input of any selection."""
+    index = GraphIndex(model)
+    compared = available & (set(index.order) - set(index.inputs))
+    selected: set[str] = set()  # tensors computed from some selection's result
+    for node in model.graph.node:
+        picks = node.domain in ("", "ai.onnx") and (node.op_type in SELECTION_OPS or node.op_type in COMPARISON_OPS
+                                                    or node.op_type == "NonZero")
+        if picks or any(i in selected for i in node.input):
+            selected.update(o for o in node.output if o)
+    found: list[str] = []
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ROW_READING_OPS or len(node.input) < 2:
+            continue
+        data, where = node.input[0], node.input[1]
+        if where not in selected or data in selected or data in index.initializers or data in index.inputs:
+            continue
+        for pin in [data] if data in compared else index.frontier(data, compared)[0]:
+            if pin in compared and pin not in selected and pin not in found:
+                found.append(pin)
+    return sorted(found, key=lambda n: index.position.get(n, -1))
+
+
 def has_selection_ops(model: onnx.ModelProto) -> bool:
     return any(n.op_type in SELECTION_OPS or n.op_type in COMPARISON_OPS for n in model.graph.node
                if n.domain in ("", "ai.onnx"))
@@ -1074,9 +1106,13 @@ def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candid
     outputs = [o.name for o in model.graph.output]
     reaches = {o: _upstream(index, o) | {o} for o in outputs}
     judged_outputs = [o for o in outputs if o not in set(shape_only)]
-    points = [p for p in selection_points(model, source.names())
+    available = source.names()
+    points = [p for p in selection_points(model, available)
               if any(p.indices in reaches[o] or set(p.inputs) & reaches[o] for o in judged_outputs)]
-    pins = sorted(dict.fromkeys(p for point in points for p in point.pins), key=lambda p: index.position.get(p, -1))
+    # the rows a selection's choice is read from (gathered by its indices) are judged like its inputs
+    rows = [r for r in gathered_rows(model, available) if any(r in reaches[o] for o in judged_outputs)]
+    pins = sorted(dict.fromkeys([*(p for point in points for p in point.pins), *rows]),
+                  key=lambda p: index.position.get(p, -1))
     if not pins:
         return SelectionInputsProof(False, "no tensor upstream of a selection op is one the source can return")
     say(f"comparing {len(pins)} selection input(s) with the source's on every row")
@@ -1084,6 +1120,11 @@ def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candid
     missing = [p for p in pins if p not in src]
     if missing:
         return SelectionInputsProof(False, f"the source returned no value for {', '.join(missing)}")
+    pins = [p for p in pins if p not in rows or p in {q for point in points for q in point.pins}
+            or np.ndim(src[p]) <= MAX_GATHERED_RANK]
+    if not pins:
+        return SelectionInputsProof(False, "the only tensors the source returns upstream of a selection are feature "
+                                    "maps its choice reads from, not rows")
     cand = run_candidate(with_outputs(model, pins), feeds)
     # a tensor of the source's name in another axis order (a foreign exporter's layout) is no evidence either way:
     # left out, and said; any other shape difference (rows added or dropped) is judged, and fails

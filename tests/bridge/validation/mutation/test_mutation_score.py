@@ -9,7 +9,7 @@ scale rule's operators on segmentation logits; the full matrix is ``-m slow``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import onnx
@@ -23,7 +23,8 @@ from mutation_score import Record, record
 # the CI subset: (model, operators); everything else runs with -m slow
 FAST: dict[str, tuple[str, ...]] = {
     "mxnet_ssd": tuple(OPERATORS),
-    "torchvision_ssd": ("rows", "class_id_plus_one", "swap_xy", "metadata_detection"),
+    # anchor_shift: a decode inline in forward (PyTorch graph taps) read by a threshold mask's gather (gathered rows)
+    "torchvision_ssd": ("rows", "class_id_plus_one", "swap_xy", "metadata_detection", "anchor_shift"),
     "ssd_classifier": ("resize_mode", "softmax_axis", "relu_leaky", "constant_outputs"),
     # an anchor no validation image selects: only the selection inputs judged on every row show it
     "gluoncv_ssd": ("anchor_shift",),
@@ -37,10 +38,18 @@ FAST: dict[str, tuple[str, ...]] = {
 # test fails when another mutant survives, and when one of these no longer does (then it leaves this list).
 # Keyed by (model, operator, the start of the site).
 KNOWN_SURVIVORS: dict[tuple[str, str, str], str] = {}
+# Mutants PASSed by default with the verdict said vacuous (thin feeds) and FAILed by --strict: not killed, as the
+# done-when counts. The test fails when another one appears, and when one of these is killed (it leaves the list).
+KNOWN_UNPROVED: dict[tuple[str, str, str], str] = {
+    ("torchvision_ssd", "score_threshold", "NonMaxSuppression '/NonMaxSuppression'"):
+        "no feed scores in (0.5, 0.52]: inputs searched for scores near a threshold are not generated yet",
+    ("torchvision_ssd", "score_threshold", "Greater '/Greater'"): "as above",
+    ("keras_ssd", "score_threshold", "NonMaxSuppression"): "no feed scores in (0.3, 0.32]: as above",
+}
 
 
-def _known(r: Record) -> bool:
-    return any(r.model == m and r.operator == op and r.site.startswith(site) for m, op, site in KNOWN_SURVIVORS)
+def _known(r: Record, listed: Mapping[tuple[str, str, str], str]) -> bool:
+    return any(r.model == m and r.operator == op and r.site.startswith(site) for m, op, site in listed)
 
 
 def _matrix() -> list[pytest.ParameterSet]:
@@ -93,9 +102,12 @@ def test_every_non_equivalent_mutant_fails_validation(model: str, op: str,
         rec = judge(converted, mutant, folder / f"{op}_{k}.onnx")
         record(rec)
         records.append(rec)
-    healed = [site for (m, o, site) in KNOWN_SURVIVORS if m == model and o == op
-              and not any(r.status == "survived" and r.site.startswith(site) for r in records)]
-    assert not healed, f"listed in KNOWN_SURVIVORS but no longer surviving (take them off the list): {healed}"
-    survivors = [r for r in records if r.status == "survived" and not _known(r)]
-    assert not survivors, "non-equivalent mutants PASS validation:\n" + "\n".join(
-        f"- {r.site}\n  PASS: {r.detail[:400]}\n  --strict: {r.strict}\n  reproduce: {r.command}" for r in survivors)
+    for status, listed in (("survived", KNOWN_SURVIVORS), ("unproved", KNOWN_UNPROVED)):
+        healed = [site for (m, o, site) in listed if m == model and o == op
+                  and not any(r.status == status and r.site.startswith(site) for r in records)]
+        assert not healed, f"listed as {status} but no longer {status} (take them off the list): {healed}"
+    left = [r for r in records if (r.status == "survived" and not _known(r, KNOWN_SURVIVORS))
+            or (r.status == "unproved" and not _known(r, KNOWN_UNPROVED))]
+    assert not left, "non-equivalent mutants PASS validation:\n" + "\n".join(
+        f"- {r.site} ({r.status})\n  PASS: {r.detail[:400]}\n  --strict: {r.strict}\n  reproduce: {r.command}"
+        for r in left)
