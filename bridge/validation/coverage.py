@@ -24,6 +24,15 @@ the two boxes overlapping by an IoU that sweeps the NMS threshold), and each ima
 (a saturated detector - most boxes flat, clipped to an edge - decodes boxes with extent there) - and the validation compares the candidate
 on all of them too (``CoverageRuns``). A check thin on every input set is said in the verdict: its output's
 comparison is marked vacuous with the best measurement, which ``--strict`` turns into a failure.
+
+A score threshold moved by a converter shows only on a score between the two thresholds. Ordinary images rarely
+put one there, so with fewer than ``MIN_NEAR`` scores within ``CLOSE`` of the graph's score threshold (or none
+read), ``boundary_inputs`` finds, for each image, the contrast at which the source's detections start: the
+reference run on the image at contrast ``a`` (``mean + a * (image - mean)``), ``a`` bisected between a faint copy
+with no detection and the image. The source decides where its boundary lies, not the file under test. Two input
+sets come of it: each image where its first detection scores ``SCORE_MARGIN`` above where it appeared (a candidate
+whose threshold is higher drops it), and mirrored below the boundary (the source keeps nothing; a candidate whose
+threshold is lower keeps it).
 """
 
 from __future__ import annotations
@@ -50,6 +59,10 @@ MAX_PAIRS = 1 << 22  # IoU pairs measured per image and class (a detector with t
 THIN = "thin feeds"
 FLAT_SHARE = 0.5  # more detections than this share flat (a saturated decode clipped to an edge): thin
 LOW_CONTRAST = 0.1  # the low-contrast copies keep this share of each image's deviation from its mean
+CLOSE = 0.01  # a score this close above the score threshold: a threshold moved further changes what is kept
+BOUNDARY_STEPS = 14  # bisection steps for the contrast where an image's first detection appears (2^-14)
+SCORE_MARGIN = 0.003  # the boundary inputs' first detection this far from the boundary (no rounding tie there)
+MARGIN_STEPS = 10  # bisection steps for the contrast SCORE_MARGIN above the boundary
 
 
 @dataclass
@@ -223,6 +236,105 @@ def more_inputs(feeds: Mapping[str, np.ndarray]) -> list[tuple[str, dict[str, np
              dim)]
 
 
+def _close_scores(spec: DetectionSpec, outputs: Mapping[str, Any]) -> int | None:
+    """Detections scoring within ``CLOSE`` above ``spec``'s score threshold (None: no threshold read, or unread)."""
+    if spec.score_threshold is None:
+        return None
+    try:
+        dets = spec.read(outputs, "reference")
+    except (KeyError, ValueError):
+        return None
+    t = spec.score_threshold
+    return int(sum(((d.scores >= t) & (d.scores <= t + CLOSE)).sum() for d in dets))
+
+
+def _top_scores(specs: Sequence[DetectionSpec], outputs: Mapping[str, Any], images: int) -> np.ndarray | None:
+    """Per image the highest score any group detected (-inf: none); None when the groups do not give one
+    detection list per image."""
+    top = np.full(images, -np.inf)
+    for spec in specs:
+        try:
+            dets = spec.read(outputs, "reference")
+        except (KeyError, ValueError):
+            return None
+        if len(dets) != images:
+            return None
+        for i, d in enumerate(dets):
+            if len(d):
+                top[i] = max(top[i], float(np.max(d.scores)))
+    return top
+
+
+def _at_contrast(feeds: Mapping[str, np.ndarray], names: Mapping[str, bool], contrast: np.ndarray
+                 ) -> dict[str, np.ndarray]:
+    """``feeds`` with each image of each image input at ``contrast[i]`` of its deviation from its own mean."""
+    out = dict(feeds)
+    for name in names:
+        x = np.asarray(feeds[name])
+        mean = x.mean(axis=(1, 2, 3), keepdims=True)
+        a = contrast.reshape(-1, 1, 1, 1).astype(np.float64)
+        out[name] = (mean + a * (x - mean)).astype(x.dtype)
+    return out
+
+
+def boundary_inputs(infer: Callable[[Mapping[str, np.ndarray]], dict[str, Any]], feeds: Mapping[str, np.ndarray],
+                    outputs: Mapping[str, Any], specs: Sequence[DetectionSpec], say: Callable[[str], None]
+                    ) -> list[tuple[str, dict[str, np.ndarray], dict[str, Any]]]:
+    """The two boundary input sets (module docstring) with the reference's outputs on them; [] when no image has
+    a detection at full contrast and none at ``LOW_CONTRAST`` (no boundary to bracket), or the inputs are no
+    images."""
+    names = _image_inputs(feeds)
+    if not names or len({np.shape(feeds[n])[0] for n in names}) != 1:
+        return []
+    images = int(np.shape(feeds[next(iter(names))])[0])
+    full = _top_scores(specs, outputs, images)
+    if full is None or not np.isfinite(full).any():
+        return []
+    say("few scores near the score threshold: finding where each image's detections start (the source's boundary)")
+    lo, hi = np.full(images, LOW_CONTRAST), np.ones(images)
+    faint = _top_scores(specs, infer(_at_contrast(feeds, names, lo)), images)
+    if faint is None:
+        return []
+    bracketed = np.isfinite(full) & ~np.isfinite(faint)
+    if not bracketed.any():
+        return []
+    top = full.copy()
+    for _ in range(BOUNDARY_STEPS):
+        mid = np.where(bracketed, (lo + hi) / 2, 1.0)
+        seen = _top_scores(specs, infer(_at_contrast(feeds, names, mid)), images)
+        if seen is None:
+            return []
+        found = bracketed & np.isfinite(seen)
+        hi, top = np.where(found, mid, hi), np.where(found, seen, top)
+        lo = np.where(bracketed & ~found, mid, lo)
+    # above the boundary: the contrast where the first detection scores SCORE_MARGIN over what it scored at hi
+    # (bisected on [hi, 1]: the score at full contrast is higher, or the image is left at hi)
+    up_lo, up_hi = hi.copy(), np.ones(images)
+    target = top + SCORE_MARGIN
+    enough = bracketed & (full >= target)
+    for _ in range(MARGIN_STEPS):
+        mid = np.where(enough, (up_lo + up_hi) / 2, 1.0)
+        seen = _top_scores(specs, infer(_at_contrast(feeds, names, mid)), images)
+        if seen is None:
+            return []
+        over = enough & (seen >= target)
+        up_hi = np.where(over, mid, up_hi)
+        up_lo = np.where(enough & ~over, mid, up_lo)
+    up = np.where(enough, up_hi, 1.0)
+    down = np.where(enough, np.clip(lo - (up - hi), LOW_CONTRAST, 1.0), 1.0)  # mirrored below the boundary
+    found = []
+    for label, contrast in (("each validation image where its first detection scores just above the source's "
+                             "threshold (contrast searched)", up),
+                            ("each validation image just below where its first detection appears (contrast "
+                             "searched)", down)):
+        more = _at_contrast(feeds, names, contrast)
+        try:
+            found.append((label, more, infer(more)))
+        except Exception as exc:  # extra evidence only
+            log.info("coverage: the reference failed on %s: %s", label, exc)
+    return found
+
+
 @dataclass
 class CoverageRuns:
     """The reference's runs on the inputs ``more_inputs`` made (taken while a check was thin), and the coverage
@@ -242,9 +354,9 @@ class CoverageRuns:
             return runs
         runs.coverage = [measure(s, outputs, "the validation inputs") for s in runs.specs]
         thin = [c for c in runs.coverage if c.thin]
-        if not thin or infer is None:
+        if infer is None:
             return runs
-        for label, more in more_inputs(feeds):  # every kind: each exercises other cuts
+        for label, more in more_inputs(feeds) if thin else []:  # every kind: each exercises other cuts
             say(f"thin feeds ({'; '.join(c.output for c in thin)}): running the reference on {label}")
             try:
                 more_out = infer(more)
@@ -253,6 +365,14 @@ class CoverageRuns:
                 break
             runs.runs.append((label, more, more_out))
             runs.coverage.extend(measure(s, more_out, label) for s in runs.specs)
+        close = [_close_scores(s, o) for s in runs.specs for o in [outputs, *(r[2] for r in runs.runs)]]
+        if all(c is None for c in close) or sum(c or 0 for c in close) < MIN_NEAR:
+            try:
+                for label, more, more_out in boundary_inputs(infer, feeds, outputs, runs.specs, say):
+                    runs.runs.append((label, more, more_out))
+                    runs.coverage.extend(measure(s, more_out, label) for s in runs.specs)
+            except Exception as exc:  # extra evidence only
+                log.info("coverage: the boundary search failed: %s", exc)
         return runs
 
     def compare(self, comparison: Comparison, candidate: Any, tolerance: Any,

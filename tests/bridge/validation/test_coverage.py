@@ -5,7 +5,7 @@ are thin; the mosaics bridge makes of them are not."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -111,18 +111,21 @@ def _feeds(tmp: Path, patches: int) -> Path:
 def test_thin_feeds_get_more_inputs_and_a_check_thin_on_all_is_said(patches: int, tmp_path: Path) -> None:
     """One bright patch per image (4 detections): thin, so mosaics, blends and echoes are compared too - and they
     do not reach 20 detections either: the verdict passes, marked vacuous with the measurement. Eight patches
-    per image (32 detections) are not thin: nothing is added."""
+    per image (32 detections) are not thin: no such input is added. No score threshold is read from the toy, so
+    both also get the two sets bracketing where the source's detections start (``boundary_inputs``)."""
     spec = DetectionSpec("boxes-scores-labels", {"boxes": "boxes", "scores": "scores", "labels": "labels"})
     feeds = FeedSource(_feeds(tmp_path, patches), [InputSpec("data", (4, 3, 32, 32))])
     run = run_and_compare(Detector(), {"toy": Detector()}, feeds, Tolerance(), detections=[spec])
     (comp,) = run.comparisons
     assert comp.passed and comp.coverage
+    boundary = [c["inputs"] for c in comp.coverage if "contrast searched" in c["inputs"]]
+    assert len(boundary) == 2
     if patches == 1:
-        assert len(run.extra_inputs) == 4 and len(comp.sizes) == 5 and "on 5 input sets" in comp.summary()
+        assert len(run.extra_inputs) == 6 and len(comp.sizes) == 7 and "on 7 input sets" in comp.summary()
         assert comp.vacuous and any(THIN in r for r in comp.vacuous_reasons)
         assert all(c["thin"] for c in comp.coverage)
     else:
-        assert not run.extra_inputs and len(comp.sizes) == 1 and not comp.vacuous
+        assert len(run.extra_inputs) == 2 and len(comp.sizes) == 3 and not comp.vacuous
         assert comp.coverage[0]["detections"] == 32
 
 
@@ -176,3 +179,51 @@ def test_flat_boxes_are_thin_and_low_contrast_copies_are_made() -> None:
     assert "contrast" in label
     mean = x.mean(axis=(1, 2, 3), keepdims=True)
     np.testing.assert_allclose(dim["data"] - mean, 0.1 * (x - mean), atol=1e-4)
+
+
+def _toy_detector(threshold: float) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]:
+    """One candidate box per image scoring sigmoid(8 * (contrast - 0.5)) (the image's spread, a smooth score), kept
+    when over ``threshold`` (boxes-scores-labels, one row per image: a dropped one has score 0, label -1)."""
+    def infer(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        x = np.asarray(feeds["data"], np.float64)
+        spread = x.std(axis=(1, 2, 3)) / 0.25
+        score = 1 / (1 + np.exp(-8 * (spread - 0.5)))
+        kept = score > threshold
+        return {"boxes": np.tile(np.float32([[[0, 0, 10, 10]]]), (len(x), 1, 1)),
+                "scores": np.where(kept, score, 0).astype(np.float32)[:, None, None],
+                "labels": np.where(kept, 0, -1).astype(np.float32)[:, None, None]}
+    return infer
+
+
+def test_the_boundary_inputs_bracket_the_sources_score_threshold() -> None:
+    """The contrast where each image's detection starts is searched on the source: the set above it keeps the
+    detection scoring just over the threshold (a candidate with a higher one drops it), the set below keeps
+    nothing (a candidate with a lower one keeps it); the source's threshold is never read."""
+    from bridge.validation.coverage import SCORE_MARGIN, boundary_inputs
+
+    rng = np.random.default_rng(0)
+    feeds = {"data": (0.5 + rng.uniform(-0.5, 0.5, (3, 3, 16, 16))).astype(np.float32)}
+    source = _toy_detector(0.5)
+    spec = DetectionSpec("boxes-scores-labels", {"boxes": "boxes", "scores": "scores", "labels": "labels"},
+                         score_threshold=0.5)
+    found = boundary_inputs(source, feeds, source(feeds), [spec], lambda _m: None)
+    assert ["just above" in found[0][0], "just below" in found[1][0]] == [True, True]
+    (_, above, above_out), (_, below, below_out) = found
+    scores = _toy_detector(-1.0)  # every image's score, kept or not
+    up, down = scores(above)["scores"].ravel(), scores(below)["scores"].ravel()
+    assert np.all((up > 0.5) & (up < 0.5 + 4 * SCORE_MARGIN)), up
+    assert np.all((down < 0.5) & (down > 0.5 - 4 * SCORE_MARGIN)), down
+    assert np.all(above_out["scores"] > 0) and np.all(below_out["scores"] == 0)
+    for moved in (0.51, 0.49):  # a threshold moved by 0.01 either way changes what one of the sets keeps
+        other = _toy_detector(moved)
+        assert not np.array_equal(other(above)["scores"], above_out["scores"]) or \
+            not np.array_equal(other(below)["scores"], below_out["scores"])
+
+
+def test_no_boundary_without_a_detection_to_bracket() -> None:
+    from bridge.validation.coverage import boundary_inputs
+
+    feeds = {"data": np.full((2, 3, 16, 16), 0.5, np.float32)}  # flat images: no detection at any contrast
+    spec = DetectionSpec("boxes-scores-labels", {"boxes": "boxes", "scores": "scores", "labels": "labels"})
+    source = _toy_detector(0.5)
+    assert boundary_inputs(source, feeds, source(feeds), [spec], lambda _m: None) == []

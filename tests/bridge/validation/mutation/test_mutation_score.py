@@ -23,8 +23,10 @@ from mutation_score import Record, record
 # the CI subset: (model, operators); everything else runs with -m slow
 FAST: dict[str, tuple[str, ...]] = {
     "mxnet_ssd": tuple(OPERATORS),
-    # anchor_shift: a decode inline in forward (PyTorch graph taps) read by a threshold mask's gather (gathered rows)
-    "torchvision_ssd": ("rows", "class_id_plus_one", "swap_xy", "metadata_detection", "anchor_shift"),
+    # anchor_shift: a decode inline in forward (PyTorch graph taps) read by a threshold mask's gather (gathered rows);
+    # score_threshold: no validation score lies between the two thresholds (coverage.boundary_inputs)
+    "torchvision_ssd": ("rows", "class_id_plus_one", "swap_xy", "metadata_detection", "anchor_shift",
+                        "score_threshold"),
     "ssd_classifier": ("resize_mode", "softmax_axis", "relu_leaky", "constant_outputs"),
     # an anchor no validation image selects: only the selection inputs judged on every row show it
     "gluoncv_ssd": ("anchor_shift",),
@@ -40,12 +42,7 @@ FAST: dict[str, tuple[str, ...]] = {
 KNOWN_SURVIVORS: dict[tuple[str, str, str], str] = {}
 # Mutants PASSed by default with the verdict said vacuous (thin feeds) and FAILed by --strict: not killed, as the
 # done-when counts. The test fails when another one appears, and when one of these is killed (it leaves the list).
-KNOWN_UNPROVED: dict[tuple[str, str, str], str] = {
-    ("torchvision_ssd", "score_threshold", "NonMaxSuppression '/NonMaxSuppression'"):
-        "no feed scores in (0.5, 0.52]: inputs searched for scores near a threshold are not generated yet",
-    ("torchvision_ssd", "score_threshold", "Greater '/Greater'"): "as above",
-    ("keras_ssd", "score_threshold", "NonMaxSuppression"): "no feed scores in (0.3, 0.32]: as above",
-}
+KNOWN_UNPROVED: dict[tuple[str, str, str], str] = {}
 
 
 def _known(r: Record, listed: Mapping[tuple[str, str, str], str]) -> bool:
