@@ -175,8 +175,9 @@ def pin_failures(run: ComparisonRun, *, framework: str, source: Source, export: 
     from bridge.targets import get_target
 
     direct = onnx_runtimes(artefact_runtimes or {})
+    # no trace_feeds: pinning explains a near-tie with the source framework's own values, not an export's
     taps = TapsPinSource(framework, source, export, enabled=isolated and source.obj is None, timeout=timeout,
-                         max_memory=max_memory, trace_feeds=run.feeds)
+                         max_memory=max_memory)
     # the layout aliases the model records: claims of the model (which may be the file under test), measured
     # against the source before use (bridge.validation.pinning._verified_aliases)
     claimed = tensor_aliases({p.key: p.value for p in model.metadata_props})

@@ -520,17 +520,22 @@ def torch_graph_taps(source: Source, export: Any, trace_feeds: Mapping[str, np.n
     else the exporter whose names the candidate carries, traced on ``trace_feeds`` (the validation inputs, as
     ``convert`` traces by default); a tensor is offered only where the candidate's node of that name has the export's
     op and inputs, so a candidate traced on other inputs (another branch taken) or rewritten there offers nothing
-    there. A failed re-export offers nothing (logged): the final outputs are still PyTorch's own."""
+    there. A failed re-export offers nothing (logged): the final outputs are still PyTorch's own.
+
+    Without ``trace_feeds`` nothing is offered: onnxruntime computes these tensors, not PyTorch, so they witness what
+    the exporter made, not PyTorch's rounding. The tie proof (``bridge.conversion.pinning.pin_failures``), which pins
+    the source's own values to explain a near-tie, asks without; the selection-inputs proof and ``debug``, which
+    look for what the conversion changed, ask with."""
     from adapters.pytorch.adapter import DYNAMO, TORCHSCRIPT
 
     model = getattr(export, "model", None)
-    if not isinstance(model, onnx.ModelProto):
+    if not isinstance(model, onnx.ModelProto) or trace_feeds is None:
         return None
     if export.exporter in (DYNAMO, TORCHSCRIPT):
         outputs = {o.name for o in model.graph.output}
         return TorchGraphTaps(model, {t for n in model.graph.node for t in n.output if t and t not in outputs})
-    if source.obj is not None or not source.location or not trace_feeds:
-        return None  # a live object may have changed since the candidate was made; nothing to trace on
+    if source.obj is not None or not source.location:
+        return None  # a live object may have changed since the candidate was made
     found = _reexport(source, export, trace_feeds)
     if found is None:
         return None
@@ -640,8 +645,9 @@ def source_taps(framework: str, source: Source, export: Any, runner: Runtime,
                 aliases: Mapping[str, Mapping[str, Any]] | None = None,
                 trace_feeds: Mapping[str, np.ndarray] | None = None) -> SourceTaps:
     """The richest taps available for ``framework`` (final outputs when it has none per layer); ``aliases``:
-    the converted model's layout aliases, served too (``AliasedTaps``); ``trace_feeds``: the validation inputs (a
-    PyTorch source is traced on them when it must be exported again)."""
+    the converted model's layout aliases, served too (``AliasedTaps``); ``trace_feeds``: the validation inputs -
+    given, a PyTorch source also offers its export's tensors (``torch_graph_taps``: traced on them when it must be
+    exported again); None: only tensors the framework itself computes."""
     taps = TAPS.load(framework)(source, export, runner, trace_feeds) if framework in TAPS.names() else None
     if taps is not None:
         return AliasedTaps(taps, aliases) if aliases else taps
