@@ -252,13 +252,16 @@ def _without_label_branches(mx: ModuleType, group: Any) -> Any:
 # MXNet 1.9.1's CPU kernels skip (never write) the output rows of rois whose batch index is negative; GluonCV's
 # FPN pads each level's rois with -1 rows, so those rows hold whatever the memory held before (measured: 0.4..0.7
 # in an FPN Faster R-CNN, 5e14 on a fresh buffer, different from run to run). The converted model writes zeros.
+# Worse, a -1 row corrupts the batch's first roi: it pools up to 0.7 off what it pools alone (0.37 in a random-weight
+# FPN Mask R-CNN; deterministic, one thread too; tests/adapters/mxnet/test_reference_runner.py).
 UNWRITTEN_ROI_ROWS = frozenset({"_contrib_ROIAlign"})
 
 
 def _zero_unwritten_roi_rows(mx: ModuleType, group: Any) -> Any:
-    """``group`` with each ROI layer in ``UNWRITTEN_ROI_ROWS`` followed by ``where(int(batch index) >= 0, out, 0)``
-    (index > -1: MXNet truncates it to int), so the reference is defined (and zero) where MXNet leaves the
-    output unwritten. Valid rows are passed through unchanged."""
+    """``group`` with each ROI layer in ``UNWRITTEN_ROI_ROWS`` fed its rois with the padding rows (``int(batch
+    index) < 0``: MXNet truncates it) zeroed - batch 0, an empty box, so MXNet never sees a negative index and
+    each valid row pools exactly what that roi pools alone - and followed by ``where(valid, out, 0)``, so the
+    reference is defined (and zero) on the padding rows, as the converted model computes them."""
     graph = json.loads(group.tojson())
     nodes = graph["nodes"]
     if not any(n["op"] in UNWRITTEN_ROI_ROWS for n in nodes):
@@ -266,24 +269,28 @@ def _zero_unwritten_roi_rows(mx: ModuleType, group: Any) -> Any:
     out: list[dict[str, Any]] = []
     new_index: dict[int, int] = {}  # an old node's output -> the node now producing it
     for old, node in enumerate(nodes):
-        # a rewritten ROI layer has one output, so redirecting every reference to it is right
         node["inputs"] = [[new_index[i], k, v] for i, k, v in node["inputs"]]
-        out.append(node)
-        new_index[old] = len(out) - 1
         if node["op"] not in UNWRITTEN_ROI_ROWS:
+            out.append(node)
+            new_index[old] = len(out) - 1
             continue
-        layer, rois = len(out) - 1, node["inputs"][1]
-        name = node["name"]
-        extra: list[dict[str, Any]] = [
+        name, rois, base = node["name"], node["inputs"][1], len(out)
+        out.extend([
             {"op": "slice_axis", "name": f"{name}_bidx", "attrs": {"axis": "1", "begin": "0", "end": "1"},
-             "inputs": [rois]},
-            {"op": "Reshape", "name": f"{name}_bidx_flat", "attrs": {"shape": "(-1,)"}, "inputs": [[layer + 1, 0, 0]]},
+             "inputs": [rois]},  # base: [N, 1]
+            {"op": "Reshape", "name": f"{name}_bidx_flat", "attrs": {"shape": "(-1,)"}, "inputs": [[base, 0, 0]]},
             {"op": "_greater_scalar", "name": f"{name}_bidx_valid", "attrs": {"scalar": "-1"},
-             "inputs": [[layer + 2, 0, 0]]},
-            {"op": "zeros_like", "name": f"{name}_zeros", "inputs": [[layer, 0, 0]]},
-            {"op": "where", "name": f"{name}_written", "inputs": [[layer + 3, 0, 0], [layer, 0, 0], [layer + 4, 0, 0]]},
-        ]
-        out.extend(extra)
+             "inputs": [[base + 1, 0, 0]]},  # base + 2: [N], 1 where the row is pooled
+            {"op": "Reshape", "name": f"{name}_bidx_valid_col", "attrs": {"shape": "(-1, 1)"},
+             "inputs": [[base + 2, 0, 0]]},
+            {"op": "broadcast_mul", "name": f"{name}_rois_unpadded", "inputs": [rois, [base + 3, 0, 0]]},
+        ])
+        node["inputs"][1] = [base + 4, 0, 0]
+        out.append(node)  # base + 5: the layer (one output, so redirecting every reference to the where is right)
+        out.extend([
+            {"op": "zeros_like", "name": f"{name}_zeros", "inputs": [[base + 5, 0, 0]]},
+            {"op": "where", "name": f"{name}_written", "inputs": [[base + 2, 0, 0], [base + 5, 0, 0], [base + 6, 0, 0]]},
+        ])
         new_index[old] = len(out) - 1
     graph["nodes"] = out
     graph["arg_nodes"] = [new_index[i] for i in graph["arg_nodes"]]
