@@ -323,10 +323,10 @@ def boundary_inputs(infer: Callable[[Mapping[str, np.ndarray]], dict[str, Any]],
     up = np.where(enough, up_hi, 1.0)
     down = np.where(enough, np.clip(lo - (up - hi), LOW_CONTRAST, 1.0), 1.0)  # mirrored below the boundary
     found = []
-    for label, contrast in (("each validation image where its first detection scores just above the source's "
-                             "threshold (contrast searched)", up),
-                            ("each validation image just below where its first detection appears (contrast "
-                             "searched)", down)):
+    for label, contrast in (("each validation image just above where the source's first detection in it appears "
+                             "(contrast searched)", up),
+                            ("each validation image just below where the source's first detection in it appears "
+                             "(contrast searched)", down)):
         more = _at_contrast(feeds, names, contrast)
         try:
             found.append((label, more, infer(more)))
