@@ -507,7 +507,7 @@ def _torch_taps(source: Source, export: Any, runner: Runtime,
     return CombinedTaps(hooks, graph)
 
 
-_TORCH_GRAPHS: dict[str, tuple[onnx.ModelProto, set[str]]] = {}  # one re-export per reference process (the last)
+_TORCH_GRAPHS: dict[str, onnx.ModelProto] = {}  # one re-export per reference process (the last), any candidate
 _TORCHSCRIPT_NAME = re.compile(r"^/.*_output_\d+$")  # torch.onnx's TorchScript exporter: /scope/Op_3_output_0
 
 
@@ -578,8 +578,9 @@ def _reexport(source: Source, export: Any, trace_feeds: Mapping[str, np.ndarray]
             logging.getLogger(__name__).info("the source could not be exported again for its tensors: %s", exc)
             return None
         _TORCH_GRAPHS.clear()
-        _TORCH_GRAPHS[key] = (exported, _same_nodes(exported, candidate))
-    return _TORCH_GRAPHS[key]
+        _TORCH_GRAPHS[key] = exported
+    exported = _TORCH_GRAPHS[key]
+    return exported, _same_nodes(exported, candidate)  # judged for this candidate, never cached with the export
 
 
 def _mtime(location: str | None) -> float | None:
