@@ -298,29 +298,34 @@ def boundary_inputs(infer: Callable[[Mapping[str, np.ndarray]], dict[str, Any]],
     bracketed = np.isfinite(full) & ~np.isfinite(faint)
     if not bracketed.any():
         return []
-    top = full.copy()
-    for _ in range(BOUNDARY_STEPS):
-        mid = np.where(bracketed, (lo + hi) / 2, 1.0)
-        seen = _top_scores(specs, infer(_at_contrast(feeds, names, mid)), images)
-        if seen is None:
-            return []
-        found = bracketed & np.isfinite(seen)
-        hi, top = np.where(found, mid, hi), np.where(found, seen, top)
-        lo = np.where(bracketed & ~found, mid, lo)
+    def bisect(lo: np.ndarray, hi: np.ndarray, active: np.ndarray, steps: int,
+               holds: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per active image, the contrast interval [lo, hi] narrowed ``steps`` times around where ``holds`` (of the
+        reference's top scores) starts to hold at hi, with the top scores last seen at hi; the inactive images run at
+        full contrast. None: the groups stopped giving one detection list per image."""
+        top = full.copy()
+        for _ in range(steps):
+            mid = np.where(active, (lo + hi) / 2, 1.0)
+            seen = _top_scores(specs, infer(_at_contrast(feeds, names, mid)), images)
+            if seen is None:
+                return None
+            yes = active & holds(seen)
+            hi, top = np.where(yes, mid, hi), np.where(yes, seen, top)
+            lo = np.where(active & ~yes, mid, lo)
+        return lo, hi, top
+
+    found_at = bisect(lo, hi, bracketed, BOUNDARY_STEPS, np.isfinite)
+    if found_at is None:
+        return []
+    lo, hi, top = found_at
     # above the boundary: the contrast where the first detection scores SCORE_MARGIN over what it scored at hi
-    # (bisected on [hi, 1]: the score at full contrast is higher, or the image is left at hi)
-    up_lo, up_hi = hi.copy(), np.ones(images)
+    # (bisected on [hi, 1]: the score at full contrast is higher, or the image is left at full contrast)
     target = top + SCORE_MARGIN
     enough = bracketed & (full >= target)
-    for _ in range(MARGIN_STEPS):
-        mid = np.where(enough, (up_lo + up_hi) / 2, 1.0)
-        seen = _top_scores(specs, infer(_at_contrast(feeds, names, mid)), images)
-        if seen is None:
-            return []
-        over = enough & (seen >= target)
-        up_hi = np.where(over, mid, up_hi)
-        up_lo = np.where(enough & ~over, mid, up_lo)
-    up = np.where(enough, up_hi, 1.0)
+    above = bisect(hi.copy(), np.ones(images), enough, MARGIN_STEPS, lambda seen: seen >= target)
+    if above is None:
+        return []
+    up = np.where(enough, above[1], 1.0)
     down = np.where(enough, np.clip(lo - (up - hi), LOW_CONTRAST, 1.0), 1.0)  # mirrored below the boundary
     found = []
     for label, contrast in (("each validation image just above where the source's first detection in it appears "

@@ -1120,8 +1120,8 @@ def prove_selection_inputs(model: onnx.ModelProto, source: PinSource, run_candid
     missing = [p for p in pins if p not in src]
     if missing:
         return SelectionInputsProof(False, f"the source returned no value for {', '.join(missing)}")
-    pins = [p for p in pins if p not in rows or p in {q for point in points for q in point.pins}
-            or np.ndim(src[p]) <= MAX_GATHERED_RANK]
+    point_pins = {q for point in points for q in point.pins}
+    pins = [p for p in pins if p not in rows or p in point_pins or np.ndim(src[p]) <= MAX_GATHERED_RANK]
     if not pins:
         return SelectionInputsProof(False, "the only tensors the source returns upstream of a selection are feature "
                                     "maps its choice reads from, not rows")
